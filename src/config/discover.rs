@@ -45,7 +45,10 @@ pub fn find_project(explicit: Option<&Path>, start: &Path) -> Option<ProjectPath
         } else {
             start.join(dir)
         };
-        return root.join(MODIX_DIR).is_dir().then(|| ProjectPaths::at(&root));
+        return root
+            .join(MODIX_DIR)
+            .is_dir()
+            .then(|| ProjectPaths::at(&root));
     }
     start
         .ancestors()

@@ -1,1 +1,119 @@
-//! (being built)
+//! Workflow state machines: the TOML format ([`spec`]), the static checks that
+//! prove every run ends ([`check`], [`graph_checks`]), the compiled immutable
+//! [`Machine`] and its pure `fire` step ([`machine`]), the worst-case run
+//! length ([`bounds`]), diagrams ([`render`]) and the set of visible machines
+//! ([`Catalog`]). No I/O beyond reading FSM files; the orchestrator drives runs.
+
+mod bounds;
+mod catalog;
+mod check;
+mod emit;
+mod graph_checks;
+mod machine;
+pub mod render;
+mod spec;
+
+#[cfg(test)]
+mod proptests;
+
+use std::path::{Path, PathBuf};
+
+use crate::diagnostics::{Diagnostic, Diagnostics};
+
+pub use bounds::{CONFIG_LIMIT, WorstCase};
+pub use catalog::{Catalog, Entry};
+pub use emit::{AgentState, CmpOp, Condition, EmitRule, InvocationOutcome, OutcomeKind};
+pub use machine::{
+    Edge, FireError, Fired, Machine, Outcome, Position, Source, State, StateId, StateKind,
+    Transition,
+};
+
+/// Settings that shape compilation but do not live in the FSM file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// `max` for a transition that names `exhausted` but no `max` (the project's loop bound).
+    pub default_max: u32,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions { default_max: 3 }
+    }
+}
+
+/// Parses and checks FSM text; `Some` only when there are no errors.
+/// The machine's source is `Source::File(display_name)`.
+pub fn compile_str(
+    text: &str,
+    display_name: &str,
+    opts: &CompileOptions,
+) -> (Option<Machine>, Diagnostics) {
+    compile(
+        text,
+        display_name,
+        Source::File(PathBuf::from(display_name)),
+        opts,
+    )
+}
+
+/// Reads, parses and checks one FSM file; diagnostics name it `display_name`.
+pub fn compile_file(
+    path: &Path,
+    display_name: &str,
+    opts: &CompileOptions,
+) -> (Option<Machine>, Diagnostics) {
+    match std::fs::read_to_string(path) {
+        Ok(text) => compile(&text, display_name, Source::File(path.to_path_buf()), opts),
+        Err(e) => {
+            let mut diags = Diagnostics::new();
+            diags.push(
+                Diagnostic::error(
+                    "fsm::syntax",
+                    display_name,
+                    format!("cannot read the file: {e}"),
+                )
+                .with_help("check that the file exists, is readable and is UTF-8 text"),
+            );
+            (None, diags)
+        }
+    }
+}
+
+/// [`compile_str`] with an explicit source.
+pub fn compile(
+    text: &str,
+    display_name: &str,
+    source: Source,
+    opts: &CompileOptions,
+) -> (Option<Machine>, Diagnostics) {
+    let (machine, diags, _) = compile_with_id(text, display_name, source, opts);
+    (machine, diags)
+}
+
+/// Also returns the file's `id` when it could be read, even if checks failed,
+/// so a broken project file still shadows the built-in with the same id.
+pub(crate) fn compile_with_id(
+    text: &str,
+    display_name: &str,
+    source: Source,
+    opts: &CompileOptions,
+) -> (Option<Machine>, Diagnostics, Option<String>) {
+    let mut diags = Diagnostics::new();
+    diags.add_source(display_name, text);
+    let raw = match spec::parse(text, display_name) {
+        Ok(raw) => raw,
+        Err(d) => {
+            diags.push(*d);
+            return (None, diags, None);
+        }
+    };
+    let id = raw.id.as_ref().map(|i| i.get_ref().clone());
+    let mut cx = check::Ctx {
+        text,
+        file: display_name,
+        diags: &mut diags,
+    };
+    let machine = check::compile(raw, &mut cx, source, opts);
+    diags.sort();
+    (machine, diags, id)
+}

@@ -1,0 +1,573 @@
+//! The static checks, and the compile step they guard: a [`RawFile`] becomes a
+//! [`Machine`] only when no check reports an error.
+//!
+//! Field checks and references are in this file; the graph checks
+//! (determinism, reachability, completeness, termination) are in `graph_checks`.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use petgraph::graph::{DiGraph, NodeIndex};
+use sha2::{Digest, Sha256};
+use toml::Spanned;
+
+use super::CompileOptions;
+use super::bounds;
+use super::emit::{AgentState, Condition, EmitRule, OutcomeKind};
+use super::graph_checks;
+use super::machine::{Edge, Machine, Outcome, Source, State, StateId, StateKind, Transition};
+use super::spec::{RawFile, RawState};
+use crate::diagnostics::{Diagnostic, Diagnostics, unknown_name_help};
+
+/// Where diagnostics go, with the text they point into.
+pub(crate) struct Ctx<'a> {
+    pub text: &'a str,
+    pub file: &'a str,
+    pub diags: &'a mut Diagnostics,
+}
+
+impl Ctx<'_> {
+    pub fn error(&mut self, code: &str, span: Range<usize>, msg: String, help: String) {
+        let d = Diagnostic::error(code, self.file, msg)
+            .with_span(self.text, span)
+            .with_help(help);
+        self.diags.push(d);
+    }
+
+    pub fn warning(&mut self, code: &str, span: Range<usize>, msg: String, help: String) {
+        let d = Diagnostic::warning(code, self.file, msg)
+            .with_span(self.text, span)
+            .with_help(help);
+        self.diags.push(d);
+    }
+}
+
+/// Checks `raw` and builds the machine if nothing is wrong.
+pub(crate) fn compile(
+    raw: RawFile,
+    cx: &mut Ctx,
+    source: Source,
+    opts: &CompileOptions,
+) -> Option<Machine> {
+    let errors_before = cx.diags.error_count();
+    let id = header_id(&raw, cx);
+    let version = header_version(&raw, cx);
+    let states = states(&raw, cx);
+    let names: Vec<&str> = states.iter().map(|s| s.name.as_str()).collect();
+    let lookup: HashMap<&str, StateId> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (*n, StateId(i as u32)))
+        .collect();
+    let initial = initial(&raw, &lookup, &names, cx);
+    let transitions = transitions(&raw, &states, &lookup, &names, opts, cx);
+
+    let mut outgoing = vec![Vec::new(); states.len()];
+    let mut graph: DiGraph<StateId, Edge> = DiGraph::new();
+    for i in 0..states.len() {
+        graph.add_node(StateId(i as u32));
+    }
+    for (i, t) in transitions.iter().enumerate() {
+        outgoing[t.from.index()].push(i);
+        let (from, to) = (NodeIndex::new(t.from.index()), NodeIndex::new(t.to.index()));
+        graph.add_edge(
+            from,
+            to,
+            Edge {
+                transition: i,
+                redirect: false,
+            },
+        );
+        if let Some(ex) = t.exhausted {
+            let edge = Edge {
+                transition: i,
+                redirect: true,
+            };
+            graph.add_edge(from, NodeIndex::new(ex.index()), edge);
+        }
+    }
+    let g = graph_checks::Graph {
+        states: &states,
+        transitions: &transitions,
+        outgoing: &outgoing,
+        graph: &graph,
+        emit_spans: &emit_event_spans(&raw),
+    };
+    if let Some(init) = initial {
+        graph_checks::reachability(&g, init, cx);
+    }
+    graph_checks::completeness(&g, cx);
+    graph_checks::termination(&g, cx);
+
+    if cx.diags.error_count() > errors_before {
+        return None;
+    }
+    let (id, id_span) = id?;
+    let slots = transitions.iter().filter(|t| t.slot.is_some()).count();
+    let initial = initial?;
+    let worst = bounds::compute(&bounds::Input {
+        states: &states,
+        transitions: &transitions,
+        outgoing: &outgoing,
+        graph: &graph,
+        initial,
+        slots,
+    });
+    Some(Machine {
+        id,
+        version: version?,
+        description: raw.description.map(|d| d.into_inner()).unwrap_or_default(),
+        source,
+        content_hash: sha256_hex(cx.text),
+        text: Arc::from(cx.text),
+        id_span,
+        initial,
+        states,
+        transitions,
+        outgoing,
+        slots,
+        graph,
+        worst,
+    })
+}
+
+pub(crate) fn sha256_hex(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn header_id(raw: &RawFile, cx: &mut Ctx) -> Option<(String, Range<usize>)> {
+    let Some(id) = &raw.id else {
+        cx.error(
+            "fsm::invalid-field",
+            0..0,
+            "the file has no `id`".into(),
+            "add `id = \"my_workflow\"` at the top of the file".into(),
+        );
+        return None;
+    };
+    if !is_name(id.get_ref()) {
+        cx.error(
+            "fsm::invalid-field",
+            id.span(),
+            format!("id `{}` is not a valid name", id.get_ref()),
+            "use letters, digits, `_` and `-` only".into(),
+        );
+        return None;
+    }
+    Some((id.get_ref().clone(), id.span()))
+}
+
+fn header_version(raw: &RawFile, cx: &mut Ctx) -> Option<semver::Version> {
+    let Some(v) = &raw.version else {
+        cx.error(
+            "fsm::invalid-field",
+            0..0,
+            "the file has no `version`".into(),
+            "add `version = \"1.0.0\"` (semver) at the top of the file".into(),
+        );
+        return None;
+    };
+    match semver::Version::parse(v.get_ref()) {
+        Ok(ver) => Some(ver),
+        Err(e) => {
+            cx.error(
+                "fsm::invalid-field",
+                v.span(),
+                format!("version `{}` is not semver: {e}", v.get_ref()),
+                "write MAJOR.MINOR.PATCH, e.g. `1.0.0`".into(),
+            );
+            None
+        }
+    }
+}
+
+fn initial(
+    raw: &RawFile,
+    lookup: &HashMap<&str, StateId>,
+    names: &[&str],
+    cx: &mut Ctx,
+) -> Option<StateId> {
+    let Some(init) = &raw.initial else {
+        cx.error(
+            "fsm::missing-initial",
+            0..0,
+            "the file has no `initial` state".into(),
+            "add `initial = \"<STATE>\"` naming the state every run starts in".into(),
+        );
+        return None;
+    };
+    let found = lookup.get(init.get_ref().as_str()).copied();
+    if found.is_none() {
+        cx.error(
+            "fsm::unknown-initial",
+            init.span(),
+            format!("initial state `{}` is not defined", init.get_ref()),
+            unknown_name_help(init.get_ref(), "state", names.iter().copied()),
+        );
+    }
+    found
+}
+
+fn states(raw: &RawFile, cx: &mut Ctx) -> Vec<State> {
+    raw.states_in_order()
+        .into_iter()
+        .map(|(name, st)| {
+            if !is_name(name.get_ref()) {
+                cx.error(
+                    "fsm::invalid-field",
+                    name.span(),
+                    format!("state name `{}` is not a valid name", name.get_ref()),
+                    "use letters, digits, `_` and `-` only".into(),
+                );
+            }
+            let on_enter = st
+                .on_enter
+                .iter()
+                .map(|n| {
+                    nonempty(n, "on_enter notification", cx);
+                    n.get_ref().clone()
+                })
+                .collect();
+            State {
+                name: name.get_ref().clone(),
+                kind: state_kind(name.get_ref(), st, cx),
+                on_enter,
+                span: name.span(),
+            }
+        })
+        .collect()
+}
+
+fn nonempty(s: &Spanned<String>, what: &str, cx: &mut Ctx) {
+    if s.get_ref().trim().is_empty() {
+        cx.error(
+            "fsm::invalid-field",
+            s.span(),
+            format!("{what} is empty"),
+            format!("give the {what} a name"),
+        );
+    }
+}
+
+// The placeholder keeps going after an error so later checks still run.
+fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
+    let kind = st.kind.get_ref().as_str();
+    let allowed: &[&str] = match kind {
+        "input" => &["event"],
+        "agent" => &["agent", "output", "timeout_secs", "emit"],
+        "terminal" => &["outcome"],
+        other => {
+            cx.error(
+                "fsm::invalid-field",
+                st.kind.span(),
+                format!("state `{name}` has unknown kind `{other}`"),
+                "use `input`, `agent` or `terminal`".into(),
+            );
+            &[]
+        }
+    };
+    let present: [(&str, Option<Range<usize>>); 6] = [
+        ("event", st.event.as_ref().map(Spanned::span)),
+        ("agent", st.agent.as_ref().map(Spanned::span)),
+        ("output", st.output.as_ref().map(Spanned::span)),
+        ("timeout_secs", st.timeout_secs.as_ref().map(Spanned::span)),
+        ("emit", st.emit.as_ref().map(Spanned::span)),
+        ("outcome", st.outcome.as_ref().map(Spanned::span)),
+    ];
+    if !allowed.is_empty() {
+        for (key, span) in present {
+            if let Some(span) = span.filter(|_| !allowed.contains(&key)) {
+                cx.error(
+                    "fsm::invalid-field",
+                    span,
+                    format!("`{key}` is not allowed in {kind} state `{name}`"),
+                    format!(
+                        "remove `{key}`; a {kind} state takes: {}",
+                        allowed.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    let kind_span = st.kind.span();
+    let required = |field: &Option<Spanned<String>>, key: &str, cx: &mut Ctx| -> String {
+        match field {
+            Some(v) => {
+                nonempty(v, &format!("`{key}`"), cx);
+                v.get_ref().clone()
+            }
+            None => {
+                cx.error(
+                    "fsm::invalid-field",
+                    kind_span.clone(),
+                    format!("{kind} state `{name}` has no `{key}`"),
+                    format!("add `{key} = ...` to state `{name}`"),
+                );
+                String::new()
+            }
+        }
+    };
+    match kind {
+        "input" => StateKind::Input {
+            event: required(&st.event, "event", cx),
+        },
+        "agent" => {
+            let agent = required(&st.agent, "agent", cx);
+            let output = required(&st.output, "output", cx);
+            StateKind::Agent(AgentState {
+                agent,
+                output,
+                timeout_secs: timeout(st, cx),
+                emit: emit_rules(st, cx),
+            })
+        }
+        "terminal" => {
+            let outcome = match st
+                .outcome
+                .as_ref()
+                .map(|o| (o.get_ref().as_str(), o.span()))
+            {
+                Some(("success", _)) => Outcome::Success,
+                Some(("failure", _)) => Outcome::Failure,
+                Some((other, span)) => {
+                    cx.error(
+                        "fsm::invalid-field",
+                        span,
+                        format!("terminal state `{name}` has unknown outcome `{other}`"),
+                        "use `success` or `failure`".into(),
+                    );
+                    Outcome::Failure
+                }
+                None => {
+                    required(&None, "outcome", cx);
+                    Outcome::Failure
+                }
+            };
+            StateKind::Terminal { outcome }
+        }
+        _ => StateKind::Input {
+            event: String::new(),
+        },
+    }
+}
+
+fn timeout(st: &RawState, cx: &mut Ctx) -> Option<u64> {
+    let t = st.timeout_secs.as_ref()?;
+    match u64::try_from(*t.get_ref()) {
+        Ok(v) if v > 0 => Some(v),
+        _ => {
+            cx.error(
+                "fsm::invalid-field",
+                t.span(),
+                format!("timeout_secs = {} is not a positive number", t.get_ref()),
+                "give the timeout in whole seconds, at least 1".into(),
+            );
+            None
+        }
+    }
+}
+
+fn emit_rules(st: &RawState, cx: &mut Ctx) -> Vec<EmitRule> {
+    let Some(rules) = &st.emit else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for r in rules.get_ref() {
+        let r = r.get_ref();
+        nonempty(&r.event, "emitted event", cx);
+        let Some(on) = OutcomeKind::parse(r.on.get_ref()) else {
+            cx.error(
+                "fsm::invalid-field",
+                r.on.span(),
+                format!("unknown outcome kind `{}` in an emit rule", r.on.get_ref()),
+                "use `output`, `invalid_output`, `process_error` or `timeout`".into(),
+            );
+            continue;
+        };
+        let when = match (&r.when, on) {
+            (None, _) => None,
+            (Some(w), OutcomeKind::Output) => match Condition::parse(w.get_ref()) {
+                Ok(c) => Some(c),
+                Err(msg) => {
+                    let help = "write `<field> == <JSON value>`, e.g. `passed == true`";
+                    cx.error("fsm::invalid-field", w.span(), msg, help.into());
+                    continue;
+                }
+            },
+            (Some(w), _) => {
+                cx.error(
+                    "fsm::invalid-field",
+                    w.span(),
+                    format!(
+                        "`when` is only allowed on `output` rules, not `{}`",
+                        on.as_str()
+                    ),
+                    "remove `when`: only validated output has fields to test".into(),
+                );
+                continue;
+            }
+        };
+        out.push(EmitRule {
+            on,
+            when,
+            event: r.event.get_ref().clone(),
+        });
+    }
+    out
+}
+
+/// Spans of each agent state's emitted events, by (state name, event), first rule wins.
+fn emit_event_spans(raw: &RawFile) -> HashMap<(String, String), Range<usize>> {
+    let mut out = HashMap::new();
+    for (name, st) in &raw.states {
+        if let Some(rules) = &st.emit {
+            for r in rules.get_ref() {
+                let key = (name.get_ref().clone(), r.get_ref().event.get_ref().clone());
+                out.entry(key).or_insert_with(|| r.get_ref().event.span());
+            }
+        }
+        if let Some(ev) = &st.event {
+            out.entry((name.get_ref().clone(), ev.get_ref().clone()))
+                .or_insert_with(|| ev.span());
+        }
+    }
+    out
+}
+
+fn transitions(
+    raw: &RawFile,
+    states: &[State],
+    lookup: &HashMap<&str, StateId>,
+    names: &[&str],
+    opts: &CompileOptions,
+    cx: &mut Ctx,
+) -> Vec<Transition> {
+    let mut out: Vec<Transition> = Vec::new();
+    let mut seen: HashMap<(StateId, &str), usize> = HashMap::new();
+    for t in &raw.transitions {
+        let span = t.span();
+        let t = t.get_ref();
+        let resolve = |s: &Spanned<String>, role: &str, cx: &mut Ctx| {
+            let found = lookup.get(s.get_ref().as_str()).copied();
+            if found.is_none() {
+                cx.error(
+                    "fsm::unknown-state",
+                    s.span(),
+                    format!("transition {role} unknown state `{}`", s.get_ref()),
+                    unknown_name_help(s.get_ref(), "state", names.iter().copied()),
+                );
+            }
+            found
+        };
+        let from = resolve(&t.from, "from", cx);
+        let to = resolve(&t.to, "to", cx);
+        let exhausted = match &t.exhausted {
+            Some(e) => resolve(e, "exhausted to", cx).map(Some),
+            None => Some(None),
+        };
+        nonempty(&t.event, "transition event", cx);
+        let max = match (&t.max, exhausted) {
+            (Some(m), _) if !(1..=i64::from(u32::MAX)).contains(m.get_ref()) => {
+                cx.error(
+                    "fsm::invalid-field",
+                    m.span(),
+                    format!("max = {} is out of range", m.get_ref()),
+                    "a bound is how many times the transition may fire: 1 or more".into(),
+                );
+                None
+            }
+            (Some(m), Some(None)) => {
+                cx.error(
+                    "fsm::max-without-exhausted",
+                    m.span(),
+                    format!(
+                        "transition {} —{}→ {} has `max` but no `exhausted` state",
+                        t.from.get_ref(),
+                        t.event.get_ref(),
+                        t.to.get_ref()
+                    ),
+                    "add `exhausted = \"<STATE>\"`: where the run goes once the bound is used up"
+                        .into(),
+                );
+                None
+            }
+            (Some(m), _) => u32::try_from(*m.get_ref()).ok(),
+            (None, Some(Some(_))) => Some(opts.default_max),
+            (None, _) => None,
+        };
+        let (Some(from), Some(to), Some(exhausted)) = (from, to, exhausted) else {
+            continue;
+        };
+        let from_state = &states[from.index()];
+        if from_state.is_terminal() {
+            cx.error(
+                "fsm::terminal-exit",
+                t.from.span(),
+                format!("transition leaves terminal state `{}`", from_state.name),
+                "a terminal state ends the run; remove this transition or make the state non-terminal"
+                    .into(),
+            );
+            continue;
+        }
+        let event = t.event.get_ref().as_str();
+        if let Some(&prev) = seen.get(&(from, event)) {
+            let p: &Transition = &out[prev];
+            if p.to == to {
+                cx.error(
+                    "fsm::duplicate-transition",
+                    span.clone(),
+                    format!(
+                        "transition {} —{event}→ {} is defined twice",
+                        from_state.name,
+                        states[to.index()].name
+                    ),
+                    "delete one of the two entries".into(),
+                );
+            } else {
+                cx.error(
+                    "fsm::nondeterministic",
+                    t.event.span(),
+                    format!(
+                        "state `{}` has two transitions on event `{event}` (to `{}` and to `{}`)",
+                        from_state.name,
+                        states[p.to.index()].name,
+                        states[to.index()].name
+                    ),
+                    "one event must lead to one state: delete one transition or give it another event"
+                        .into(),
+                );
+            }
+            continue;
+        }
+        seen.insert((from, event), out.len());
+        // `max` without a usable exhausted target was reported above.
+        let bounded = max.is_some() && exhausted.is_some();
+        out.push(Transition {
+            from,
+            event: event.to_owned(),
+            to,
+            max: max.filter(|_| bounded),
+            exhausted: exhausted.filter(|_| bounded),
+            span,
+            slot: None,
+        });
+    }
+    let mut next = 0;
+    for t in &mut out {
+        if t.max.is_some() {
+            t.slot = Some(next);
+            next += 1;
+        }
+    }
+    out
+}

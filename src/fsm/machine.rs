@@ -1,0 +1,324 @@
+//! The compiled machine and the run position it advances.
+//!
+//! A [`Machine`] is immutable once built (only `check` builds one, and only
+//! from a file that passed every check): a petgraph graph plus lookup tables.
+//! A run's place in it is a [`Position`] — the current state and one counter
+//! per bounded transition — and [`Machine::fire`] is a pure step. No I/O.
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use petgraph::graph::DiGraph;
+use serde::Serialize;
+
+use super::bounds::WorstCase;
+use super::emit::AgentState;
+
+/// Index of a state in its machine (file order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct StateId(pub(crate) u32);
+
+impl StateId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Where a machine's TOML came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Shipped inside the binary; the file name in `fsm/`.
+    Builtin(String),
+    File(PathBuf),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Success,
+    Failure,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum StateKind {
+    /// Waits for human input, which produces `event`.
+    Input {
+        event: String,
+    },
+    Agent(AgentState),
+    Terminal {
+        outcome: Outcome,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct State {
+    pub name: String,
+    #[serde(flatten)]
+    pub kind: StateKind,
+    pub on_enter: Vec<String>,
+    /// Byte range of the state's name in the file.
+    #[serde(skip)]
+    pub span: Range<usize>,
+}
+
+impl State {
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.kind, StateKind::Terminal { .. })
+    }
+
+    pub fn agent(&self) -> Option<&AgentState> {
+        match &self.kind {
+            StateKind::Agent(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Transition {
+    pub from: StateId,
+    pub event: String,
+    pub to: StateId,
+    /// How many times this transition may fire in one run.
+    pub max: Option<u32>,
+    /// Where the run goes when the transition would fire once more than `max`.
+    pub exhausted: Option<StateId>,
+    /// Byte range of the `[[transitions]]` entry in the file.
+    #[serde(skip)]
+    pub span: Range<usize>,
+    /// Index of this transition's counter in [`Position`], when bounded.
+    #[serde(skip)]
+    pub(crate) slot: Option<usize>,
+}
+
+/// A run's place in a machine: the current state and the bounded-transition counters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Position {
+    pub(crate) state: StateId,
+    pub(crate) counters: Vec<u32>,
+}
+
+impl Position {
+    pub fn state(&self) -> StateId {
+        self.state
+    }
+
+    pub fn is_terminal(&self, machine: &Machine) -> bool {
+        machine.state(self.state).is_terminal()
+    }
+
+    /// How many times transition `index` has fired in this run (0 for unbounded ones).
+    pub fn count(&self, machine: &Machine, index: usize) -> u32 {
+        machine
+            .transitions
+            .get(index)
+            .and_then(|t| t.slot)
+            .and_then(|s| self.counters.get(s).copied())
+            .unwrap_or(0)
+    }
+
+    /// Rebuilds a position (e.g. from the store); `None` if it does not fit `machine`.
+    pub fn restore(machine: &Machine, state: StateId, counters: Vec<u32>) -> Option<Position> {
+        (state.index() < machine.states.len() && counters.len() == machine.slots)
+            .then_some(Position { state, counters })
+    }
+
+    pub fn counters(&self) -> &[u32] {
+        &self.counters
+    }
+}
+
+/// One step taken by [`Machine::fire`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fired {
+    pub from: StateId,
+    pub to: StateId,
+    pub event: String,
+    /// Index into [`Machine::transitions`].
+    pub transition: usize,
+    /// The bound was reached, so the run went to `exhausted` instead of `to`.
+    pub redirected: bool,
+    /// Times the transition has fired in this run, this step included (bounded only;
+    /// a redirect does not count as a firing).
+    pub count: u32,
+    pub max: Option<u32>,
+    pub position: Position,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FireError {
+    #[error("the run is in terminal state `{state}`; no event can move it")]
+    Terminal { state: String },
+    #[error("state `{state}` has no transition on event `{event}`")]
+    NoTransition { state: String, event: String },
+}
+
+/// A checked, compiled FSM.
+#[derive(Debug)]
+pub struct Machine {
+    pub(crate) id: String,
+    pub(crate) version: semver::Version,
+    pub(crate) description: String,
+    pub(crate) source: Source,
+    pub(crate) content_hash: String,
+    pub(crate) text: Arc<str>,
+    pub(crate) id_span: Range<usize>,
+    pub(crate) initial: StateId,
+    pub(crate) states: Vec<State>,
+    pub(crate) transitions: Vec<Transition>,
+    /// Outgoing transition indexes per state; a small vec beats a map at these sizes.
+    pub(crate) outgoing: Vec<Vec<usize>>,
+    /// Number of bounded transitions (= counters in a position).
+    pub(crate) slots: usize,
+    /// Nodes are states (same index), edges carry the transition index; redirect
+    /// edges (`from → exhausted`) are included and flagged.
+    pub(crate) graph: DiGraph<StateId, Edge>,
+    pub(crate) worst: WorstCase,
+}
+
+/// Edge weight in [`Machine::graph`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edge {
+    pub transition: usize,
+    pub redirect: bool,
+}
+
+impl Machine {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn version(&self) -> &semver::Version {
+        &self.version
+    }
+
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// SHA-256 (hex) of the file text, so a run can record exactly what it ran.
+    pub fn content_hash(&self) -> &str {
+        &self.content_hash
+    }
+
+    /// The TOML text the machine was compiled from.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Byte range of the `id` value in [`Machine::text`].
+    pub fn id_span(&self) -> Range<usize> {
+        self.id_span.clone()
+    }
+
+    pub fn initial(&self) -> StateId {
+        self.initial
+    }
+
+    /// Panics only if `id` came from another machine.
+    pub fn state(&self, id: StateId) -> &State {
+        &self.states[id.index()]
+    }
+
+    pub fn state_id(&self, name: &str) -> Option<StateId> {
+        self.states
+            .iter()
+            .position(|s| s.name == name)
+            .map(|i| StateId(i as u32))
+    }
+
+    /// States in file order.
+    pub fn states(&self) -> impl Iterator<Item = (StateId, &State)> {
+        self.states
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (StateId(i as u32), s))
+    }
+
+    pub fn transitions(&self) -> &[Transition] {
+        &self.transitions
+    }
+
+    pub fn graph(&self) -> &DiGraph<StateId, Edge> {
+        &self.graph
+    }
+
+    /// At the initial state, every counter zero.
+    pub fn start(&self) -> Position {
+        Position {
+            state: self.initial,
+            counters: vec![0; self.slots],
+        }
+    }
+
+    /// The transition taken from `pos` on `event`; `pos` itself is not changed.
+    pub fn fire(&self, pos: &Position, event: &str) -> Result<Fired, FireError> {
+        let state = self
+            .states
+            .get(pos.state.index())
+            .ok_or_else(|| FireError::NoTransition {
+                state: format!("#{}", pos.state.0),
+                event: event.to_owned(),
+            })?;
+        if state.is_terminal() {
+            return Err(FireError::Terminal {
+                state: state.name.clone(),
+            });
+        }
+        let no_transition = || FireError::NoTransition {
+            state: state.name.clone(),
+            event: event.to_owned(),
+        };
+        let index = self.outgoing[pos.state.index()]
+            .iter()
+            .copied()
+            .find(|&i| self.transitions[i].event == event)
+            .ok_or_else(no_transition)?;
+        let t = &self.transitions[index];
+        let mut position = pos.clone();
+        let (to, redirected, count) = match (t.slot, t.max, t.exhausted) {
+            (Some(slot), Some(max), Some(exhausted)) => {
+                let counter = position.counters.get_mut(slot).ok_or_else(no_transition)?;
+                if *counter < max {
+                    *counter += 1;
+                    (t.to, false, *counter)
+                } else {
+                    (exhausted, true, *counter)
+                }
+            }
+            _ => (t.to, false, 0),
+        };
+        position.state = to;
+        Ok(Fired {
+            from: t.from,
+            to,
+            event: t.event.clone(),
+            transition: index,
+            redirected,
+            count,
+            max: t.max,
+            position,
+        })
+    }
+
+    /// The longest run the bounds allow, and agent invocations per agent state.
+    pub fn worst_case(&self) -> &WorstCase {
+        &self.worst
+    }
+
+    /// Most times a run can enter `state` (agent states only).
+    pub fn bound_for_visits(&self, state: StateId) -> Option<u64> {
+        self.worst
+            .visits
+            .iter()
+            .find(|(s, _)| *s == state)
+            .map(|(_, n)| *n)
+    }
+}
