@@ -1,1 +1,12 @@
-//! (being built)
+//! Owns running untrusted agent processes and reading what they print.
+//!
+//! An agent (Claude Code, Codex, Gemini, Aider, or any command) is treated as
+//! untrusted: it is spawned directly from a rendered argv ([`argv`]), with a
+//! complete environment we choose, in its own process group that is killed
+//! as a whole on timeout or cancellation ([`process`]). Its output is kept
+//! within fixed memory ([`capture`]), scrubbed of secrets before anyone sees
+//! it ([`redact`]), and searched for the structured JSON answer ([`extract`]).
+
+pub mod capture;
+
+pub use capture::{CaptureBuffer, CaptureLimits, Captured};
