@@ -8,5 +8,7 @@
 //! it ([`redact`]), and searched for the structured JSON answer ([`extract`]).
 
 pub mod capture;
+pub mod redact;
 
 pub use capture::{CaptureBuffer, CaptureLimits, Captured};
+pub use redact::{MIN_SECRET_LEN, Redactor};
