@@ -7,8 +7,10 @@
 //! within fixed memory ([`capture`]), scrubbed of secrets before anyone sees
 //! it ([`redact`]), and searched for the structured JSON answer ([`extract`]).
 
+pub mod argv;
 pub mod capture;
 pub mod redact;
 
+pub use argv::{ArgTemplateError, KNOWN_PLACEHOLDERS, Placeholders, placeholders_in, render_args};
 pub use capture::{CaptureBuffer, CaptureLimits, Captured};
 pub use redact::{MIN_SECRET_LEN, Redactor};
