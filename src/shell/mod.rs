@@ -9,8 +9,10 @@
 
 pub mod argv;
 pub mod capture;
+pub mod extract;
 pub mod redact;
 
 pub use argv::{ArgTemplateError, KNOWN_PLACEHOLDERS, Placeholders, placeholders_in, render_args};
 pub use capture::{CaptureBuffer, CaptureLimits, Captured};
+pub use extract::{ExtractError, OutputFormat, extract_json};
 pub use redact::{MIN_SECRET_LEN, Redactor};
