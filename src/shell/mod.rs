@@ -10,9 +10,13 @@
 pub mod argv;
 pub mod capture;
 pub mod extract;
+pub mod process;
 pub mod redact;
 
 pub use argv::{ArgTemplateError, KNOWN_PLACEHOLDERS, Placeholders, placeholders_in, render_args};
 pub use capture::{CaptureBuffer, CaptureLimits, Captured};
 pub use extract::{ExtractError, OutputFormat, extract_json};
+pub use process::{
+    EchoFn, EndReason, PIPE_DRAIN, ProcessOutcome, ProcessSpec, SpawnError, Stream, run_process,
+};
 pub use redact::{MIN_SECRET_LEN, Redactor};
