@@ -40,7 +40,7 @@ pub fn run(cli: &Cli, args: &DoctorArgs, out: &Output) -> u8 {
 
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED).set_header(header.to_vec());
+    t.load_style(UTF8_FULL_CONDENSED).set_header(header.to_vec());
     t
 }
 

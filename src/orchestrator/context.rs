@@ -73,7 +73,7 @@ pub fn render_prompt(
         },
     };
     let tmpl = env.template_from_str(template).map_err(err)?;
-    tmpl.render(minijinja::Value::from_serialize(ctx)).map_err(err)
+    tmpl.render(minijinja::value::Serde(ctx)).map_err(err)
 }
 
 /// The prompt when an agent has no template: the package itself, with the contract.

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::fsm::{InvocationOutcome, Machine, Position, StateKind};
+use crate::fsm::{InvocationOutcome, Machine, Outcome, Position, StateKind};
 
 /// A lifecycle machine, checked to have the shape the orchestrator drives.
 pub struct Lifecycle {
@@ -56,7 +56,7 @@ impl Lifecycle {
         for _ in 0..=self.machine.worst_case().transitions {
             let state = self.machine.state(pos.state());
             let event = match &state.kind {
-                StateKind::Terminal(o) => return (steps, o.is_success()),
+                StateKind::Terminal { outcome } => return (steps, *outcome == Outcome::Success),
                 StateKind::Agent(a) => a.derive_event(outcome).map(str::to_owned),
                 StateKind::Input { event } => Some(event.clone()),
             };

@@ -22,7 +22,7 @@ pub use context::{ContextPackage, render_prompt};
 pub use observer::{Observer, RunReport, Silent};
 
 use crate::config::{Agent, Binding, Config, MODIX_DIR};
-use crate::fsm::{AgentState, Catalog, Fired, Machine, Position, StateKind};
+use crate::fsm::{AgentState, Catalog, Fired, Machine, Outcome, Position, StateKind};
 use crate::fsutil::write_atomic;
 use crate::project::LoadedProject;
 use crate::schema;
@@ -208,7 +208,7 @@ impl Driver<'_> {
             }
             let state = self.machine.state(pos.state());
             let step = match &state.kind {
-                StateKind::Terminal(_) => return Ok(self.report(&state.name.clone(), None)),
+                StateKind::Terminal { .. } => return Ok(self.report(&state.name.clone(), None)),
                 StateKind::Input { event } => {
                     let fired = self.fire(&pos, event)?;
                     let epic = json!({ "epic": self.run.epic });
@@ -234,8 +234,8 @@ impl Driver<'_> {
             }
             let to = self.machine.state(fired.to);
             let status = match &to.kind {
-                StateKind::Terminal(o) if o.is_success() => RunStatus::Succeeded,
-                StateKind::Terminal(_) => RunStatus::Failed,
+                StateKind::Terminal { outcome: Outcome::Success } => RunStatus::Succeeded,
+                StateKind::Terminal { .. } => RunStatus::Failed,
                 _ => RunStatus::Running,
             };
             let from_name = self.machine.state(fired.from).name.clone();
@@ -288,8 +288,8 @@ impl Driver<'_> {
 
     fn report(&self, final_state: &str, reason: Option<String>) -> RunReport {
         let status = match self.machine.state_id(final_state).map(|s| &self.machine.state(s).kind) {
-            Some(StateKind::Terminal(o)) if o.is_success() => RunStatus::Succeeded,
-            Some(StateKind::Terminal(_)) => RunStatus::Failed,
+            Some(StateKind::Terminal { outcome: Outcome::Success }) => RunStatus::Succeeded,
+            Some(StateKind::Terminal { .. }) => RunStatus::Failed,
             _ => RunStatus::Running,
         };
         RunReport {

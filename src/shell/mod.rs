@@ -12,6 +12,7 @@ pub mod capture;
 pub mod extract;
 pub mod process;
 pub mod redact;
+mod version;
 
 pub use argv::{ArgTemplateError, KNOWN_PLACEHOLDERS, Placeholders, placeholders_in, render_args};
 pub use capture::{CaptureBuffer, CaptureLimits, Captured};
@@ -20,3 +21,4 @@ pub use process::{
     EchoFn, EndReason, PIPE_DRAIN, ProcessOutcome, ProcessSpec, SpawnError, Stream, run_process,
 };
 pub use redact::{MIN_SECRET_LEN, Redactor};
+pub use version::{normalize as normalize_version, probe_version};

@@ -2,6 +2,7 @@
 //! One test binary (as ripgrep, just and nextest do) so it links once.
 
 mod doctor;
+mod go;
 mod init;
 mod util;
 mod validate;

@@ -115,3 +115,90 @@ pub fn output_text(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// Copies a directory tree (files and folders; skips run records).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let name = entry.file_name();
+        if ["modix.db", "modix.db-wal", "modix.db-shm", "runs", "__pycache__"]
+            .iter()
+            .any(|s| name == *s)
+        {
+            continue;
+        }
+        let target = to.join(&name);
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+impl Sandbox {
+    /// A sandbox whose project is a copy of `examples/bugfix`.
+    pub fn example() -> Self {
+        let sb = Sandbox::new();
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bugfix");
+        copy_tree(&example, &sb.root());
+        sb
+    }
+
+    /// Replaces the example's scripted agent with `script` (a POSIX sh body).
+    pub fn agent_script(&self, script: &str) {
+        let path = self.root().join("agents/scripted-agent");
+        write_file(&path, script);
+        make_executable(&path);
+    }
+
+    /// Runs `modix go EPIC --json` and returns (exit code, transition lines, summary, stderr).
+    pub fn go_json(&self, epic: &str) -> GoResult {
+        let out = self.modix().args(["go", "--json", epic]).output().expect("run");
+        GoResult::parse(&out)
+    }
+}
+
+/// What `modix go --json` printed.
+#[derive(Debug)]
+pub struct GoResult {
+    pub code: Option<i32>,
+    pub transitions: Vec<serde_json::Value>,
+    pub summary: serde_json::Value,
+    pub stderr: String,
+}
+
+impl GoResult {
+    pub fn parse(out: &std::process::Output) -> Self {
+        let mut transitions = Vec::new();
+        let mut summary = serde_json::Value::Null;
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {line}\n{}", output_text(out)));
+            match v["type"].as_str() {
+                Some("transition") => transitions.push(v),
+                Some("summary") => summary = v,
+                _ => panic!("unexpected line {line}"),
+            }
+        }
+        GoResult {
+            code: out.status.code(),
+            transitions,
+            summary,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `FROM -event-> TO` for every transition.
+    pub fn path(&self) -> Vec<String> {
+        self.transitions
+            .iter()
+            .map(|t| format!("{} -{}-> {}", t["from"].as_str().unwrap(), t["event"].as_str().unwrap(), t["to"].as_str().unwrap()))
+            .collect()
+    }
+
+    pub fn run_id(&self) -> String {
+        self.summary["run_id"].as_str().expect("run id").to_owned()
+    }
+}
