@@ -51,6 +51,7 @@ pub(crate) fn compile(
     opts: &CompileOptions,
 ) -> Option<Machine> {
     let errors_before = cx.diags.error_count();
+    let diags_before = cx.diags.items().len();
     let id = header_id(&raw, cx);
     let version = header_version(&raw, cx);
     let states = states(&raw, cx);
@@ -94,11 +95,18 @@ pub(crate) fn compile(
         graph: &graph,
         emit_spans: &emit_event_spans(&raw),
     };
-    if let Some(init) = initial {
-        graph_checks::reachability(&g, init, cx);
+    // A dropped transition would make the graph checks report follow-on noise
+    // (unreachable, unhandled); fix the references first.
+    let refs_ok = !cx.diags.items()[diags_before..]
+        .iter()
+        .any(|d| d.code == "fsm::unknown-state" || d.code == "fsm::unknown-initial");
+    if refs_ok {
+        if let Some(init) = initial {
+            graph_checks::reachability(&g, init, cx);
+        }
+        graph_checks::completeness(&g, cx);
+        graph_checks::termination(&g, cx);
     }
-    graph_checks::completeness(&g, cx);
-    graph_checks::termination(&g, cx);
 
     if cx.diags.error_count() > errors_before {
         return None;

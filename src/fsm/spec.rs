@@ -76,13 +76,30 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<RawFile, Box<Diagnostic>> 
 }
 
 fn syntax_diagnostic(e: &toml::de::Error, text: &str, file: &str) -> Diagnostic {
-    let message = e.message().trim().replace('\n', "; ");
-    let (code, help) = classify(&message);
+    let mut message = e.message().trim().replace('\n', "; ");
+    let (mut code, mut help) = classify(&message);
+    // toml reports a repeated `[states.X]` table as a plain duplicate key.
+    if let Some(name) = duplicate_state(e, text) {
+        code = "fsm::duplicate-state";
+        help = "each state is defined once; rename or merge the second definition";
+        message = format!("state `{name}` is defined twice");
+    }
     let d = Diagnostic::error(code, file, message).with_help(help);
     match e.span() {
         Some(span) => d.with_span(text, clamp(span, text.len())),
         None => d.with_line_column(1, 1),
     }
+}
+
+fn duplicate_state(e: &toml::de::Error, text: &str) -> Option<String> {
+    if !e.message().contains("duplicate key") {
+        return None;
+    }
+    let span = e.span()?;
+    let line_start = text.get(..span.start)?.rfind('\n').map_or(0, |i| i + 1);
+    let line = text.get(line_start..)?.lines().next()?.trim();
+    let name = line.strip_prefix("[states.")?.strip_suffix(']')?;
+    Some(name.trim().trim_matches('"').to_owned())
 }
 
 fn clamp(span: Range<usize>, len: usize) -> Range<usize> {
@@ -95,11 +112,6 @@ fn classify(message: &str) -> (&'static str, &'static str) {
         (
             "fsm::unknown-key",
             "remove the key or fix its spelling; see docs/fsm.md for the keys each table accepts",
-        )
-    } else if message.contains("duplicate key") && message.contains("states") {
-        (
-            "fsm::duplicate-state",
-            "each state is defined once; rename or merge the second definition",
         )
     } else if message.contains("missing field") {
         (

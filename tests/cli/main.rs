@@ -2,6 +2,7 @@
 //! One test binary (as ripgrep, just and nextest do) so it links once.
 
 mod doctor;
+mod fsm;
 mod go;
 mod init;
 mod util;
