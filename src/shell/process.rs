@@ -76,6 +76,9 @@ pub struct ProcessSpec {
     pub kill_grace: Duration,
     /// Per stream.
     pub capture: CaptureLimits,
+    /// Live copy of each output line (for `-v`). Unredacted: the callback
+    /// must redact before printing. Holds at most one partial line (≤ 64 KiB)
+    /// per stream on top of the capture limits.
     pub echo: Option<EchoFn>,
 }
 
