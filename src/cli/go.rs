@@ -152,8 +152,8 @@ impl Observer for Progress {
                 "run": run_id,
                 "seq": t.seq,
                 "at": t.at,
-                "from": t.from_state,
-                "to": t.to_state,
+                "from": t.from,
+                "to": t.to,
                 "event": t.event,
                 "attempt": t.attempt,
                 "bound": t.bound,
@@ -168,9 +168,9 @@ impl Observer for Progress {
         self.say(format!(
             "{:>3}. {} —{}→ {}{agent}  {}",
             t.seq,
-            t.from_state,
+            t.from,
             t.event,
-            t.to_state,
+            t.to,
             t.reason.as_deref().unwrap_or("")
         ));
         self.step_started = Instant::now();

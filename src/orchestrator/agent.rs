@@ -26,7 +26,6 @@ pub struct Invocation<'a> {
     pub prompt: String,
     pub system_prompt: Option<String>,
     pub workdir: PathBuf,
-    pub output_schema: &'a str,
     pub output_schema_path: PathBuf,
     pub context_path: PathBuf,
     pub run_id: &'a str,

@@ -28,8 +28,8 @@ use crate::project::LoadedProject;
 use crate::schema;
 use crate::shell::{Redactor, run_process};
 use crate::store::{
-    InvocationEnd, NewInvocation, NewMessage, NewRun, NewTransition, Run, RunStatus, Step, Store,
-    StoreError, TransitionRecord,
+    InvocationEnd, InvocationId, InvocationStatus, NewInvocation, NewMessage, NewRun, NewTransition,
+    Outcome as StoredOutcome, Run, RunStatus, Step, Store, StoreError, TransitionRecord,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -173,11 +173,11 @@ fn drive(
             Err(e) => {
                 // Leave the run resumable rather than stuck "running" under a dead owner.
                 let _ = driver.store.set_status(&driver.run.id, RunStatus::Interrupted, Some(&e.to_string()));
-                let _ = driver.store.release_run(&driver.run.id);
+                let _ = driver.store.release_run(&driver.run.id, std::process::id());
                 return Err(e);
             }
         };
-        let _ = driver.store.release_run(&driver.run.id);
+        let _ = driver.store.release_run(&driver.run.id, std::process::id());
         observer.run_finished(&report);
         Ok(report)
     })
@@ -320,7 +320,7 @@ impl Driver<'_> {
     }
 }
 
-type StepParts = (Fired, Option<(i64, InvocationEnd)>, Vec<NewMessage>, String, Option<String>);
+type StepParts = (Fired, Option<(InvocationId, InvocationEnd)>, Vec<NewMessage>, String, Option<String>);
 
 impl Driver<'_> {
     /// Invokes the agent of an agent state; `None` when interrupted.
@@ -382,7 +382,6 @@ impl Driver<'_> {
             prompt,
             system_prompt,
             workdir: workdir.to_path_buf(),
-            output_schema,
             output_schema_path: schema_path,
             context_path: ctx_path,
             run_id: &self.run.id,
@@ -411,7 +410,6 @@ impl Driver<'_> {
             agent: agent.id.clone(),
             attempt,
             lifecycle_fsm: agent.fsm.clone(),
-            lifecycle_start: lifecycle.start_step(),
             argv,
             prompt: self.redactor.redact(&inv.prompt).into_owned(),
             context: ctx_value,
@@ -443,12 +441,12 @@ impl Driver<'_> {
         let (lifecycle_steps, completed) = lifecycle.finish_steps(&inv_outcome);
         let (messages, reason) = outcome::describe(&state_name, output_schema, &verdict);
         let end = InvocationEnd {
-            status: if completed { "completed".into() } else { "failed".into() },
-            outcome: verdict.outcome_name().to_owned(),
+            status: if completed { InvocationStatus::Completed } else { InvocationStatus::Failed },
+            outcome: verdict.outcome_name().parse::<StoredOutcome>().ok(),
             exit_code: outcome.as_ref().and_then(|o| o.exit_code),
             signal: outcome.as_ref().and_then(|o| o.signal),
             timed_out: matches!(verdict, Verdict::Timeout(_)),
-            duration_ms: started.elapsed().as_millis() as u64,
+            duration_ms: Some(started.elapsed().as_millis() as u64),
             stdout: outcome.as_ref().map(|o| self.redactor.redact(&o.stdout.text).into_owned()).unwrap_or_default(),
             stderr: outcome.as_ref().map(|o| self.redactor.redact(&o.stderr.text).into_owned()).unwrap_or_default(),
             stdout_bytes: outcome.as_ref().map_or(0, |o| o.stdout.total_bytes),
@@ -491,11 +489,11 @@ fn replay(machine: &Machine, history: &[TransitionRecord]) -> Result<Position, O
         let fired = machine.fire(&pos, &t.event).map_err(|e| {
             OrchestratorError::Workflow(format!("recorded transition #{} cannot be replayed: {e}", t.seq))
         })?;
-        if machine.state(fired.to).name != t.to_state {
+        if machine.state(fired.to).name != t.to {
             return Err(OrchestratorError::Workflow(format!(
                 "recorded transition #{} went to {} but the workflow now leads to {}",
                 t.seq,
-                t.to_state,
+                t.to,
                 machine.state(fired.to).name
             )));
         }
@@ -507,7 +505,7 @@ fn replay(machine: &Machine, history: &[TransitionRecord]) -> Result<Position, O
 /// How many times the run has entered `state` (the initial state counts as entered).
 fn visits(machine: &Machine, history: &[TransitionRecord], state: crate::fsm::StateId) -> u32 {
     let name = &machine.state(state).name;
-    let entered = history.iter().filter(|t| &t.to_state == name).count() as u32;
+    let entered = history.iter().filter(|t| &t.to == name).count() as u32;
     entered + u32::from(machine.initial() == state)
 }
 
