@@ -7,7 +7,6 @@ use std::sync::Arc;
 use crate::config::{self, Config, MODIX_DIR, ProjectPaths, source};
 use crate::diagnostics::{Diagnostic, Diagnostics, unknown_name_help};
 use crate::fsm::{Catalog, CompileOptions, Machine, Source, StateKind};
-use crate::schema::escape_pointer;
 
 /// Config plus the machines it can run.
 pub struct LoadedProject {
@@ -35,13 +34,12 @@ impl LoadedProject {
 
 /// Loads config and FSMs and cross-checks them; `Some` only without errors.
 pub fn load_checked(paths: &ProjectPaths) -> (Option<LoadedProject>, Diagnostics) {
-    let (config, mut diags) = config::load(paths);
     let opts = CompileOptions {
-        default_max: config
-            .as_ref()
-            .map_or(CompileOptions::default().default_max, |c| c.runtimes.loops.default_max),
+        default_max: config::peek_loop_bound(paths).unwrap_or(CompileOptions::default().default_max),
     };
     let (catalog, fsm_diags) = Catalog::load(Some(&paths.modix_dir.join("fsm")), &opts);
+    let fsm_ids: Vec<&str> = catalog.ids().collect();
+    let (config, mut diags) = config::load(paths, &fsm_ids);
     diags.append(fsm_diags);
     let Some(config) = config else {
         diags.sort();
@@ -70,15 +68,6 @@ fn at_json(paths: &ProjectPaths, file: &str, pointer: &str, message: String) -> 
 fn cross_check(config: &Config, catalog: &Catalog, diags: &mut Diagnostics) {
     let paths = &config.paths;
     let known = || catalog.machines().map(|m| m.id()).collect::<Vec<_>>();
-    for agent in config.agents.values() {
-        if catalog.get(&agent.fsm).is_none() {
-            let ptr = format!("/agents/{}/fsm", escape_pointer(&agent.id));
-            diags.push(
-                at_json(paths, "agents.json", &ptr, format!("agent `{}` names unknown lifecycle FSM `{}`", agent.id, agent.fsm))
-                    .with_help(unknown_name_help(&agent.fsm, "FSM", known())),
-            );
-        }
-    }
     let workflow = &config.project.workflow;
     if catalog.get(workflow).is_none() {
         diags.push(

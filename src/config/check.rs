@@ -174,16 +174,22 @@ pub fn brains(
     file.brains
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What agents may refer to.
+pub struct Known<'a> {
+    pub paths: &'a ProjectPaths,
+    pub shells: &'a BTreeMap<String, Shell>,
+    pub brains: &'a BTreeMap<String, Brain>,
+    pub fsm_ids: &'a [&'a str],
+    pub settings: &'a Settings,
+}
+
 pub fn agents(
     file: &AgentsFile,
     src: &SourceFile,
-    paths: &ProjectPaths,
-    shells: &BTreeMap<String, Shell>,
-    brains: &BTreeMap<String, Brain>,
-    settings: &Settings,
+    known: Known,
     diags: &mut Diagnostics,
 ) -> BTreeMap<String, Agent> {
+    let Known { paths, shells, brains, fsm_ids, settings } = known;
     let mut out = BTreeMap::new();
     for (id, entry) in &file.agents {
         let ptr = format!("/agents/{}", schema::escape_pointer(id));
@@ -226,12 +232,20 @@ pub fn agents(
                 }
             }
         }
+        let fsm = entry.fsm.clone().unwrap_or_else(|| "execution_fsm_v1".to_owned());
+        if !fsm_ids.contains(&fsm.as_str()) {
+            let p = if entry.fsm.is_some() { format!("{ptr}/fsm") } else { ptr.clone() };
+            diags.push(
+                at(src, "config::unknown-reference", &p, format!("agent `{id}` names unknown lifecycle FSM `{fsm}`"))
+                    .with_help(unknown_name_help(&fsm, "FSM", fsm_ids.iter().copied())),
+            );
+        }
         if diags.error_count() == before {
             out.insert(id.clone(), Agent {
                 id: id.clone(),
                 role: entry.role.clone(),
                 binding,
-                fsm: entry.fsm.clone().unwrap_or_else(|| "execution_fsm_v1".to_owned()),
+                fsm,
                 manifest,
             });
         }

@@ -72,9 +72,19 @@ pub fn settings_log_level() -> Option<String> {
     settings::log_level()
 }
 
-/// Reads and checks every config file of the project. Returns the config when
-/// there were no errors, and every diagnostic (warnings included) either way.
-pub fn load(paths: &ProjectPaths) -> (Option<Config>, Diagnostics) {
+/// The loop bound from `runtimes.json`, read leniently before the full load:
+/// FSMs compile with it, and the config's checks need the compiled FSMs' ids.
+pub fn peek_loop_bound(paths: &ProjectPaths) -> Option<u32> {
+    let text = std::fs::read_to_string(paths.file("runtimes.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let n = v.pointer("/loops/default_max")?.as_u64()?;
+    u32::try_from(n).ok().filter(|n| *n > 0)
+}
+
+/// Reads and checks every config file of the project; `fsm_ids` are the
+/// machines agents may name as their lifecycle. Returns the config when there
+/// were no errors, and every diagnostic (warnings included) either way.
+pub fn load(paths: &ProjectPaths, fsm_ids: &[&str]) -> (Option<Config>, Diagnostics) {
     let mut diags = Diagnostics::new();
     let settings = settings::load(&mut diags);
     let display = |name: &str| format!("{MODIX_DIR}/{name}");
@@ -112,7 +122,10 @@ pub fn load(paths: &ProjectPaths) -> (Option<Config>, Diagnostics) {
     // References need the files they point into; skip them when those failed.
     let agents = match (&agents_raw, &shells, &brains, &agents_file) {
         (Some(raw), Some(shells), Some(brains), Some(file)) => Some(check::agents(
-            raw, file, paths, shells, brains, &settings, &mut diags,
+            raw,
+            file,
+            check::Known { paths, shells, brains, fsm_ids, settings: &settings },
+            &mut diags,
         )),
         _ => None,
     };

@@ -129,7 +129,7 @@ mod tests {
             &ctx(),
         )
         .unwrap();
-        assert_eq!(out, "Fix $(rm -rf x) 2/4 {\"title\":\"t\"} 2 tests failed");
+        assert_eq!(out, "Fix $(rm -rf x) 2/4 {\"title\": \"t\"} 2 tests failed");
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub enum ExtractError {
         source_desc: String,
         kind: &'static str,
     },
-    #[error("{source_desc} is not JSON and has no ```json block")]
+    #[error("{source_desc} is not JSON, has no ```json block and does not end with a JSON object line")]
     NoJson { source_desc: String },
     #[error("the last ```json block in {source_desc} is not valid JSON: {error}")]
     BadJsonBlock { source_desc: String, error: String },
@@ -196,6 +196,13 @@ fn from_text(text: &str, desc: &str) -> Result<Value, ExtractError> {
             Err(_) => {}
         }
     }
+    if first_error.is_none() && blocks.is_empty() {
+        // Logs, then the answer alone on the last line: a common CLI shape.
+        let last_line = trimmed.lines().next_back().unwrap_or("").trim();
+        if let Ok(v @ Value::Object(_)) = serde_json::from_str(last_line) {
+            return Ok(v);
+        }
+    }
     Err(match first_error {
         Some(error) => ExtractError::BadJsonBlock {
             source_desc: desc.to_owned(),
@@ -260,6 +267,13 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn text_logs_then_a_json_object_line() {
+        let out = "compiling...\nwarning: x\n{\"outcome\": \"success\"}\n";
+        assert_eq!(extract_json(out, OutputFormat::Text, None).unwrap(), json!({"outcome": "success"}));
+        assert!(extract_json("log\n[1, 2]\n", OutputFormat::Text, None).is_err());
+    }
+
+    #[test]
     fn text_whole_json() {
         assert_eq!(
             extract_json("  {\"a\":1}\n", OutputFormat::Text, None).unwrap(),
@@ -299,7 +313,7 @@ mod tests {
         let err = extract_json("42", OutputFormat::Text, None).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "stdout is not JSON and has no ```json block"
+            "stdout is not JSON, has no ```json block and does not end with a JSON object line"
         );
     }
 
@@ -418,7 +432,7 @@ mod tests {
         let err = extract_json(out, OutputFormat::JsonLines, Some("/result")).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "the value at `/result` is not JSON and has no ```json block"
+            "the value at `/result` is not JSON, has no ```json block and does not end with a JSON object line"
         );
     }
 

@@ -96,5 +96,6 @@ fn doctor_on_broken_config_exits_2() {
     sb.write(".modix/agents.json", "{");
     let out = sb.modix().arg("doctor").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(output_text(&out).contains(".modix/agents.json:1:2"));
+    let text = output_text(&out);
+    assert!(text.contains(".modix/agents.json:1:") && text.contains("invalid JSON"), "{text}");
 }

@@ -23,7 +23,7 @@ fn syntax_error_names_line_and_column() {
     let sb = Sandbox::initialized();
     sb.write(".modix/shells.json", "{\n  \"shells\": {\n    \"claude\": { \"preset\": \"claude\", }\n  }\n}\n");
     let text = invalid(&sb);
-    assert_has(&text, &[".modix/shells.json:3:39", "config::syntax", "invalid JSON"]);
+    assert_has(&text, &[".modix/shells.json:3:37", "config::syntax", "invalid JSON"]);
 }
 
 #[test]
@@ -87,7 +87,7 @@ fn bad_semver_range() {
     let sb = Sandbox::initialized();
     sb.write(".modix/shells.json", "{\n  \"shells\": {\n    \"claude\": { \"preset\": \"claude\", \"requires\": \">>1\" }\n  }\n}\n");
     let text = invalid(&sb);
-    assert_has(&text, &[".modix/shells.json:3:53", "config::semver", "`>>1` is not a semver requirement"]);
+    assert_has(&text, &[".modix/shells.json:3:49", "config::semver", "`>>1` is not a semver requirement"]);
 }
 
 #[test]
