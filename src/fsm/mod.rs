@@ -4,6 +4,8 @@
 //! length ([`bounds`]), diagrams ([`render`]) and the set of visible machines
 //! ([`Catalog`]). No I/O beyond reading FSM files; the orchestrator drives runs.
 
+#[doc(hidden)]
+pub mod bench_support;
 mod bounds;
 mod catalog;
 mod check;
