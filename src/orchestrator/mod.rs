@@ -410,6 +410,7 @@ impl Driver<'_> {
             agent: agent.id.clone(),
             attempt,
             lifecycle_fsm: agent.fsm.clone(),
+            lifecycle_start: lifecycle.start_step(),
             argv,
             prompt: self.redactor.redact(&inv.prompt).into_owned(),
             context: ctx_value,

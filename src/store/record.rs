@@ -28,6 +28,8 @@ pub struct NewInvocation {
     pub attempt: u32,
     /// Name of the agent lifecycle machine (IDLE → EXECUTING → COMPLETED/FAILED).
     pub lifecycle_fsm: String,
+    /// The lifecycle's first step as (from, event, to), recorded with the start.
+    pub lifecycle_start: (String, String, String),
     /// Command line, already redacted by the caller.
     pub argv: Vec<String>,
     pub prompt: String,
@@ -230,7 +232,7 @@ fn append_lifecycle(
 impl Store {
     /// Record that an agent process is starting: the invocation row (status
     /// running, `n` = next in the run) and its first lifecycle transition
-    /// IDLE -start-> EXECUTING, in one transaction.
+    /// (e.g. IDLE -start-> EXECUTING), in one transaction.
     pub fn start_invocation(&mut self, inv: &NewInvocation) -> Result<InvocationId, StoreError> {
         let (tx, path) = self.write_tx()?;
         let (_, status) = run_state(&tx, path, &inv.run_id)?;
@@ -262,7 +264,8 @@ impl Store {
         )
         .ctx(path, "recording an invocation start")?;
         let id = InvocationId(tx.last_insert_rowid());
-        append_lifecycle(&tx, path, id, &at, &[("IDLE", "start", "EXECUTING")])?;
+        let (from, event, to) = &inv.lifecycle_start;
+        append_lifecycle(&tx, path, id, &at, &[(from.as_str(), event.as_str(), to.as_str())])?;
         tx.commit().ctx(path, "committing an invocation start")?;
         Ok(id)
     }

@@ -52,6 +52,7 @@ fn new_invocation(run_id: &str) -> NewInvocation {
         agent: "claude".into(),
         attempt: 1,
         lifecycle_fsm: "agent".into(),
+        lifecycle_start: ("IDLE".into(), "start".into(), "EXECUTING".into()),
         argv: vec!["claude".into(), "-p".into(), "<redacted>".into()],
         prompt: "plan the epic".into(),
         context: json!({"epic": "add login"}),
