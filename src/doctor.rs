@@ -58,7 +58,11 @@ pub struct Report {
 /// Runs every check. Spawns each shell's version probe (bounded in time).
 pub fn diagnose(project: &LoadedProject) -> Report {
     let config = &project.config;
-    let shells: Vec<ShellCheck> = config.shells.values().map(|s| check_shell(config, s)).collect();
+    let shells: Vec<ShellCheck> = config
+        .shells
+        .values()
+        .map(|s| check_shell(config, s))
+        .collect();
     let brains: Vec<BrainCheck> = config
         .brains
         .iter()
@@ -71,8 +75,10 @@ pub fn diagnose(project: &LoadedProject) -> Report {
         })
         .collect();
     let used = workflow_agents(project);
-    let shell_by_name: BTreeMap<&str, &ShellCheck> = shells.iter().map(|s| (s.name.as_str(), s)).collect();
-    let brain_by_name: BTreeMap<&str, &BrainCheck> = brains.iter().map(|b| (b.name.as_str(), b)).collect();
+    let shell_by_name: BTreeMap<&str, &ShellCheck> =
+        shells.iter().map(|s| (s.name.as_str(), s)).collect();
+    let brain_by_name: BTreeMap<&str, &BrainCheck> =
+        brains.iter().map(|b| (b.name.as_str(), b)).collect();
     let agents: Vec<AgentCheck> = config
         .agents
         .values()
@@ -88,13 +94,13 @@ pub fn diagnose(project: &LoadedProject) -> Report {
                         )),
                         None => problems.push(format!("shell `{shell}` is not defined")),
                     }
-                    if let Some(b) = brain_by_name.get(brain.as_str()) {
-                        if b.key_present == Some(false) {
-                            problems.push(format!(
-                                "brain `{brain}`: ${} is not set",
-                                b.api_key_env.as_deref().unwrap_or_default()
-                            ));
-                        }
+                    if let Some(b) = brain_by_name.get(brain.as_str())
+                        && b.key_present == Some(false)
+                    {
+                        problems.push(format!(
+                            "brain `{brain}`: ${} is not set",
+                            b.api_key_env.as_deref().unwrap_or_default()
+                        ));
                     }
                     format!("{shell} + {brain}")
                 }
@@ -119,7 +125,10 @@ pub fn diagnose(project: &LoadedProject) -> Report {
             }
         })
         .collect();
-    let ready = agents.iter().filter(|a| a.used_by_workflow).all(|a| a.ready);
+    let ready = agents
+        .iter()
+        .filter(|a| a.used_by_workflow)
+        .all(|a| a.ready);
     Report {
         workflow: config.project.workflow.clone(),
         shells,
@@ -141,7 +150,11 @@ fn workflow_agents(project: &LoadedProject) -> Vec<String> {
     machine
         .states()
         .filter_map(|(_, s)| match &s.kind {
-            StateKind::Agent(a) => project.config.agent_for(&a.agent).ok().map(|a| a.id.clone()),
+            StateKind::Agent(a) => project
+                .config
+                .agent_for(&a.agent)
+                .ok()
+                .map(|a| a.id.clone()),
             _ => None,
         })
         .collect()

@@ -35,7 +35,8 @@ impl LoadedProject {
 /// Loads config and FSMs and cross-checks them; `Some` only without errors.
 pub fn load_checked(paths: &ProjectPaths) -> (Option<LoadedProject>, Diagnostics) {
     let opts = CompileOptions {
-        default_max: config::peek_loop_bound(paths).unwrap_or(CompileOptions::default().default_max),
+        default_max: config::peek_loop_bound(paths)
+            .unwrap_or(CompileOptions::default().default_max),
     };
     let (catalog, fsm_diags) = Catalog::load(Some(&paths.modix_dir.join("fsm")), &opts);
     let fsm_ids: Vec<&str> = catalog.ids().collect();
@@ -56,11 +57,12 @@ pub fn load_checked(paths: &ProjectPaths) -> (Option<LoadedProject>, Diagnostics
 /// An error pointing into one of the project's JSON files.
 fn at_json(paths: &ProjectPaths, file: &str, pointer: &str, message: String) -> Diagnostic {
     let display = format!("{MODIX_DIR}/{file}");
-    let mut d = Diagnostic::error("config::unknown-reference", &display, message).with_pointer(pointer);
-    if let Ok(text) = std::fs::read_to_string(paths.file(file)) {
-        if let Some(span) = source::locate(&text, pointer, false) {
-            d = d.with_span(&text, span);
-        }
+    let mut d =
+        Diagnostic::error("config::unknown-reference", &display, message).with_pointer(pointer);
+    if let Ok(text) = std::fs::read_to_string(paths.file(file))
+        && let Some(span) = source::locate(&text, pointer, false)
+    {
+        d = d.with_span(&text, span);
     }
     d
 }
@@ -71,8 +73,13 @@ fn cross_check(config: &Config, catalog: &Catalog, diags: &mut Diagnostics) {
     let workflow = &config.project.workflow;
     if catalog.get(workflow).is_none() {
         diags.push(
-            at_json(paths, "projects.json", "/workflow", format!("unknown workflow `{workflow}`"))
-                .with_help(unknown_name_help(workflow, "workflow", known())),
+            at_json(
+                paths,
+                "projects.json",
+                "/workflow",
+                format!("unknown workflow `{workflow}`"),
+            )
+            .with_help(unknown_name_help(workflow, "workflow", known())),
         );
     }
     // The default workflow and the project's own machines must find their agents.
@@ -82,15 +89,23 @@ fn cross_check(config: &Config, catalog: &Catalog, diags: &mut Diagnostics) {
             continue;
         }
         for (_, state) in machine.states() {
-            let StateKind::Agent(a) = &state.kind else { continue };
+            let StateKind::Agent(a) = &state.kind else {
+                continue;
+            };
             if a.agent == "self" {
                 continue;
             }
             let problem = match config.agent_for(&a.agent) {
-                Err(msg) => Some((msg, unknown_name_help(&a.agent, "agent", config.agents.keys().map(String::as_str)))),
+                Err(msg) => Some((
+                    msg,
+                    unknown_name_help(&a.agent, "agent", config.agents.keys().map(String::as_str)),
+                )),
                 Ok(agent) => match &agent.manifest.output_schema {
                     Some(s) if s != &a.output && a.output != "any" => Some((
-                        format!("agent `{}` declares output `{s}` but state {} expects `{}`", agent.id, state.name, a.output),
+                        format!(
+                            "agent `{}` declares output `{s}` but state {} expects `{}`",
+                            agent.id, state.name, a.output
+                        ),
                         "make the manifest's `output_schema` match the state's `output`".to_owned(),
                     )),
                     _ => None,
@@ -107,8 +122,17 @@ fn state_diagnostic(machine: &Machine, state: &str, msg: String, help: String) -
     match machine.source() {
         Source::File(path) => {
             let display = path.display().to_string();
-            let mut d = Diagnostic::error("fsm::unknown-agent", &display, format!("state {state}: {msg}"));
-            if let (Ok(text), Some(span)) = (std::fs::read_to_string(path), machine.state_id(state).map(|id| machine.state(id).span.clone())) {
+            let mut d = Diagnostic::error(
+                "fsm::unknown-agent",
+                &display,
+                format!("state {state}: {msg}"),
+            );
+            if let (Ok(text), Some(span)) = (
+                std::fs::read_to_string(path),
+                machine
+                    .state_id(state)
+                    .map(|id| machine.state(id).span.clone()),
+            ) {
                 d = d.with_span(&text, span);
             }
             d.with_help(help)
@@ -116,7 +140,10 @@ fn state_diagnostic(machine: &Machine, state: &str, msg: String, help: String) -
         Source::Builtin(_) => Diagnostic::error(
             "config::unknown-reference",
             format!("{MODIX_DIR}/agents.json"),
-            format!("workflow `{}` (built-in), state {state}: {msg}", machine.id()),
+            format!(
+                "workflow `{}` (built-in), state {state}: {msg}",
+                machine.id()
+            ),
         )
         .with_help(help),
     }

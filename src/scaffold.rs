@@ -125,7 +125,10 @@ pub fn render(root: &Path, binding: &Binding) -> Vec<(String, Vec<u8>)> {
 
 fn collect(dir: &include_dir::Dir<'static>, out: &mut Vec<(String, Vec<u8>)>) {
     for f in dir.files() {
-        out.push((f.path().to_string_lossy().into_owned(), f.contents().to_vec()));
+        out.push((
+            f.path().to_string_lossy().into_owned(),
+            f.contents().to_vec(),
+        ));
     }
     for d in dir.dirs() {
         collect(d, out);

@@ -55,7 +55,9 @@ fn load() -> Result<Schemas, SchemaError> {
         let Some(id) = name.strip_suffix(".schema.json") else {
             continue;
         };
-        let text = file.contents_utf8().ok_or_else(|| broken(id, "not UTF-8"))?;
+        let text = file
+            .contents_utf8()
+            .ok_or_else(|| broken(id, "not UTF-8"))?;
         let value: Value = serde_json::from_str(text).map_err(|e| broken(id, e))?;
         texts.insert(id.to_owned(), text);
         resources.push((format!("{BASE_URI}{name}"), value));
@@ -257,8 +259,11 @@ mod tests {
 
     #[test]
     fn unknown_keys_point_at_the_key_and_list_allowed_ones() {
-        let v = validate("brains", &json!({"brains": {"b": {"provider": "x", "model": "m", "modle": 1}}}))
-            .unwrap();
+        let v = validate(
+            "brains",
+            &json!({"brains": {"b": {"provider": "x", "model": "m", "modle": 1}}}),
+        )
+        .unwrap();
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].pointer, "/brains/b/modle");
         assert!(v[0].allowed_keys.contains(&"model".to_owned()), "{v:?}");
@@ -266,7 +271,15 @@ mod tests {
 
     #[test]
     fn outputs_validate() {
-        assert!(validate("test_result", &json!({"passed": true, "summary": "ok"})).unwrap().is_empty());
-        assert!(!validate("test_result", &json!({"passed": "yes", "summary": "ok"})).unwrap().is_empty());
+        assert!(
+            validate("test_result", &json!({"passed": true, "summary": "ok"}))
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            !validate("test_result", &json!({"passed": "yes", "summary": "ok"}))
+                .unwrap()
+                .is_empty()
+        );
     }
 }

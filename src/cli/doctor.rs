@@ -40,7 +40,8 @@ pub fn run(cli: &Cli, args: &DoctorArgs, out: &Output) -> u8 {
 
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED).set_header(header.to_vec());
+    t.load_style(UTF8_FULL_CONDENSED)
+        .set_header(header.to_vec());
     t
 }
 
@@ -49,10 +50,16 @@ fn print_report(r: &Report, out: &Output) {
     for s in &r.shells {
         shells.add_row(vec![
             s.name.clone(),
-            s.path.as_ref().map_or("not found".into(), |p| p.display().to_string()),
+            s.path
+                .as_ref()
+                .map_or("not found".into(), |p| p.display().to_string()),
             s.version.clone().unwrap_or_else(|| "-".into()),
             s.requires.clone().unwrap_or_else(|| "-".into()),
-            if s.ok { "ok".into() } else { s.problem.clone().unwrap_or_default() },
+            if s.ok {
+                "ok".into()
+            } else {
+                s.problem.clone().unwrap_or_default()
+            },
         ]);
     }
     out.line(format!("Shells (agent CLIs)\n{shells}"));
@@ -63,7 +70,12 @@ fn print_report(r: &Report, out: &Output) {
             (Some(var), _) => format!("${var} is missing"),
             (None, _) => "no key needed".into(),
         };
-        brains.add_row(vec![b.name.clone(), b.provider.clone(), b.model.clone(), key]);
+        brains.add_row(vec![
+            b.name.clone(),
+            b.provider.clone(),
+            b.model.clone(),
+            key,
+        ]);
     }
     out.line(format!("\nBrains (LLM profiles)\n{brains}"));
     let mut agents = table(&["agent", "role", "runs with", "in workflow", "status"]);
@@ -72,8 +84,16 @@ fn print_report(r: &Report, out: &Output) {
             a.id.clone(),
             a.role.clone(),
             a.binding.clone(),
-            if a.used_by_workflow { "yes".into() } else { "no".into() },
-            if a.ready { "ready".into() } else { a.problems.join("; ") },
+            if a.used_by_workflow {
+                "yes".into()
+            } else {
+                "no".into()
+            },
+            if a.ready {
+                "ready".into()
+            } else {
+                a.problems.join("; ")
+            },
         ]);
     }
     out.line(format!("\nAgents\n{agents}"));

@@ -35,11 +35,17 @@ pub struct ResumeArgs {
 
 pub fn run(cli: &Cli, args: &GoArgs, out: &Output) -> u8 {
     if args.epic.trim().is_empty() {
-        out.error("the epic is empty", Some("say what to do: modix go \"Add a --verbose flag\""));
+        out.error(
+            "the epic is empty",
+            Some("say what to do: modix go \"Add a --verbose flag\""),
+        );
         return exit::USAGE;
     }
     execute(cli, out, args.json, |project, opts, observer| {
-        let opts = RunOptions { workflow: args.workflow.clone(), ..opts };
+        let opts = RunOptions {
+            workflow: args.workflow.clone(),
+            ..opts
+        };
         orchestrator::start(project, &args.epic, &opts, observer)
     })
 }
@@ -54,7 +60,11 @@ fn execute(
     cli: &Cli,
     out: &Output,
     json: bool,
-    start: impl FnOnce(&crate::project::LoadedProject, RunOptions, &mut dyn Observer) -> Result<RunReport, OrchestratorError>,
+    start: impl FnOnce(
+        &crate::project::LoadedProject,
+        RunOptions,
+        &mut dyn Observer,
+    ) -> Result<RunReport, OrchestratorError>,
 ) -> u8 {
     let paths = match project_paths(cli, out) {
         Ok(p) => p,
@@ -63,10 +73,16 @@ fn execute(
     let (project, diags) = load_checked(&paths);
     let Some(project) = project else {
         out.diagnostics(&diags);
-        out.error("the configuration has errors", Some("run `modix validate` and fix what it reports"));
+        out.error(
+            "the configuration has errors",
+            Some("run `modix validate` and fix what it reports"),
+        );
         return exit::USAGE;
     };
-    let opts = RunOptions { workflow: None, stream: cli.verbose > 0 && !json };
+    let opts = RunOptions {
+        workflow: None,
+        stream: cli.verbose > 0 && !json,
+    };
     let mut observer = Progress::new(*out, json);
     match start(&project, opts, &mut observer) {
         Ok(report) => match report.status.as_str() {
@@ -78,7 +94,9 @@ fn execute(
             observer.finish_bar();
             let help = match &e {
                 OrchestratorError::Store(_) => "see `modix history` for the run's record",
-                _ => "fix the cause, then `modix resume <run>` continues from the last recorded state",
+                _ => {
+                    "fix the cause, then `modix resume <run>` continues from the last recorded state"
+                }
             };
             out.error(e.to_string(), Some(help));
             exit::USAGE
@@ -100,12 +118,19 @@ impl Progress {
         let bar = (!json && std::io::stderr().is_terminal()).then(|| {
             let bar = ProgressBar::new_spinner();
             bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg} {elapsed}").unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });
-        Progress { out, json, bar, run_id: String::new(), step_started: Instant::now() }
+        Progress {
+            out,
+            json,
+            bar,
+            run_id: String::new(),
+            step_started: Instant::now(),
+        }
     }
 
     fn say(&self, line: String) {
@@ -164,7 +189,11 @@ impl Observer for Progress {
             return;
         }
         let elapsed = self.step_started.elapsed().as_secs_f64();
-        let agent = t.agent.as_deref().map(|a| format!(" [{a} {elapsed:.1}s]")).unwrap_or_default();
+        let agent = t
+            .agent
+            .as_deref()
+            .map(|a| format!(" [{a} {elapsed:.1}s]"))
+            .unwrap_or_default();
         self.say(format!(
             "{:>3}. {} —{}→ {}{agent}  {}",
             t.seq,
@@ -191,7 +220,10 @@ impl Observer for Progress {
                 "Run {} interrupted in {}: `modix resume {}` continues it",
                 r.run_id, r.final_state, r.run_id
             ),
-            _ => format!("Run {} failed: ended in {} (a human steps in)", r.run_id, r.final_state),
+            _ => format!(
+                "Run {} failed: ended in {} (a human steps in)",
+                r.run_id, r.final_state
+            ),
         };
         self.out.line(format!(
             "{headline} — {} transitions in {secs:.1}s. Details: modix history {}",

@@ -33,7 +33,11 @@ pub fn run(cli: &Cli, args: &HistoryArgs, out: &Output) -> u8 {
         } else {
             out.line("No runs yet. Start one with `modix go \"<epic>\"`.");
         }
-        return if args.run.is_some() { exit::USAGE } else { exit::OK };
+        return if args.run.is_some() {
+            exit::USAGE
+        } else {
+            exit::OK
+        };
     }
     let result = Store::open(&db).and_then(|store| match (&args.run, args.invocation) {
         (None, _) => list(&store, args, out),
@@ -63,7 +67,8 @@ pub fn run(cli: &Cli, args: &HistoryArgs, out: &Output) -> u8 {
 
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED).set_header(header.to_vec());
+    t.load_style(UTF8_FULL_CONDENSED)
+        .set_header(header.to_vec());
     t
 }
 
@@ -89,11 +94,25 @@ fn list(store: &Store, args: &HistoryArgs, out: &Output) -> Result<(), StoreErro
         out.line("No runs yet. Start one with `modix go \"<epic>\"`.");
         return Ok(());
     }
-    let mut t = table(&["run", "started", "epic", "workflow", "state", "status", "duration", "transitions"]);
+    let mut t = table(&[
+        "run",
+        "started",
+        "epic",
+        "workflow",
+        "state",
+        "status",
+        "duration",
+        "transitions",
+    ]);
     for r in &runs {
         t.add_row(vec![
             r.run.id.clone(),
-            r.run.created_at.chars().take(19).collect::<String>().replace('T', " "),
+            r.run
+                .created_at
+                .chars()
+                .take(19)
+                .collect::<String>()
+                .replace('T', " "),
             shorten(&r.run.epic, 40),
             r.run.workflow_id.clone(),
             r.run.current_state.clone(),
@@ -115,11 +134,26 @@ fn show_run(store: &Store, run_ref: &str, json: bool, out: &Output) -> Result<()
     }
     out.line(format!(
         "Run {} — {} ({} {}), {} in {}\nEpic: {}",
-        run.id, run.status.as_str(), run.workflow_id, run.workflow_version, run.current_state,
-        run.status_reason.as_deref().map(|r| format!("({r}) ")).unwrap_or_default(),
+        run.id,
+        run.status.as_str(),
+        run.workflow_id,
+        run.workflow_version,
+        run.current_state,
+        run.status_reason
+            .as_deref()
+            .map(|r| format!("({r}) "))
+            .unwrap_or_default(),
         run.epic
     ));
-    let mut t = table(&["seq", "at", "from → to", "event", "attempt", "agent", "reason"]);
+    let mut t = table(&[
+        "seq",
+        "at",
+        "from → to",
+        "event",
+        "attempt",
+        "agent",
+        "reason",
+    ]);
     for tr in &transitions {
         t.add_row(vec![
             tr.seq.to_string(),
@@ -135,11 +169,20 @@ fn show_run(store: &Store, run_ref: &str, json: bool, out: &Output) -> Result<()
         ]);
     }
     out.line(t.to_string());
-    out.line(format!("Invocations: `modix history {} --invocation N` shows one.", &run.id));
+    out.line(format!(
+        "Invocations: `modix history {} --invocation N` shows one.",
+        &run.id
+    ));
     Ok(())
 }
 
-fn show_invocation(store: &Store, run_ref: &str, n: u32, json: bool, out: &Output) -> Result<(), StoreError> {
+fn show_invocation(
+    store: &Store,
+    run_ref: &str,
+    n: u32,
+    json: bool,
+    out: &Output,
+) -> Result<(), StoreError> {
     let run = store.run(run_ref)?;
     let inv = store.invocation(&run.id, n)?;
     if json {
@@ -155,15 +198,35 @@ fn show_invocation(store: &Store, run_ref: &str, n: u32, json: bool, out: &Outpu
         serde_json::to_string(&inv.argv).unwrap_or_default()
     ));
     if !inv.validation_errors.is_empty() {
-        out.line(format!("validation errors:\n  - {}", inv.validation_errors.join("\n  - ")));
+        out.line(format!(
+            "validation errors:\n  - {}",
+            inv.validation_errors.join("\n  - ")
+        ));
     }
-    let lifecycle: Vec<String> = inv.lifecycle.iter().map(|l| format!("{} —{}→ {}", l.from, l.event, l.to)).collect();
-    out.line(format!("lifecycle ({}): {}", inv.lifecycle_fsm, lifecycle.join(", ")));
+    let lifecycle: Vec<String> = inv
+        .lifecycle
+        .iter()
+        .map(|l| format!("{} —{}→ {}", l.from, l.event, l.to))
+        .collect();
+    out.line(format!(
+        "lifecycle ({}): {}",
+        inv.lifecycle_fsm,
+        lifecycle.join(", ")
+    ));
     out.line(format!("--- prompt ---\n{}", inv.prompt));
-    out.line(format!("--- stdout ({} bytes) ---\n{}", inv.stdout_bytes, inv.stdout));
-    out.line(format!("--- stderr ({} bytes) ---\n{}", inv.stderr_bytes, inv.stderr));
+    out.line(format!(
+        "--- stdout ({} bytes) ---\n{}",
+        inv.stdout_bytes, inv.stdout
+    ));
+    out.line(format!(
+        "--- stderr ({} bytes) ---\n{}",
+        inv.stderr_bytes, inv.stderr
+    ));
     if let Some(parsed) = &inv.parsed_output {
-        out.line(format!("--- parsed output ---\n{}", serde_json::to_string_pretty(parsed).unwrap_or_default()));
+        out.line(format!(
+            "--- parsed output ---\n{}",
+            serde_json::to_string_pretty(parsed).unwrap_or_default()
+        ));
     }
     Ok(())
 }

@@ -56,7 +56,10 @@ pub fn run(cli: &Cli, args: &InitArgs, out: &Output) -> u8 {
     let done = match scaffold::write(&root, &files, args.force) {
         Ok(d) => d,
         Err(e) => {
-            out.error(e.to_string(), Some("check the folder's permissions and free space"));
+            out.error(
+                e.to_string(),
+                Some("check the folder's permissions and free space"),
+            );
             return exit::USAGE;
         }
     };

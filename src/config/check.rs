@@ -27,8 +27,13 @@ pub fn format_version(
         Ok(version) => version,
         Err(e) => {
             diags.push(
-                at(file, "config::version", "/format", format!("`{}` is not a semver version: {e}", v.format))
-                    .with_help(format!("write a version such as \"{FORMAT_VERSION}\"")),
+                at(
+                    file,
+                    "config::version",
+                    "/format",
+                    format!("`{}` is not a semver version: {e}", v.format),
+                )
+                .with_help(format!("write a version such as \"{FORMAT_VERSION}\"")),
             );
             return None;
         }
@@ -84,14 +89,23 @@ pub fn shells(
                 continue;
             }
         };
-        if let Some(req) = &shell.requires {
-            if let Err(e) = semver::VersionReq::parse(req) {
-                let p = if entry.requires.is_some() { format!("{ptr}/requires") } else { ptr.clone() };
-                diags.push(
-                    at(src, "config::semver", &p, format!("`{req}` is not a semver requirement: {e}"))
-                        .with_help("write a range such as \">=1.2.0\" or \"^2\""),
-                );
-            }
+        if let Some(req) = &shell.requires
+            && let Err(e) = semver::VersionReq::parse(req)
+        {
+            let p = if entry.requires.is_some() {
+                format!("{ptr}/requires")
+            } else {
+                ptr.clone()
+            };
+            diags.push(
+                at(
+                    src,
+                    "config::semver",
+                    &p,
+                    format!("`{req}` is not a semver requirement: {e}"),
+                )
+                .with_help("write a range such as \">=1.2.0\" or \"^2\""),
+            );
         }
         if let Some(probe) = &shell.version {
             match regex::Regex::new(&probe.regex) {
@@ -107,7 +121,11 @@ pub fn shells(
             }
         }
         if let Err(msg) = check_placeholders(&shell.args) {
-            let p = if entry.args.is_some() { format!("{ptr}/args") } else { ptr.clone() };
+            let p = if entry.args.is_some() {
+                format!("{ptr}/args")
+            } else {
+                ptr.clone()
+            };
             diags.push(at(src, "config::placeholder", &p, msg).with_help(
                 "use only {prompt} {model} {system_prompt} {workdir} {output_schema} {endpoint} {role}; write {{ and }} for literal braces",
             ));
@@ -145,7 +163,9 @@ fn check_placeholders(args: &[String]) -> Result<(), String> {
             };
             let name = &tail[1..end];
             if !PLACEHOLDERS.contains(&name) {
-                return Err(format!("unknown placeholder `{{{name}}}` in argument `{arg}`"));
+                return Err(format!(
+                    "unknown placeholder `{{{name}}}` in argument `{arg}`"
+                ));
             }
             rest = &tail[end + 1..];
         }
@@ -160,14 +180,18 @@ pub fn brains(
 ) -> BTreeMap<String, Brain> {
     if let Some(src) = src {
         for (name, brain) in &file.brains {
-            if let Some(ep) = &brain.endpoint {
-                if !(ep.starts_with("http://") || ep.starts_with("https://")) {
-                    diags.push(
-                        at(src, "config::endpoint", &format!("/brains/{}/endpoint", schema::escape_pointer(name)),
-                            format!("endpoint `{ep}` is not an http(s) URL"))
-                        .with_help("write the full URL, e.g. \"https://api.example.com\""),
-                    );
-                }
+            if let Some(ep) = &brain.endpoint
+                && !(ep.starts_with("http://") || ep.starts_with("https://"))
+            {
+                diags.push(
+                    at(
+                        src,
+                        "config::endpoint",
+                        &format!("/brains/{}/endpoint", schema::escape_pointer(name)),
+                        format!("endpoint `{ep}` is not an http(s) URL"),
+                    )
+                    .with_help("write the full URL, e.g. \"https://api.example.com\""),
+                );
             }
         }
     }
@@ -189,7 +213,13 @@ pub fn agents(
     known: Known,
     diags: &mut Diagnostics,
 ) -> BTreeMap<String, Agent> {
-    let Known { paths, shells, brains, fsm_ids, settings } = known;
+    let Known {
+        paths,
+        shells,
+        brains,
+        fsm_ids,
+        settings,
+    } = known;
     let mut out = BTreeMap::new();
     for (id, entry) in &file.agents {
         let ptr = format!("/agents/{}", schema::escape_pointer(id));
@@ -203,8 +233,24 @@ pub fn agents(
                 Binding::Command { argv: argv.clone() }
             }
             None => {
-                let shell = resolve_ref(src, &ptr, "shell", entry.shell.as_ref(), settings.default_shell.as_ref(), shells.keys(), diags);
-                let brain = resolve_ref(src, &ptr, "brain", entry.brain.as_ref(), settings.default_brain.as_ref(), brains.keys(), diags);
+                let shell = resolve_ref(
+                    src,
+                    &ptr,
+                    "shell",
+                    entry.shell.as_ref(),
+                    settings.default_shell.as_ref(),
+                    shells.keys(),
+                    diags,
+                );
+                let brain = resolve_ref(
+                    src,
+                    &ptr,
+                    "brain",
+                    entry.brain.as_ref(),
+                    settings.default_brain.as_ref(),
+                    brains.keys(),
+                    diags,
+                );
                 Binding::Shell {
                     shell: shell.unwrap_or_default(),
                     brain: brain.unwrap_or_default(),
@@ -214,40 +260,57 @@ pub fn agents(
         let manifest = match &entry.manifest {
             None => Manifest::default(),
             Some(ManifestRef::Inline(m)) => m.clone(),
-            Some(ManifestRef::Path(p)) => load_manifest(src, &format!("{ptr}/manifest"), paths, p, diags).unwrap_or_default(),
+            Some(ManifestRef::Path(p)) => {
+                load_manifest(src, &format!("{ptr}/manifest"), paths, p, diags).unwrap_or_default()
+            }
         };
         check_manifest(src, &ptr, paths, &manifest, &entry.manifest, diags);
-        if let (Binding::Shell { shell, brain }, false) = (&binding, manifest.requires.is_empty()) {
-            if let (Some(s), Some(b)) = (shells.get(shell), brains.get(brain)) {
-                let missing: Vec<&String> = manifest
-                    .requires
-                    .iter()
-                    .filter(|c| !s.capabilities.contains(c) && !b.capabilities.contains(c))
-                    .collect();
-                if !missing.is_empty() {
-                    diags.push(at(src, "config::capability", &ptr, format!(
+        if let (Binding::Shell { shell, brain }, false) = (&binding, manifest.requires.is_empty())
+            && let (Some(s), Some(b)) = (shells.get(shell), brains.get(brain))
+        {
+            let missing: Vec<&String> = manifest
+                .requires
+                .iter()
+                .filter(|c| !s.capabilities.contains(c) && !b.capabilities.contains(c))
+                .collect();
+            if !missing.is_empty() {
+                diags.push(at(src, "config::capability", &ptr, format!(
                         "agent `{id}` requires {} but shell `{shell}` and brain `{brain}` do not provide it",
                         missing.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
                     )).with_help("bind a shell or brain that lists the capability, or drop it from the manifest's `requires`"));
-                }
             }
         }
-        let fsm = entry.fsm.clone().unwrap_or_else(|| "execution_fsm_v1".to_owned());
+        let fsm = entry
+            .fsm
+            .clone()
+            .unwrap_or_else(|| "execution_fsm_v1".to_owned());
         if !fsm_ids.contains(&fsm.as_str()) {
-            let p = if entry.fsm.is_some() { format!("{ptr}/fsm") } else { ptr.clone() };
+            let p = if entry.fsm.is_some() {
+                format!("{ptr}/fsm")
+            } else {
+                ptr.clone()
+            };
             diags.push(
-                at(src, "config::unknown-reference", &p, format!("agent `{id}` names unknown lifecycle FSM `{fsm}`"))
-                    .with_help(unknown_name_help(&fsm, "FSM", fsm_ids.iter().copied())),
+                at(
+                    src,
+                    "config::unknown-reference",
+                    &p,
+                    format!("agent `{id}` names unknown lifecycle FSM `{fsm}`"),
+                )
+                .with_help(unknown_name_help(&fsm, "FSM", fsm_ids.iter().copied())),
             );
         }
         if diags.error_count() == before {
-            out.insert(id.clone(), Agent {
-                id: id.clone(),
-                role: entry.role.clone(),
-                binding,
-                fsm,
-                manifest,
-            });
+            out.insert(
+                id.clone(),
+                Agent {
+                    id: id.clone(),
+                    role: entry.role.clone(),
+                    binding,
+                    fsm,
+                    manifest,
+                },
+            );
         }
     }
     out
@@ -274,11 +337,19 @@ fn resolve_ref<'a>(
     let (pointer, origin) = if named.is_some() {
         (format!("{agent_ptr}/{kind}"), String::new())
     } else {
-        (agent_ptr.to_owned(), format!(" (the default {kind} from settings)"))
+        (
+            agent_ptr.to_owned(),
+            format!(" (the default {kind} from settings)"),
+        )
     };
     diags.push(
-        at(src, "config::unknown-reference", &pointer, format!("unknown {kind} `{name}`{origin}"))
-            .with_help(unknown_name_help(name, kind, known.map(String::as_str))),
+        at(
+            src,
+            "config::unknown-reference",
+            &pointer,
+            format!("unknown {kind} `{name}`{origin}"),
+        )
+        .with_help(unknown_name_help(name, kind, known.map(String::as_str))),
     );
     None
 }
@@ -318,19 +389,34 @@ fn check_manifest(
         }
     };
     for (field, value) in [("prompt", &m.prompt), ("system_prompt", &m.system_prompt)] {
-        if let Some(rel) = value {
-            if !paths.modix_dir.join(rel).is_file() {
-                diags.push(at(src, "config::missing-file", &field_ptr(field), format!("{field} template `{MODIX_DIR}/{rel}` does not exist"))
-                    .with_help("create the template or fix the path (relative to .modix/)"));
-            }
+        if let Some(rel) = value
+            && !paths.modix_dir.join(rel).is_file()
+        {
+            diags.push(
+                at(
+                    src,
+                    "config::missing-file",
+                    &field_ptr(field),
+                    format!("{field} template `{MODIX_DIR}/{rel}` does not exist"),
+                )
+                .with_help("create the template or fix the path (relative to .modix/)"),
+            );
         }
     }
-    if let Some(id) = &m.output_schema {
-        if id != "any" && schema::text(id).is_err() {
-            let outputs = ["task_spec", "execution_result", "test_result", "any"];
-            diags.push(at(src, "config::unknown-reference", &field_ptr("output_schema"), format!("unknown output schema `{id}`"))
-                .with_help(unknown_name_help(id, "output schema", outputs)));
-        }
+    if let Some(id) = &m.output_schema
+        && id != "any"
+        && schema::text(id).is_err()
+    {
+        let outputs = ["task_spec", "execution_result", "test_result", "any"];
+        diags.push(
+            at(
+                src,
+                "config::unknown-reference",
+                &field_ptr("output_schema"),
+                format!("unknown output schema `{id}`"),
+            )
+            .with_help(unknown_name_help(id, "output schema", outputs)),
+        );
     }
 }
 
@@ -341,7 +427,11 @@ mod tests {
     #[test]
     fn placeholders_are_checked() {
         assert!(check_placeholders(&["{prompt}".into(), "x{{y}}".into()]).is_ok());
-        assert!(check_placeholders(&["{promt}".into()]).unwrap_err().contains("promt"));
+        assert!(
+            check_placeholders(&["{promt}".into()])
+                .unwrap_err()
+                .contains("promt")
+        );
         assert!(check_placeholders(&["{prompt".into()]).is_err());
     }
 }

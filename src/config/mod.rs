@@ -50,13 +50,20 @@ impl Config {
         if let Some(a) = self.agents.get(id_or_role) {
             return Ok(a);
         }
-        let by_role: Vec<&Agent> = self.agents.values().filter(|a| a.role == id_or_role).collect();
+        let by_role: Vec<&Agent> = self
+            .agents
+            .values()
+            .filter(|a| a.role == id_or_role)
+            .collect();
         match by_role.as_slice() {
             [one] => Ok(one),
             [] => Err(format!("no agent has id or role `{id_or_role}`")),
             many => Err(format!(
                 "role `{id_or_role}` is taken by several agents ({}); name one by id in the FSM",
-                many.iter().map(|a| a.id.as_str()).collect::<Vec<_>>().join(", ")
+                many.iter()
+                    .map(|a| a.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
         }
     }
@@ -113,10 +120,10 @@ pub fn load(paths: &ProjectPaths, fsm_ids: &[&str]) -> (Option<Config>, Diagnost
         .and_then(|f| source::parse::<Runtimes>(&f, "runtimes", &mut diags));
     let project = read("projects.json", &mut diags)
         .and_then(|f| source::parse::<Project>(&f, "projects", &mut diags));
-    if let Some(f) = read("state.json", &mut diags) {
-        if let Some(v) = source::parse_json(&f, &mut diags) {
-            source::check_schema(&f, "state", &v, &mut diags);
-        }
+    if let Some(f) = read("state.json", &mut diags)
+        && let Some(v) = source::parse_json(&f, &mut diags)
+    {
+        source::check_schema(&f, "state", &v, &mut diags);
     }
 
     // References need the files they point into; skip them when those failed.
@@ -124,7 +131,13 @@ pub fn load(paths: &ProjectPaths, fsm_ids: &[&str]) -> (Option<Config>, Diagnost
         (Some(raw), Some(shells), Some(brains), Some(file)) => Some(check::agents(
             raw,
             file,
-            check::Known { paths, shells, brains, fsm_ids, settings: &settings },
+            check::Known {
+                paths,
+                shells,
+                brains,
+                fsm_ids,
+                settings: &settings,
+            },
             &mut diags,
         )),
         _ => None,

@@ -194,7 +194,11 @@ pub fn resolve(name: &str, entry: &ShellEntry) -> Result<Shell, String> {
 }
 
 /// The entry's own value, else the preset's.
-fn pick<T: Clone>(own: &Option<T>, base: &Option<Shell>, from: fn(&Shell) -> Option<T>) -> Option<T> {
+fn pick<T: Clone>(
+    own: &Option<T>,
+    base: &Option<Shell>,
+    from: fn(&Shell) -> Option<T>,
+) -> Option<T> {
     own.clone().or_else(|| base.as_ref().and_then(from))
 }
 

@@ -21,12 +21,15 @@ pub fn home_dir() -> Option<PathBuf> {
 /// Loads and layers the global settings; problems in the file are diagnostics.
 pub fn load(diags: &mut Diagnostics) -> Settings {
     let mut settings = Settings::default();
-    if let Some(path) = home_dir().map(|h| h.join("settings.json")).filter(|p| p.is_file()) {
+    if let Some(path) = home_dir()
+        .map(|h| h.join("settings.json"))
+        .filter(|p| p.is_file())
+    {
         let display = path.display().to_string();
-        if let Some(file) = source::read(&path, &display, diags) {
-            if let Some(s) = source::parse::<Settings>(&file, "settings", diags) {
-                settings = s;
-            }
+        if let Some(file) = source::read(&path, &display, diags)
+            && let Some(s) = source::parse::<Settings>(&file, "settings", diags)
+        {
+            settings = s;
         }
     }
     apply_env(&mut settings);

@@ -31,8 +31,9 @@ pub fn read(path: &Path, display: &str, diags: &mut Diagnostics) -> Option<Sourc
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             diags.push(
-                Diagnostic::error("config::missing-file", display, "file is missing")
-                    .with_help("run `modix init` to write the missing files (existing ones are kept)"),
+                Diagnostic::error("config::missing-file", display, "file is missing").with_help(
+                    "run `modix init` to write the missing files (existing ones are kept)",
+                ),
             );
             None
         }
@@ -61,8 +62,9 @@ pub fn parse<T: DeserializeOwned>(
         Err(e) => {
             // The schema should have caught this; report it rather than crash.
             diags.push(
-                Diagnostic::error("config::schema", &file.display, e.to_string())
-                    .with_help(format!("see schemas/{schema_id}.schema.json for the expected shape")),
+                Diagnostic::error("config::schema", &file.display, e.to_string()).with_help(
+                    format!("see schemas/{schema_id}.schema.json for the expected shape"),
+                ),
             );
             None
         }
@@ -82,7 +84,9 @@ pub fn parse_json(file: &SourceFile, diags: &mut Diagnostics) -> Option<Value> {
                     format!("invalid JSON: {}", strip_position(&e.to_string())),
                 )
                 .with_span(&file.text, offset..offset + 1)
-                .with_help("fix the JSON syntax here (strict JSON: no comments or trailing commas)"),
+                .with_help(
+                    "fix the JSON syntax here (strict JSON: no comments or trailing commas)",
+                ),
             );
             None
         }
@@ -103,23 +107,37 @@ pub fn check_schema(
     let violations = match schema::validate(schema_id, value) {
         Ok(v) => v,
         Err(e) => {
-            diags.push(Diagnostic::error("config::internal", &file.display, e.to_string()));
+            diags.push(Diagnostic::error(
+                "config::internal",
+                &file.display,
+                e.to_string(),
+            ));
             return false;
         }
     };
     for v in &violations {
         let mut d = if let Some(key) = &v.unknown_key {
             let help = match closest(key, v.allowed_keys.iter().map(String::as_str)) {
-                Some(near) => format!("did you mean `{near}`? (allowed here: {})", v.allowed_keys.join(", ")),
+                Some(near) => format!(
+                    "did you mean `{near}`? (allowed here: {})",
+                    v.allowed_keys.join(", ")
+                ),
                 None if v.allowed_keys.is_empty() => "remove this key".to_owned(),
                 None => format!("remove it; allowed here: {}", v.allowed_keys.join(", ")),
             };
-            Diagnostic::error("config::unknown-key", &file.display, v.message.clone()).with_help(help)
+            Diagnostic::error("config::unknown-key", &file.display, v.message.clone())
+                .with_help(help)
         } else {
-            Diagnostic::error("config::schema", &file.display, v.message.clone()).with_help(format!(
-                "change the value at {} to match schemas/{schema_id}.schema.json",
-                if v.pointer.is_empty() { "the top level" } else { &v.pointer }
-            ))
+            Diagnostic::error("config::schema", &file.display, v.message.clone()).with_help(
+                format!(
+                    "change the value at {} to match schemas/{schema_id}.schema.json",
+                    if v.pointer.is_empty() {
+                        "the top level"
+                    } else {
+                        &v.pointer
+                    }
+                ),
+            )
         };
         d = d.with_pointer(v.pointer.clone());
         if let Some(span) = locate(&file.text, &v.pointer, v.unknown_key.is_some()) {
@@ -143,7 +161,10 @@ pub fn locate(text: &str, pointer: &str, key: bool) -> Option<Range<usize>> {
         let seg = raw.replace("~1", "/").replace("~0", "~");
         node = match node {
             Ast::Object(obj) => {
-                let prop = obj.properties.into_iter().find(|p| prop_name(&p.name) == seg)?;
+                let prop = obj
+                    .properties
+                    .into_iter()
+                    .find(|p| prop_name(&p.name) == seg)?;
                 key_range = Some(match &prop.name {
                     ObjectPropName::String(s) => s.range.start..s.range.end,
                     ObjectPropName::Word(w) => w.range.start..w.range.end,

@@ -310,9 +310,11 @@ pub struct EnvPolicy {
 impl Default for EnvPolicy {
     fn default() -> Self {
         EnvPolicy {
-            allow: ["PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "SHELL"]
-                .map(String::from)
-                .to_vec(),
+            allow: [
+                "PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "SHELL",
+            ]
+            .map(String::from)
+            .to_vec(),
         }
     }
 }

@@ -79,7 +79,9 @@ impl Verdict {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PrepareError {
-    #[error("agent `{agent}`: program `{program}` not found (looked on PATH and in the project root)")]
+    #[error(
+        "agent `{agent}`: program `{program}` not found (looked on PATH and in the project root)"
+    )]
     NotFound { agent: String, program: String },
     #[error("agent `{agent}`: {message}")]
     Args { agent: String, message: String },
@@ -89,7 +91,11 @@ pub enum PrepareError {
 /// variables that look like credentials.
 pub fn redactor(config: &Config) -> Redactor {
     let mut secrets: Vec<(String, String)> = Vec::new();
-    let mut names: Vec<&str> = config.brains.values().filter_map(|b| b.api_key_env.as_deref()).collect();
+    let mut names: Vec<&str> = config
+        .brains
+        .values()
+        .filter_map(|b| b.api_key_env.as_deref())
+        .collect();
     for s in config.shells.values() {
         names.extend(s.env.iter().map(String::as_str).filter(|n| looks_secret(n)));
     }
@@ -104,7 +110,9 @@ pub fn redactor(config: &Config) -> Redactor {
 }
 
 fn looks_secret(name: &str) -> bool {
-    ["KEY", "TOKEN", "SECRET", "PASSWORD"].iter().any(|w| name.to_ascii_uppercase().contains(w))
+    ["KEY", "TOKEN", "SECRET", "PASSWORD"]
+        .iter()
+        .any(|w| name.to_ascii_uppercase().contains(w))
 }
 
 /// Builds the process for an invocation. Nothing here goes through a shell:
@@ -118,7 +126,11 @@ pub fn prepare(inv: &Invocation, redactor: &Redactor) -> Result<Prepared, Prepar
                 agent: inv.agent.id.clone(),
                 message: "empty command".into(),
             })?;
-            (locate(config, &inv.agent.id, first)?, rest.to_vec(), Some(inv.prompt.clone().into_bytes()))
+            (
+                locate(config, &inv.agent.id, first)?,
+                rest.to_vec(),
+                Some(inv.prompt.clone().into_bytes()),
+            )
         }
         Binding::Shell { shell, brain } => {
             let shell: &Shell = config.shells.get(shell).ok_or_else(|| PrepareError::Args {
@@ -131,12 +143,14 @@ pub fn prepare(inv: &Invocation, redactor: &Redactor) -> Result<Prepared, Prepar
                     env.push((name.into(), v));
                 }
             }
-            if let Some(key) = brain.and_then(|b| b.api_key_env.as_ref()) {
-                if let Some(v) = std::env::var_os(key) {
-                    env.push((key.into(), v));
-                }
+            if let Some(key) = brain.and_then(|b| b.api_key_env.as_ref())
+                && let Some(v) = std::env::var_os(key)
+            {
+                env.push((key.into(), v));
             }
-            if let (Some(var), Some(ep)) = (&shell.endpoint_env, brain.and_then(|b| b.endpoint.as_ref())) {
+            if let (Some(var), Some(ep)) =
+                (&shell.endpoint_env, brain.and_then(|b| b.endpoint.as_ref()))
+            {
                 env.push((var.into(), ep.into()));
             }
             let by_argument = shell.prompt == PromptMode::Argument;
@@ -149,10 +163,11 @@ pub fn prepare(inv: &Invocation, redactor: &Redactor) -> Result<Prepared, Prepar
                 endpoint: brain.and_then(|b| b.endpoint.clone()),
                 role: Some(inv.agent.role.clone()),
             };
-            let args = shell::render_args(&shell.args, &values).map_err(|e| PrepareError::Args {
-                agent: inv.agent.id.clone(),
-                message: e.to_string(),
-            })?;
+            let args =
+                shell::render_args(&shell.args, &values).map_err(|e| PrepareError::Args {
+                    agent: inv.agent.id.clone(),
+                    message: e.to_string(),
+                })?;
             let stdin = (!by_argument).then(|| inv.prompt.clone().into_bytes());
             (locate(config, &inv.agent.id, &shell.binary)?, args, stdin)
         }
@@ -220,11 +235,26 @@ fn base_env(config: &Config, inv: &Invocation) -> Vec<(OsString, OsString)> {
 const TAIL_LINES: usize = 40;
 
 /// Turns a finished process into a verdict, by the agent's output contract.
-pub fn judge(agent: &Agent, shell: Option<&Shell>, output_schema: &str, out: &ProcessOutcome) -> Verdict {
+pub fn judge(
+    agent: &Agent,
+    shell: Option<&Shell>,
+    output_schema: &str,
+    out: &ProcessOutcome,
+) -> Verdict {
     match out.end {
         EndReason::Cancelled => return Verdict::Cancelled,
-        EndReason::WallTimeout => return Verdict::Timeout(format!("timed out after {:.0}s", out.duration.as_secs_f64())),
-        EndReason::IdleTimeout => return Verdict::Timeout(format!("no output for the idle limit; killed after {:.0}s", out.duration.as_secs_f64())),
+        EndReason::WallTimeout => {
+            return Verdict::Timeout(format!(
+                "timed out after {:.0}s",
+                out.duration.as_secs_f64()
+            ));
+        }
+        EndReason::IdleTimeout => {
+            return Verdict::Timeout(format!(
+                "no output for the idle limit; killed after {:.0}s",
+                out.duration.as_secs_f64()
+            ));
+        }
         EndReason::Exited => {}
     }
     if agent.manifest.output_mode == OutputMode::ExitStatus {
@@ -234,13 +264,17 @@ pub fn judge(agent: &Agent, shell: Option<&Shell>, output_schema: &str, out: &Pr
         return Verdict::ProcessError(exit_reason(out));
     }
     let (format, pointer, error_pointer) = match shell {
-        Some(s) => (s.output.format, s.output.result_pointer.as_deref(), s.output.error_pointer.as_deref()),
+        Some(s) => (
+            s.output.format,
+            s.output.result_pointer.as_deref(),
+            s.output.error_pointer.as_deref(),
+        ),
         None => (crate::config::OutputFormat::Text, None, None),
     };
-    if let Some(ptr) = error_pointer {
-        if cli_reported_error(&out.stdout.text, ptr) {
-            return Verdict::ProcessError(format!("the CLI reported an error ({ptr} is true)"));
-        }
+    if let Some(ptr) = error_pointer
+        && cli_reported_error(&out.stdout.text, ptr)
+    {
+        return Verdict::ProcessError(format!("the CLI reported an error ({ptr} is true)"));
     }
     let format = match format {
         crate::config::OutputFormat::Text => shell::OutputFormat::Text,
@@ -261,7 +295,17 @@ fn validated(output_schema: &str, value: Value) -> Verdict {
         Ok(v) if v.is_empty() => Verdict::Output(value),
         Ok(v) => Verdict::Invalid(
             v.into_iter()
-                .map(|x| format!("{}: {}", if x.pointer.is_empty() { "/" } else { &x.pointer }, x.message))
+                .map(|x| {
+                    format!(
+                        "{}: {}",
+                        if x.pointer.is_empty() {
+                            "/"
+                        } else {
+                            &x.pointer
+                        },
+                        x.message
+                    )
+                })
                 .collect(),
         ),
         Err(e) => Verdict::Invalid(vec![e.to_string()]),
@@ -285,12 +329,19 @@ fn exit_reason(out: &ProcessOutcome) -> String {
         _ => "ended abnormally".to_owned(),
     };
     let tail = tail_lines(&out.stderr.text, 5);
-    if tail.is_empty() { how } else { format!("{how}: {}", tail.join(" | ")) }
+    if tail.is_empty() {
+        how
+    } else {
+        format!("{how}: {}", tail.join(" | "))
+    }
 }
 
 fn tail_lines(text: &str, n: usize) -> Vec<String> {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(n)..].iter().map(|l| (*l).to_owned()).collect()
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| (*l).to_owned())
+        .collect()
 }
 
 /// A result made from the exit code, for commands such as test runners.
@@ -300,8 +351,18 @@ fn synthesize(output_schema: &str, agent: &Agent, out: &ProcessOutcome) -> Value
         Binding::Command { argv } => argv.join(" "),
         Binding::Shell { shell, .. } => shell.clone(),
     };
-    let summary = format!("`{command}` {}", if passed { "exited with 0".to_owned() } else { exit_reason_short(out) });
-    let mut tail = tail_lines(&format!("{}\n{}", out.stdout.text, out.stderr.text), TAIL_LINES);
+    let summary = format!(
+        "`{command}` {}",
+        if passed {
+            "exited with 0".to_owned()
+        } else {
+            exit_reason_short(out)
+        }
+    );
+    let mut tail = tail_lines(
+        &format!("{}\n{}", out.stdout.text, out.stderr.text),
+        TAIL_LINES,
+    );
     if passed {
         tail.clear();
     }

@@ -135,6 +135,9 @@ mod tests {
     #[test]
     fn template_errors_name_the_template_and_line() {
         let e = render_prompt("p.md", "a\n{% if %}", &ctx()).unwrap_err();
-        assert!(e.to_string().starts_with("prompt template p.md: line 2"), "{e}");
+        assert!(
+            e.to_string().starts_with("prompt template p.md: line 2"),
+            "{e}"
+        );
     }
 }

@@ -49,7 +49,10 @@ impl Lifecycle {
     }
 
     /// The steps after the process ended, up to a terminal state (or as far as rules lead).
-    pub fn finish_steps(&self, outcome: &InvocationOutcome) -> (Vec<(String, String, String)>, bool) {
+    pub fn finish_steps(
+        &self,
+        outcome: &InvocationOutcome,
+    ) -> (Vec<(String, String, String)>, bool) {
         let mut pos = self.started.clone();
         let mut steps = Vec::new();
         // Bounded by the machine's own worst case; agent states see the same outcome.
@@ -61,8 +64,14 @@ impl Lifecycle {
                 StateKind::Input { event } => Some(event.clone()),
             };
             let Some(event) = event else { break };
-            let Ok(fired) = self.machine.fire(&pos, &event) else { break };
-            steps.push((state.name.clone(), event, self.machine.state(fired.to).name.clone()));
+            let Ok(fired) = self.machine.fire(&pos, &event) else {
+                break;
+            };
+            steps.push((
+                state.name.clone(),
+                event,
+                self.machine.state(fired.to).name.clone(),
+            ));
             pos = fired.position;
         }
         (steps, false)

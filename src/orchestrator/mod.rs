@@ -28,8 +28,9 @@ use crate::project::LoadedProject;
 use crate::schema;
 use crate::shell::{Redactor, run_process};
 use crate::store::{
-    InvocationEnd, InvocationId, InvocationStatus, NewInvocation, NewMessage, NewRun, NewTransition,
-    Outcome as StoredOutcome, Run, RunStatus, Step, Store, StoreError, TransitionRecord,
+    InvocationEnd, InvocationId, InvocationStatus, NewInvocation, NewMessage, NewRun,
+    NewTransition, Outcome as StoredOutcome, Run, RunStatus, Step, Store, StoreError,
+    TransitionRecord,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -101,12 +102,16 @@ pub fn resume(
             run.id, run.status, run.current_state
         )));
     }
-    let machine = project.catalog.get(&run.workflow_id).cloned().ok_or_else(|| {
-        OrchestratorError::Workflow(format!(
-            "run {} used workflow `{}`, which is no longer defined",
-            run.id, run.workflow_id
-        ))
-    })?;
+    let machine = project
+        .catalog
+        .get(&run.workflow_id)
+        .cloned()
+        .ok_or_else(|| {
+            OrchestratorError::Workflow(format!(
+                "run {} used workflow `{}`, which is no longer defined",
+                run.id, run.workflow_id
+            ))
+        })?;
     if machine.content_hash() != run.workflow_hash {
         return Err(OrchestratorError::Workflow(format!(
             "workflow `{}` changed since run {} started (recorded {} {}, now {} {}); resuming under different rules would make its history a lie — restore the old definition or start a new run",
@@ -144,10 +149,11 @@ fn drive(
         let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
         // Ctrl-C or SIGTERM: stop the agent's process group, record, exit 130.
         let signals = tokio::spawn(async move {
-            let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => return,
-            };
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(_) => return,
+                };
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
@@ -172,7 +178,11 @@ fn drive(
             Ok(report) => report,
             Err(e) => {
                 // Leave the run resumable rather than stuck "running" under a dead owner.
-                let _ = driver.store.set_status(&driver.run.id, RunStatus::Interrupted, Some(&e.to_string()));
+                let _ = driver.store.set_status(
+                    &driver.run.id,
+                    RunStatus::Interrupted,
+                    Some(&e.to_string()),
+                );
                 let _ = driver.store.release_run(&driver.run.id, std::process::id());
                 return Err(e);
             }
@@ -207,22 +217,29 @@ impl Driver<'_> {
                 return self.interrupted("interrupted before the next step");
             }
             let state = self.machine.state(pos.state());
-            let step = match &state.kind {
-                StateKind::Terminal { .. } => return Ok(self.report(&state.name.clone(), None)),
-                StateKind::Input { event } => {
-                    let fired = self.fire(&pos, event)?;
-                    let epic = json!({ "epic": self.run.epic });
-                    let messages = vec![NewMessage { kind: "epic".into(), state: state.name.clone(), payload: epic }];
-                    (fired, None, messages, "epic received".to_owned(), None)
-                }
-                StateKind::Agent(a) => {
-                    let a = a.clone();
-                    match self.invoke(&pos, &a, &workdir, observer).await? {
-                        Some(step) => step,
-                        None => return self.interrupted("interrupted while an agent ran; resume repeats that invocation"),
+            let step =
+                match &state.kind {
+                    StateKind::Terminal { .. } => return Ok(self.report(&state.name.clone(), None)),
+                    StateKind::Input { event } => {
+                        let fired = self.fire(&pos, event)?;
+                        let epic = json!({ "epic": self.run.epic });
+                        let messages = vec![NewMessage {
+                            kind: "epic".into(),
+                            state: state.name.clone(),
+                            payload: epic,
+                        }];
+                        (fired, None, messages, "epic received".to_owned(), None)
                     }
-                }
-            };
+                    StateKind::Agent(a) => {
+                        let a = a.clone();
+                        match self.invoke(&pos, &a, &workdir, observer).await? {
+                            Some(step) => step,
+                            None => return self.interrupted(
+                                "interrupted while an agent ran; resume repeats that invocation",
+                            ),
+                        }
+                    }
+                };
             let (fired, invocation, messages, mut reason, agent_id) = step;
             if fired.redirected {
                 reason = format!(
@@ -234,7 +251,9 @@ impl Driver<'_> {
             }
             let to = self.machine.state(fired.to);
             let status = match &to.kind {
-                StateKind::Terminal { outcome: Outcome::Success } => RunStatus::Succeeded,
+                StateKind::Terminal {
+                    outcome: Outcome::Success,
+                } => RunStatus::Succeeded,
                 StateKind::Terminal { .. } => RunStatus::Failed,
                 _ => RunStatus::Running,
             };
@@ -248,7 +267,11 @@ impl Driver<'_> {
                         from: from_name.clone(),
                         event: fired.event.clone(),
                         to: to.name.clone(),
-                        attempt: visits(&self.machine, &self.store.transitions(&self.run.id)?, fired.from),
+                        attempt: visits(
+                            &self.machine,
+                            &self.store.transitions(&self.run.id)?,
+                            fired.from,
+                        ),
                         bound: self.machine.bound_for_visits(fired.from).map(|b| b as u32),
                         agent: agent_id,
                         reason: Some(reason),
@@ -265,20 +288,26 @@ impl Driver<'_> {
     }
 
     fn fire(&self, pos: &Position, event: &str) -> Result<Fired, OrchestratorError> {
-        self.machine.fire(pos, event).map_err(|e| OrchestratorError::Workflow(e.to_string()))
+        self.machine
+            .fire(pos, event)
+            .map_err(|e| OrchestratorError::Workflow(e.to_string()))
     }
 
     fn workdir(&mut self) -> Result<PathBuf, OrchestratorError> {
         let paths = &self.config.paths;
-        let dir = workspace::prepare(paths, self.config.project.workspace, &self.run.id).map_err(|source| {
-            OrchestratorError::Io { what: "cannot prepare the run's workspace".into(), source }
-        })?;
+        let dir = workspace::prepare(paths, self.config.project.workspace, &self.run.id).map_err(
+            |source| OrchestratorError::Io {
+                what: "cannot prepare the run's workspace".into(),
+                source,
+            },
+        )?;
         Ok(dir)
     }
 
     fn interrupted(&mut self, why: &str) -> Result<RunReport, OrchestratorError> {
         self.store.abandon_open_invocations(&self.run.id)?;
-        self.store.set_status(&self.run.id, RunStatus::Interrupted, Some(why))?;
+        self.store
+            .set_status(&self.run.id, RunStatus::Interrupted, Some(why))?;
         let state = self.store.run(&self.run.id)?.current_state;
         self.write_state_file(&state, RunStatus::Interrupted);
         let mut report = self.report(&state, Some(why.to_owned()));
@@ -287,8 +316,14 @@ impl Driver<'_> {
     }
 
     fn report(&self, final_state: &str, reason: Option<String>) -> RunReport {
-        let status = match self.machine.state_id(final_state).map(|s| &self.machine.state(s).kind) {
-            Some(StateKind::Terminal { outcome: Outcome::Success }) => RunStatus::Succeeded,
+        let status = match self
+            .machine
+            .state_id(final_state)
+            .map(|s| &self.machine.state(s).kind)
+        {
+            Some(StateKind::Terminal {
+                outcome: Outcome::Success,
+            }) => RunStatus::Succeeded,
             Some(StateKind::Terminal { .. }) => RunStatus::Failed,
             _ => RunStatus::Running,
         };
@@ -320,7 +355,13 @@ impl Driver<'_> {
     }
 }
 
-type StepParts = (Fired, Option<(InvocationId, InvocationEnd)>, Vec<NewMessage>, String, Option<String>);
+type StepParts = (
+    Fired,
+    Option<(InvocationId, InvocationEnd)>,
+    Vec<NewMessage>,
+    String,
+    Option<String>,
+);
 
 impl Driver<'_> {
     /// Invokes the agent of an agent state; `None` when interrupted.
@@ -333,21 +374,43 @@ impl Driver<'_> {
     ) -> Result<Option<StepParts>, OrchestratorError> {
         let config = self.config;
         let state_name = self.machine.state(pos.state()).name.clone();
-        let agent: &Agent = config.agent_for(&state.agent).map_err(OrchestratorError::Agent)?;
+        let agent: &Agent = config
+            .agent_for(&state.agent)
+            .map_err(OrchestratorError::Agent)?;
         let history = self.store.transitions(&self.run.id)?;
         let attempt = visits(&self.machine, &history, pos.state());
         let bound = self.machine.bound_for_visits(pos.state());
         let output_schema = state.output.as_str();
         let run_dir = workspace::run_dir(&config.paths, &self.run.id);
-        let schema_path = run_dir.join("schemas").join(format!("{output_schema}.schema.json"));
-        let schema_text = if output_schema == "any" { "{}" } else { schema::text(output_schema).unwrap_or("{}") };
+        let schema_path = run_dir
+            .join("schemas")
+            .join(format!("{output_schema}.schema.json"));
+        let schema_text = if output_schema == "any" {
+            "{}"
+        } else {
+            schema::text(output_schema).unwrap_or("{}")
+        };
         write_file(&schema_path, schema_text.as_bytes())?;
 
-        let task_spec = self.store.latest_message(&self.run.id, "task_spec")?.map(|m| m.payload);
-        let previous_result = self.store.latest_message(&self.run.id, "execution_result")?.map(|m| m.payload);
+        let task_spec = self
+            .store
+            .latest_message(&self.run.id, "task_spec")?
+            .map(|m| m.payload);
+        let previous_result = self
+            .store
+            .latest_message(&self.run.id, "execution_result")?
+            .map(|m| m.payload);
         let feedback = match attempt {
             1 => None,
-            _ => self.store.latest_message(&self.run.id, "feedback")?.and_then(|m| m.payload.get("text").and_then(Value::as_str).map(str::to_owned)),
+            _ => self
+                .store
+                .latest_message(&self.run.id, "feedback")?
+                .and_then(|m| {
+                    m.payload
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                }),
         };
         let ctx = ContextPackage {
             epic: self.run.epic.clone(),
@@ -366,9 +429,14 @@ impl Driver<'_> {
             previous_result,
             feedback,
         };
-        let ctx_value = self.redactor.redact_json(&serde_json::to_value(&ctx).unwrap_or(Value::Null));
+        let ctx_value = self
+            .redactor
+            .redact_json(&serde_json::to_value(&ctx).unwrap_or(Value::Null));
         let ctx_path = run_dir.join(format!("context-{state_name}-{attempt}.json"));
-        write_file(&ctx_path, (serde_json::to_string_pretty(&ctx_value).unwrap_or_default() + "\n").as_bytes())?;
+        write_file(
+            &ctx_path,
+            (serde_json::to_string_pretty(&ctx_value).unwrap_or_default() + "\n").as_bytes(),
+        )?;
         let prompt = self.prompt(agent, &ctx)?;
         let system_prompt = match &agent.manifest.system_prompt {
             Some(rel) => Some(self.render_file(rel, &ctx)?),
@@ -417,7 +485,10 @@ impl Driver<'_> {
         })?;
         let started = Instant::now();
         let (verdict, outcome) = match spec {
-            None => (Verdict::ProcessError(prepare_error.unwrap_or_default()), None),
+            None => (
+                Verdict::ProcessError(prepare_error.unwrap_or_default()),
+                None,
+            ),
             Some(spec) => match run_process(spec, self.cancel.clone()).await {
                 Ok(out) => {
                     let shell = match &agent.binding {
@@ -442,14 +513,24 @@ impl Driver<'_> {
         let (lifecycle_steps, completed) = lifecycle.finish_steps(&inv_outcome);
         let (messages, reason) = outcome::describe(&state_name, output_schema, &verdict);
         let end = InvocationEnd {
-            status: if completed { InvocationStatus::Completed } else { InvocationStatus::Failed },
+            status: if completed {
+                InvocationStatus::Completed
+            } else {
+                InvocationStatus::Failed
+            },
             outcome: verdict.outcome_name().parse::<StoredOutcome>().ok(),
             exit_code: outcome.as_ref().and_then(|o| o.exit_code),
             signal: outcome.as_ref().and_then(|o| o.signal),
             timed_out: matches!(verdict, Verdict::Timeout(_)),
             duration_ms: Some(started.elapsed().as_millis() as u64),
-            stdout: outcome.as_ref().map(|o| self.redactor.redact(&o.stdout.text).into_owned()).unwrap_or_default(),
-            stderr: outcome.as_ref().map(|o| self.redactor.redact(&o.stderr.text).into_owned()).unwrap_or_default(),
+            stdout: outcome
+                .as_ref()
+                .map(|o| self.redactor.redact(&o.stdout.text).into_owned())
+                .unwrap_or_default(),
+            stderr: outcome
+                .as_ref()
+                .map(|o| self.redactor.redact(&o.stderr.text).into_owned())
+                .unwrap_or_default(),
             stdout_bytes: outcome.as_ref().map_or(0, |o| o.stdout.total_bytes),
             stderr_bytes: outcome.as_ref().map_or(0, |o| o.stderr.total_bytes),
             parsed_output: match &verdict {
@@ -462,7 +543,13 @@ impl Driver<'_> {
             },
             lifecycle: lifecycle_steps,
         };
-        Ok(Some((fired, Some((inv_id, end)), messages, reason, Some(agent.id.clone()))))
+        Ok(Some((
+            fired,
+            Some((inv_id, end)),
+            messages,
+            reason,
+            Some(agent.id.clone()),
+        )))
     }
 
     fn prompt(&self, agent: &Agent, ctx: &ContextPackage) -> Result<String, OrchestratorError> {
@@ -479,7 +566,8 @@ impl Driver<'_> {
             what: format!("cannot read prompt template {MODIX_DIR}/{rel}"),
             source,
         })?;
-        render_prompt(&format!("{MODIX_DIR}/{rel}"), &text, ctx).map_err(|e| OrchestratorError::Agent(e.to_string()))
+        render_prompt(&format!("{MODIX_DIR}/{rel}"), &text, ctx)
+            .map_err(|e| OrchestratorError::Agent(e.to_string()))
     }
 }
 
@@ -488,7 +576,10 @@ fn replay(machine: &Machine, history: &[TransitionRecord]) -> Result<Position, O
     let mut pos = machine.start();
     for t in history {
         let fired = machine.fire(&pos, &t.event).map_err(|e| {
-            OrchestratorError::Workflow(format!("recorded transition #{} cannot be replayed: {e}", t.seq))
+            OrchestratorError::Workflow(format!(
+                "recorded transition #{} cannot be replayed: {e}",
+                t.seq
+            ))
         })?;
         if machine.state(fired.to).name != t.to {
             return Err(OrchestratorError::Workflow(format!(

@@ -65,7 +65,10 @@ fn output_reason(schema: &str, v: &Value) -> String {
     match schema {
         "test_result" => {
             let passed = v.get("passed").and_then(Value::as_bool) == Some(true);
-            format!("tests {}: {summary}", if passed { "passed" } else { "failed" })
+            format!(
+                "tests {}: {summary}",
+                if passed { "passed" } else { "failed" }
+            )
         }
         "execution_result" => format!(
             "execution {}: {summary}",
@@ -74,7 +77,10 @@ fn output_reason(schema: &str, v: &Value) -> String {
         "task_spec" => format!(
             "plan `{}` with {}",
             v.get("title").and_then(Value::as_str).unwrap_or(""),
-            plural(v.get("tasks").and_then(Value::as_array).map_or(0, Vec::len), "task")
+            plural(
+                v.get("tasks").and_then(Value::as_array).map_or(0, Vec::len),
+                "task"
+            )
         ),
         _ => format!("valid {schema} output"),
     }
@@ -90,7 +96,10 @@ fn failure_feedback(schema: &str, v: &Value) -> Option<String> {
                 .and_then(Value::as_array)
                 .map(|f| f.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            Some(format!("The tests failed: {summary}\n{}", failures.join("\n")))
+            Some(format!(
+                "The tests failed: {summary}\n{}",
+                failures.join("\n")
+            ))
         }
         "execution_result" if v.get("outcome").and_then(Value::as_str) != Some("success") => {
             let error = v.get("error").and_then(Value::as_str).unwrap_or("");

@@ -40,7 +40,9 @@ pub enum ExtractError {
         source_desc: String,
         kind: &'static str,
     },
-    #[error("{source_desc} is not JSON, has no ```json block and does not end with a JSON object line")]
+    #[error(
+        "{source_desc} is not JSON, has no ```json block and does not end with a JSON object line"
+    )]
     NoJson { source_desc: String },
     #[error("the last ```json block in {source_desc} is not valid JSON: {error}")]
     BadJsonBlock { source_desc: String, error: String },
@@ -269,7 +271,10 @@ mod tests {
     #[test]
     fn text_logs_then_a_json_object_line() {
         let out = "compiling...\nwarning: x\n{\"outcome\": \"success\"}\n";
-        assert_eq!(extract_json(out, OutputFormat::Text, None).unwrap(), json!({"outcome": "success"}));
+        assert_eq!(
+            extract_json(out, OutputFormat::Text, None).unwrap(),
+            json!({"outcome": "success"})
+        );
         assert!(extract_json("log\n[1, 2]\n", OutputFormat::Text, None).is_err());
     }
 

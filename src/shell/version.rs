@@ -89,7 +89,10 @@ mod tests {
     fn versions_are_normalised() {
         assert_eq!(normalize("2.1").unwrap().to_string(), "2.1.0");
         assert_eq!(normalize("0.061.0").unwrap().to_string(), "0.61.0");
-        assert_eq!(normalize("v1.2.3-beta.1").unwrap().to_string(), "1.2.3-beta.1");
+        assert_eq!(
+            normalize("v1.2.3-beta.1").unwrap().to_string(),
+            "1.2.3-beta.1"
+        );
         assert!(normalize("abc").is_none());
     }
 }

@@ -265,7 +265,13 @@ impl Store {
         .ctx(path, "recording an invocation start")?;
         let id = InvocationId(tx.last_insert_rowid());
         let (from, event, to) = &inv.lifecycle_start;
-        append_lifecycle(&tx, path, id, &at, &[(from.as_str(), event.as_str(), to.as_str())])?;
+        append_lifecycle(
+            &tx,
+            path,
+            id,
+            &at,
+            &[(from.as_str(), event.as_str(), to.as_str())],
+        )?;
         tx.commit().ctx(path, "committing an invocation start")?;
         Ok(id)
     }

@@ -17,7 +17,12 @@ fn doctor_json(sb: &Sandbox, envs: &[(&str, &str)]) -> (Option<i32>, serde_json:
 }
 
 fn shell<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["shells"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap()
+    report["shells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap()
 }
 
 #[test]
@@ -25,8 +30,11 @@ fn found_cli_with_version_meeting_the_requirement() {
     let sb = Sandbox::new();
     sb.fake_bin("claude", FAKE_CLAUDE);
     sb.modix().arg("init").assert().success();
-    sb.edit_json(".modix/shells.json", |v| v["shells"]["claude"]["requires"] = ">=1.0.0".into());
-    let (code, report, text) = doctor_json(&sb, &[("ANTHROPIC_API_KEY", "sk-ant-secret-value-1234")]);
+    sb.edit_json(".modix/shells.json", |v| {
+        v["shells"]["claude"]["requires"] = ">=1.0.0".into()
+    });
+    let (code, report, text) =
+        doctor_json(&sb, &[("ANTHROPIC_API_KEY", "sk-ant-secret-value-1234")]);
     let claude = shell(&report, "claude");
     assert_eq!(claude["version"], "2.0.14");
     assert_eq!(claude["version_raw"], "2.0.14");
@@ -34,7 +42,10 @@ fn found_cli_with_version_meeting_the_requirement() {
     assert!(claude["path"].as_str().unwrap().ends_with("bin/claude"));
     assert_eq!(code, Some(0), "{text}");
     assert_eq!(report["ready"], true);
-    assert!(!text.contains("sk-ant-secret-value-1234"), "key value leaked");
+    assert!(
+        !text.contains("sk-ant-secret-value-1234"),
+        "key value leaked"
+    );
 }
 
 #[test]
@@ -42,17 +53,30 @@ fn unmet_requirement_says_why() {
     let sb = Sandbox::new();
     sb.fake_bin("claude", FAKE_CLAUDE);
     sb.modix().arg("init").assert().success();
-    sb.edit_json(".modix/shells.json", |v| v["shells"]["claude"]["requires"] = ">=3".into());
+    sb.edit_json(".modix/shells.json", |v| {
+        v["shells"]["claude"]["requires"] = ">=3".into()
+    });
     let (code, report, _) = doctor_json(&sb, &[("ANTHROPIC_API_KEY", "k")]);
     let claude = shell(&report, "claude");
     assert_eq!(claude["requirement_met"], false);
-    assert_eq!(claude["problem"], "version 2.0.14 does not satisfy `>=3`: install a matching version or change `requires`");
+    assert_eq!(
+        claude["problem"],
+        "version 2.0.14 does not satisfy `>=3`: install a matching version or change `requires`"
+    );
     assert_eq!(code, Some(1));
 
-    let out = sb.modix().arg("doctor").env("ANTHROPIC_API_KEY", "k").output().unwrap();
+    let out = sb
+        .modix()
+        .arg("doctor")
+        .env("ANTHROPIC_API_KEY", "k")
+        .output()
+        .unwrap();
     let text = output_text(&out);
     assert!(text.contains("does not satisfy `>=3`"), "{text}");
-    assert!(text.contains("Not ready: workflow `plan_execute_test` needs"), "{text}");
+    assert!(
+        text.contains("Not ready: workflow `plan_execute_test` needs"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -62,7 +86,11 @@ fn missing_binary_is_reported_not_found() {
     let codex = shell(&report, "codex");
     assert_eq!(codex["path"], serde_json::Value::Null);
     assert_eq!(codex["problem"], "`codex` not found on PATH");
-    assert_eq!(code, Some(1), "claude is not installed either, so the workflow is not ready");
+    assert_eq!(
+        code,
+        Some(1),
+        "claude is not installed either, so the workflow is not ready"
+    );
     let out = sb.modix().arg("doctor").output().unwrap();
     assert!(output_text(&out).contains("not found"));
 }
@@ -73,14 +101,32 @@ fn key_presence_is_reported_and_the_value_never_printed() {
     sb.fake_bin("claude", FAKE_CLAUDE);
     sb.modix().arg("init").assert().success();
     let (code, report, _) = doctor_json(&sb, &[]);
-    let brain = report["brains"].as_array().unwrap().iter().find(|b| b["name"] == "anthropic").unwrap();
+    let brain = report["brains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "anthropic")
+        .unwrap();
     assert_eq!(brain["key_present"], false);
     assert_eq!(code, Some(1));
-    let planner = report["agents"].as_array().unwrap().iter().find(|a| a["id"] == "planner").unwrap();
-    assert_eq!(planner["problems"][0], "brain `anthropic`: $ANTHROPIC_API_KEY is not set");
+    let planner = report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "planner")
+        .unwrap();
+    assert_eq!(
+        planner["problems"][0],
+        "brain `anthropic`: $ANTHROPIC_API_KEY is not set"
+    );
 
     let secret = "sk-ant-api03-very-secret-value";
-    let out = sb.modix().arg("doctor").env("ANTHROPIC_API_KEY", secret).output().unwrap();
+    let out = sb
+        .modix()
+        .arg("doctor")
+        .env("ANTHROPIC_API_KEY", secret)
+        .output()
+        .unwrap();
     let text = output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("$ANTHROPIC_API_KEY is set"), "{text}");
@@ -97,5 +143,8 @@ fn doctor_on_broken_config_exits_2() {
     let out = sb.modix().arg("doctor").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let text = output_text(&out);
-    assert!(text.contains(".modix/agents.json:1:") && text.contains("invalid JSON"), "{text}");
+    assert!(
+        text.contains(".modix/agents.json:1:") && text.contains("invalid JSON"),
+        "{text}"
+    );
 }

@@ -25,7 +25,10 @@ fn init_in_an_empty_dir_writes_every_file_and_validates() {
     let text = output_text(&out);
     for f in FILES {
         assert!(sb.root().join(f).is_file(), "{f} missing");
-        assert!(text.contains(&format!("created {f}")), "{f} not reported:\n{text}");
+        assert!(
+            text.contains(&format!("created {f}")),
+            "{f} not reported:\n{text}"
+        );
     }
     assert!(text.contains("No agent CLI found on PATH"), "{text}");
     sb.modix().arg("validate").assert().success();
@@ -50,7 +53,10 @@ fn init_force_rewrites_existing_files() {
     let out = sb.modix().args(["init", "--force"]).output().unwrap();
     assert!(out.status.success());
     assert!(output_text(&out).contains("rewrote .modix/shells.json"));
-    assert!(sb.read(".modix/shells.json").contains("\"preset\": \"claude\""));
+    assert!(
+        sb.read(".modix/shells.json")
+            .contains("\"preset\": \"claude\"")
+    );
     sb.modix().arg("validate").assert().success();
 }
 
@@ -69,15 +75,25 @@ fn init_binds_agents_to_the_cli_found_on_path() {
 #[test]
 fn init_shell_flag_wins_and_unknown_shell_is_a_usage_error() {
     let sb = Sandbox::new();
-    sb.modix().args(["init", "--shell", "gemini"]).assert().success();
+    sb.modix()
+        .args(["init", "--shell", "gemini"])
+        .assert()
+        .success();
     let agents: serde_json::Value = serde_json::from_str(&sb.read(".modix/agents.json")).unwrap();
     assert_eq!(agents["agents"]["executor"]["shell"], "gemini");
 
     let sb = Sandbox::new();
-    let out = sb.modix().args(["init", "--shell", "cursor"]).output().unwrap();
+    let out = sb
+        .modix()
+        .args(["init", "--shell", "cursor"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(output_text(&out).contains("unknown shell `cursor`"));
-    assert!(!sb.root().join(".modix").exists(), "nothing may be written on error");
+    assert!(
+        !sb.root().join(".modix").exists(),
+        "nothing may be written on error"
+    );
 }
 
 #[test]
@@ -87,7 +103,10 @@ fn init_binds_the_tester_to_the_projects_test_command() {
     let out = sb.modix().arg("init").output().unwrap();
     assert!(output_text(&out).contains("Tester runs the project's tests: `cargo test`"));
     let agents: serde_json::Value = serde_json::from_str(&sb.read(".modix/agents.json")).unwrap();
-    assert_eq!(agents["agents"]["tester"]["command"], serde_json::json!(["cargo", "test"]));
+    assert_eq!(
+        agents["agents"]["tester"]["command"],
+        serde_json::json!(["cargo", "test"])
+    );
     sb.modix().arg("validate").assert().success();
 }
 
@@ -119,7 +138,9 @@ fn version_and_help() {
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("modix "));
     let out = sb.modix().arg("help").output().unwrap();
     let text = output_text(&out);
-    for cmd in ["init", "validate", "doctor", "fsm", "go", "resume", "history"] {
+    for cmd in [
+        "init", "validate", "doctor", "fsm", "go", "resume", "history",
+    ] {
         assert!(text.contains(cmd), "help lacks {cmd}");
     }
     let out = sb.modix().arg("frobnicate").output().unwrap();

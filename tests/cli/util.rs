@@ -122,9 +122,15 @@ pub fn copy_tree(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).expect("read_dir") {
         let entry = entry.expect("entry");
         let name = entry.file_name();
-        if ["modix.db", "modix.db-wal", "modix.db-shm", "runs", "__pycache__"]
-            .iter()
-            .any(|s| name == *s)
+        if [
+            "modix.db",
+            "modix.db-wal",
+            "modix.db-shm",
+            "runs",
+            "__pycache__",
+        ]
+        .iter()
+        .any(|s| name == *s)
         {
             continue;
         }
@@ -155,7 +161,11 @@ impl Sandbox {
 
     /// Runs `modix go EPIC --json` and returns (exit code, transition lines, summary, stderr).
     pub fn go_json(&self, epic: &str) -> GoResult {
-        let out = self.modix().args(["go", "--json", epic]).output().expect("run");
+        let out = self
+            .modix()
+            .args(["go", "--json", epic])
+            .output()
+            .expect("run");
         GoResult::parse(&out)
     }
 }
@@ -194,7 +204,14 @@ impl GoResult {
     pub fn path(&self) -> Vec<String> {
         self.transitions
             .iter()
-            .map(|t| format!("{} -{}-> {}", t["from"].as_str().unwrap(), t["event"].as_str().unwrap(), t["to"].as_str().unwrap()))
+            .map(|t| {
+                format!(
+                    "{} -{}-> {}",
+                    t["from"].as_str().unwrap(),
+                    t["event"].as_str().unwrap(),
+                    t["to"].as_str().unwrap()
+                )
+            })
             .collect()
     }
 
