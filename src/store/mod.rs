@@ -124,9 +124,11 @@ pub struct StoreOptions {
 }
 
 impl Default for StoreOptions {
-    /// FULL: measured at well under a millisecond per step on this kind of
-    /// machine, which is noise next to an agent invocation that takes
-    /// seconds, and it makes "the step is recorded" mean "on disk".
+    /// FULL, so "the step is recorded" means "it is on disk", even across
+    /// power loss. Measured with `examples/store_sync.rs` on a virtio ext4
+    /// disk: ~3.8 ms per commit with FULL vs ~0.15 ms with NORMAL (elsewhere
+    /// ~0.18 vs 0.02 ms). A step costs one or two commits, which is noise
+    /// next to an agent invocation that takes seconds.
     fn default() -> Self {
         StoreOptions {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
