@@ -4,9 +4,9 @@
 //! lifecycle) and every message between states is written here, so that
 //! `modix history` can audit a run and an interrupted run can be resumed.
 //!
-//! Layout: this file opens the database and sets its pragmas; [`migrations`]
-//! owns the schema; [`runs`] creates, finds, lists and claims runs;
-//! [`record`] writes steps and invocations; [`query`] reads them back.
+//! Layout: this file opens the database and sets its pragmas; `migrations`
+//! owns the schema; `runs` creates, finds, lists and claims runs;
+//! `record` writes steps and invocations; `query` reads them back.
 //!
 //! Concurrency model: several `modix` processes may share one project. Every
 //! write happens in one `BEGIN IMMEDIATE` transaction (the write lock is taken
@@ -35,7 +35,7 @@ pub use record::{
     InvocationEnd, InvocationId, InvocationStatus, NewInvocation, NewMessage, NewTransition,
     Outcome, Step,
 };
-pub use runs::{NewRun, Run, RunSummary};
+pub use runs::{MAX_CANDIDATES, NewRun, Run, RunSummary};
 
 /// File name of the database inside `.modix/`.
 pub const DB_FILE: &str = "modix.db";
@@ -71,7 +71,7 @@ pub enum StoreError {
     Ambiguous {
         path: PathBuf,
         prefix: String,
-        /// Up to [`runs::MAX_CANDIDATES`] matching ids, newest first.
+        /// Up to [`MAX_CANDIDATES`] matching ids, newest first.
         candidates: Vec<String>,
     },
     #[error("run database {path}: run {run_id} changed under us: {detail}")]
