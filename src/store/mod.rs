@@ -4,9 +4,9 @@
 //! lifecycle) and every message between states is written here, so that
 //! `modix history` can audit a run and an interrupted run can be resumed.
 //!
-//! Layout: this file opens the database and sets its pragmas; [`migrations`]
-//! owns the schema; [`runs`] creates, finds, lists and claims runs;
-//! [`record`] writes steps and invocations; [`query`] reads them back.
+//! Layout: this file opens the database and sets its pragmas; `migrations`
+//! owns the schema; `runs` creates, finds, lists and claims runs;
+//! `record` writes steps and invocations; `query` reads them back.
 //!
 //! Concurrency model: several `modix` processes may share one project. Every
 //! write happens in one `BEGIN IMMEDIATE` transaction (the write lock is taken
@@ -35,7 +35,7 @@ pub use record::{
     InvocationEnd, InvocationId, InvocationStatus, NewInvocation, NewMessage, NewTransition,
     Outcome, Step,
 };
-pub use runs::{NewRun, Run, RunSummary};
+pub use runs::{MAX_CANDIDATES, NewRun, Run, RunSummary};
 
 /// File name of the database inside `.modix/`.
 pub const DB_FILE: &str = "modix.db";
@@ -71,7 +71,7 @@ pub enum StoreError {
     Ambiguous {
         path: PathBuf,
         prefix: String,
-        /// Up to [`runs::MAX_CANDIDATES`] matching ids, newest first.
+        /// Up to [`MAX_CANDIDATES`] matching ids, newest first.
         candidates: Vec<String>,
     },
     #[error("run database {path}: run {run_id} changed under us: {detail}")]
@@ -124,9 +124,11 @@ pub struct StoreOptions {
 }
 
 impl Default for StoreOptions {
-    /// FULL: measured at well under a millisecond per step on this kind of
-    /// machine, which is noise next to an agent invocation that takes
-    /// seconds, and it makes "the step is recorded" mean "on disk".
+    /// FULL, so "the step is recorded" means "it is on disk", even across
+    /// power loss. Measured with `examples/store_sync.rs` on a virtio ext4
+    /// disk: ~3.8 ms per commit with FULL vs ~0.15 ms with NORMAL (elsewhere
+    /// ~0.18 vs 0.02 ms). A step costs one or two commits, which is noise
+    /// next to an agent invocation that takes seconds.
     fn default() -> Self {
         StoreOptions {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,

@@ -358,6 +358,86 @@ fn dropped_transaction_leaves_the_run_unchanged() {
     assert_eq!(inv.lifecycle.len(), 1);
 }
 
+/// Set in the child process of [`killed_process_mid_step_leaves_the_run_unchanged`].
+const CRASH_ENV: &str = "MODIX_STORE_CRASH_DB";
+
+/// Not a test on its own: a no-op unless [`CRASH_ENV`] names a database, in
+/// which case it writes half a step and kills its own process with SIGKILL.
+#[test]
+fn crash_child_writes_half_a_step_and_dies() {
+    let Some(path) = std::env::var_os(CRASH_ENV) else {
+        return;
+    };
+    let path = PathBuf::from(path);
+    let mut store = Store::open(&path).unwrap();
+    let run = store.runs(1).unwrap().remove(0).run;
+    let tx = Transaction::new(&mut store.conn, TransactionBehavior::Immediate).unwrap();
+    let mut s = step("execute", "done", "test");
+    s.messages.push(NewMessage {
+        kind: "execution_result".into(),
+        state: "execute".into(),
+        payload: json!({"big": "x".repeat(1 << 20)}),
+    });
+    record::write_step(&tx, &path, &run.id, &s).unwrap();
+    // Push the uncommitted pages into the WAL file, as a big step would.
+    tx.cache_flush().unwrap();
+    // kill -9 ourselves: no destructors, no rollback, no core dump.
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::SIGKILL);
+    unreachable!("SIGKILL cannot be caught");
+}
+
+#[test]
+fn killed_process_mid_step_leaves_the_run_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let mut store = Store::open(&path).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    store
+        .record_step(&run.id, &step("plan", "planned", "execute"))
+        .unwrap();
+    drop(store);
+
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "store::tests::crash_child_writes_half_a_step_and_dies",
+        ])
+        .args(["--test-threads", "1", "--nocapture"])
+        .env(CRASH_ENV, &path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the child should have been killed: {status}"
+    );
+
+    let store = Store::open(&path).unwrap();
+    let after = store.run(&run.id).unwrap();
+    assert_eq!(after.current_state, "execute");
+    assert_eq!(store.transitions(&run.id).unwrap().len(), 1);
+    assert!(store.messages(&run.id).unwrap().is_empty());
+    // The database is healthy and takes the step for real now.
+    store_ok(&path);
+}
+
+fn store_ok(path: &Path) {
+    let mut store = Store::open(path).unwrap();
+    let run = store.runs(1).unwrap().remove(0).run;
+    let ok: String = store
+        .conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+    let t = store
+        .record_step(&run.id, &step("execute", "done", "test"))
+        .unwrap();
+    assert_eq!(t.seq, 2);
+}
+
 fn write_step_for_test(tx: &Transaction<'_>, path: &Path, run_id: &str, s: &Step) {
     let t = record::write_step(tx, path, run_id, s).unwrap();
     assert_eq!(t.seq, 2);
