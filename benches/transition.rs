@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use modix::orchestrator::{self, RunOptions, Silent};
 use modix::project::load_checked;
+use modix::shell::{CaptureLimits, ProcessSpec, run_process};
 use rusqlite::Connection;
 
 /// Loop bound of the benchmark workflow: one run = LOOPS + 2 transitions.
@@ -22,18 +23,53 @@ const LOOPS: u32 = 50;
 const ANSWER: &str = r#"{"passed": true, "summary": "ok"}"#;
 
 fn main() {
-    let runs: usize = std::env::var("MODIX_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(12);
+    let runs: usize = std::env::var("MODIX_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
     let samples = runs * (LOOPS as usize + 2);
     let tmp = tempfile::tempdir().expect("tempdir");
 
     let spawn = median(samples, || {
-        let out = Command::new("echo").arg(ANSWER).stdin(Stdio::null()).output().expect("spawn");
+        let out = Command::new("echo")
+            .arg(ANSWER)
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn");
         assert!(out.status.success());
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
+    let echo = which::which("echo").expect("echo on PATH");
+    let runner = median(samples, || {
+        let spec = ProcessSpec {
+            program: echo.clone(),
+            args: vec![ANSWER.into()],
+            cwd: tmp.path().to_path_buf(),
+            env: vec![],
+            stdin: None,
+            timeout: Duration::from_secs(10),
+            idle_timeout: None,
+            kill_grace: Duration::from_secs(1),
+            capture: CaptureLimits::default(),
+            echo: None,
+        };
+        let out = runtime
+            .block_on(run_process(spec, cancel.clone()))
+            .expect("spawn");
+        assert!(out.success());
     });
     let conn = open_db(&tmp.path().join("floor.db"));
     let commit = median(samples, || insert_commit(&conn, "{}"));
     let floor = median(samples, || {
-        let out = Command::new("echo").arg(ANSWER).stdin(Stdio::null()).output().expect("spawn");
+        let out = Command::new("echo")
+            .arg(ANSWER)
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn");
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
         insert_commit(&conn, &v.to_string());
     });
@@ -42,19 +78,42 @@ fn main() {
     write_project(&project_root);
     let paths = modix::config::ProjectPaths::at(&project_root);
     let (project, diags) = load_checked(&paths);
-    let project = project.unwrap_or_else(|| panic!("bench project invalid:\n{}", diags.render_human(false)));
-    let opts = RunOptions { workflow: Some("bench_loop".into()), stream: false };
+    let project =
+        project.unwrap_or_else(|| panic!("bench project invalid:\n{}", diags.render_human(false)));
+    let opts = RunOptions {
+        workflow: Some("bench_loop".into()),
+        stream: false,
+    };
     let per_run = median(runs, || {
         let report = orchestrator::start(&project, "benchmark", &opts, &mut Silent).expect("run");
         assert_eq!(report.transitions, LOOPS as usize + 2, "{report:?}");
     });
     let per_transition = per_run / (LOOPS + 2);
 
-    println!("modix transition benchmark ({runs} runs of {} transitions; medians)", LOOPS + 2);
-    println!("  bare spawn (echo)                          {:>9.1} µs", us(spawn));
-    println!("  bare SQLite insert + commit (WAL, FULL)    {:>9.1} µs", us(commit));
-    println!("  floor: spawn + parse JSON + insert + commit {:>8.1} µs", us(floor));
-    println!("  modix: one agent-invoking transition       {:>9.1} µs", us(per_transition));
+    println!(
+        "modix transition benchmark ({runs} runs of {} transitions; medians)",
+        LOOPS + 2
+    );
+    println!(
+        "  bare spawn (echo)                          {:>9.1} µs",
+        us(spawn)
+    );
+    println!(
+        "  modix's runner spawn (process group, caps) {:>9.1} µs",
+        us(runner)
+    );
+    println!(
+        "  bare SQLite insert + commit (WAL, FULL)    {:>9.1} µs",
+        us(commit)
+    );
+    println!(
+        "  floor: spawn + parse JSON + insert + commit {:>8.1} µs",
+        us(floor)
+    );
+    println!(
+        "  modix: one agent-invoking transition       {:>9.1} µs",
+        us(per_transition)
+    );
     println!(
         "  ratio modix / floor                        {:>9.2}×  (engine overhead {:+.1} µs per transition)",
         per_transition.as_secs_f64() / floor.as_secs_f64(),
@@ -94,7 +153,8 @@ fn open_db(path: &Path) -> Connection {
 
 fn insert_commit(conn: &Connection, payload: &str) {
     conn.execute_batch("BEGIN IMMEDIATE").expect("begin");
-    conn.execute("INSERT INTO t (payload) VALUES (?1)", [payload]).expect("insert");
+    conn.execute("INSERT INTO t (payload) VALUES (?1)", [payload])
+        .expect("insert");
     conn.execute_batch("COMMIT").expect("commit");
 }
 
@@ -112,7 +172,10 @@ fn write_project(root: &Path) {
             ),
         ),
         ("runtimes.json", "{}".into()),
-        ("projects.json", r#"{"name": "bench", "workflow": "bench_loop"}"#.into()),
+        (
+            "projects.json",
+            r#"{"name": "bench", "workflow": "bench_loop"}"#.into(),
+        ),
         ("state.json", "{}".into()),
         (
             "fsm/bench_loop.toml",

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::config::{MODIX_DIR, presets};
 use crate::embedded::TEMPLATE;
-use crate::fsutil::write_atomic;
+use crate::fsutil::write_durable;
 
 /// What init decided to bind the agents to.
 #[derive(Debug, Clone)]
@@ -191,7 +191,7 @@ pub fn write(
         let action = match (path.exists(), force) {
             (true, false) => FileAction::Kept,
             (exists, _) => {
-                write_atomic(&path, bytes).map_err(|source| ScaffoldError::Write {
+                write_durable(&path, bytes).map_err(|source| ScaffoldError::Write {
                     path: shown.clone(),
                     source,
                 })?;

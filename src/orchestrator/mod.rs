@@ -23,7 +23,7 @@ pub use observer::{Observer, RunReport, Silent};
 
 use crate::config::{Agent, Binding, Config, MODIX_DIR};
 use crate::fsm::{AgentState, Catalog, Fired, Machine, Outcome, Position, StateKind};
-use crate::fsutil::write_atomic;
+use crate::fsutil::write_replace;
 use crate::project::LoadedProject;
 use crate::schema;
 use crate::shell::{Redactor, run_process};
@@ -170,7 +170,7 @@ fn drive(
             cancel: cancel_rx,
             stream: opts.stream,
             started: Instant::now(),
-            transitions: 0,
+            history: Vec::new(),
         };
         let result = driver.go(observer).await;
         signals.abort();
@@ -203,14 +203,14 @@ struct Driver<'a> {
     cancel: tokio::sync::watch::Receiver<bool>,
     stream: bool,
     started: Instant,
-    transitions: usize,
+    /// The run's recorded transitions, kept in step with the store.
+    history: Vec<TransitionRecord>,
 }
 
 impl Driver<'_> {
     async fn go(&mut self, observer: &mut dyn Observer) -> Result<RunReport, OrchestratorError> {
-        let history = self.store.transitions(&self.run.id)?;
-        let mut pos = replay(&self.machine, &history)?;
-        self.transitions = history.len();
+        self.history = self.store.transitions(&self.run.id)?;
+        let mut pos = replay(&self.machine, &self.history)?;
         let workdir = self.workdir()?;
         loop {
             if *self.cancel.borrow() {
@@ -267,11 +267,7 @@ impl Driver<'_> {
                         from: from_name.clone(),
                         event: fired.event.clone(),
                         to: to.name.clone(),
-                        attempt: visits(
-                            &self.machine,
-                            &self.store.transitions(&self.run.id)?,
-                            fired.from,
-                        ),
+                        attempt: visits(&self.machine, &self.history, fired.from),
                         bound: self.machine.bound_for_visits(fired.from).map(|b| b as u32),
                         agent: agent_id,
                         reason: Some(reason),
@@ -280,9 +276,9 @@ impl Driver<'_> {
                     run_status: status,
                 },
             )?;
-            self.transitions += 1;
             self.write_state_file(&to.name, status);
             observer.transition(&self.run.id, &record);
+            self.history.push(record);
             pos = fired.position;
         }
     }
@@ -333,7 +329,7 @@ impl Driver<'_> {
             epic: self.run.epic.clone(),
             status: status.to_string(),
             final_state: final_state.to_owned(),
-            transitions: self.transitions,
+            transitions: self.history.len(),
             duration_ms: self.started.elapsed().as_millis() as u64,
             reason,
         }
@@ -349,7 +345,7 @@ impl Driver<'_> {
             "updated_at": jiff::Timestamp::now().to_string(),
         });
         let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
-        if let Err(e) = write_atomic(&self.config.paths.file("state.json"), text.as_bytes()) {
+        if let Err(e) = write_replace(&self.config.paths.file("state.json"), text.as_bytes()) {
             tracing::warn!("cannot update {MODIX_DIR}/state.json: {e}");
         }
     }
@@ -377,20 +373,22 @@ impl Driver<'_> {
         let agent: &Agent = config
             .agent_for(&state.agent)
             .map_err(OrchestratorError::Agent)?;
-        let history = self.store.transitions(&self.run.id)?;
-        let attempt = visits(&self.machine, &history, pos.state());
+        let attempt = visits(&self.machine, &self.history, pos.state());
         let bound = self.machine.bound_for_visits(pos.state());
         let output_schema = state.output.as_str();
         let run_dir = workspace::run_dir(&config.paths, &self.run.id);
         let schema_path = run_dir
             .join("schemas")
             .join(format!("{output_schema}.schema.json"));
-        let schema_text = if output_schema == "any" {
-            "{}"
-        } else {
-            schema::text(output_schema).unwrap_or("{}")
-        };
-        write_file(&schema_path, schema_text.as_bytes())?;
+        // Embedded schemas never change within a run: write each once.
+        if !schema_path.is_file() {
+            let schema_text = if output_schema == "any" {
+                "{}"
+            } else {
+                schema::text(output_schema).unwrap_or("{}")
+            };
+            write_file(&schema_path, schema_text.as_bytes())?;
+        }
 
         let task_spec = self
             .store
@@ -630,7 +628,7 @@ fn timeout_for(
 }
 
 fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), OrchestratorError> {
-    write_atomic(path, bytes).map_err(|source| OrchestratorError::Io {
+    write_replace(path, bytes).map_err(|source| OrchestratorError::Io {
         what: format!("cannot write {}", path.display()),
         source,
     })

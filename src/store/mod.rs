@@ -141,6 +141,7 @@ impl Default for StoreOptions {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    synchronous: Synchronous,
 }
 
 impl fmt::Debug for Store {
@@ -169,6 +170,7 @@ impl Store {
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
+            synchronous: options.synchronous,
         };
         // Refuse a newer schema before changing anything about the file.
         let version = migrations::check_not_newer(&store)?;
@@ -225,6 +227,29 @@ impl Store {
     }
 
     /// Start a write transaction that holds the write lock from the start.
+    /// Runs `f` with `synchronous=NORMAL` when the store is FULL: for records
+    /// that need not reach the disk on their own because the next FULL commit
+    /// fsyncs the WAL, earlier frames included, in order.
+    pub(crate) fn relaxed<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if self.synchronous != Synchronous::Full {
+            return f(self);
+        }
+        self.conn
+            .pragma_update(None, "synchronous", "NORMAL")
+            .ctx(&*self, "relaxing synchronous")?;
+        let result = f(self);
+        let restored = self
+            .conn
+            .pragma_update(None, "synchronous", "FULL")
+            .ctx(&*self, "restoring synchronous");
+        let value = result?;
+        restored?;
+        Ok(value)
+    }
+
     fn write_tx(&mut self) -> Result<(Transaction<'_>, &Path), StoreError> {
         let tx =
             Transaction::new(&mut self.conn, TransactionBehavior::Immediate).map_err(|source| {

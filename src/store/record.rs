@@ -233,7 +233,16 @@ impl Store {
     /// Record that an agent process is starting: the invocation row (status
     /// running, `n` = next in the run) and its first lifecycle transition
     /// (e.g. IDLE -start-> EXECUTING), in one transaction.
+    ///
+    /// Not fsynced on its own: the step that ends the invocation is, and it
+    /// carries this record to disk with it. A power loss before then loses
+    /// both, and a resume runs the invocation again — the same as if it had
+    /// never started.
     pub fn start_invocation(&mut self, inv: &NewInvocation) -> Result<InvocationId, StoreError> {
+        self.relaxed(|store| store.start_invocation_tx(inv))
+    }
+
+    fn start_invocation_tx(&mut self, inv: &NewInvocation) -> Result<InvocationId, StoreError> {
         let (tx, path) = self.write_tx()?;
         let (_, status) = run_state(&tx, path, &inv.run_id)?;
         if status.is_terminal() {
