@@ -385,10 +385,12 @@ fn exit_reason_short(out: &ProcessOutcome) -> String {
     }
 }
 
-/// An echo callback printing live agent output to stderr, prefixed by the agent.
-pub fn stderr_echo(agent: &str) -> EchoFn {
+/// An echo callback printing live agent output to stderr, prefixed by the
+/// agent and redacted like everything recorded.
+pub fn stderr_echo(agent: &str, redactor: &Redactor) -> EchoFn {
     let prefix = format!("[{agent}] ");
+    let redactor = redactor.clone();
     Arc::new(move |_stream, line: &str| {
-        eprintln!("{prefix}{line}");
+        eprintln!("{prefix}{}", redactor.redact(line));
     })
 }

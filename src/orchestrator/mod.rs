@@ -9,6 +9,7 @@ mod context;
 mod lifecycle;
 mod observer;
 mod outcome;
+mod retry;
 mod workspace;
 
 use std::path::PathBuf;
@@ -26,7 +27,7 @@ use crate::fsm::{AgentState, Catalog, Fired, Machine, Outcome, Position, StateKi
 use crate::fsutil::write_replace;
 use crate::project::LoadedProject;
 use crate::schema;
-use crate::shell::{Redactor, run_process};
+use crate::shell::Redactor;
 use crate::store::{
     InvocationEnd, InvocationId, InvocationStatus, NewInvocation, NewMessage, NewRun,
     NewTransition, Outcome as StoredOutcome, Run, RunStatus, Step, Store, StoreError,
@@ -430,11 +431,14 @@ impl Driver<'_> {
         let ctx_value = self
             .redactor
             .redact_json(&serde_json::to_value(&ctx).unwrap_or(Value::Null));
-        let ctx_path = run_dir.join(format!("context-{state_name}-{attempt}.json"));
-        write_file(
-            &ctx_path,
-            (serde_json::to_string_pretty(&ctx_value).unwrap_or_default() + "\n").as_bytes(),
-        )?;
+        // One file per run, rewritten in place: only the agent about to start
+        // reads it, and each invocation's context is also kept in the store.
+        let ctx_path = run_dir.join("context.json");
+        let ctx_text = serde_json::to_string_pretty(&ctx_value).unwrap_or_default() + "\n";
+        std::fs::write(&ctx_path, ctx_text).map_err(|source| OrchestratorError::Io {
+            what: format!("cannot write {}", ctx_path.display()),
+            source,
+        })?;
         let prompt = self.prompt(agent, &ctx)?;
         let system_prompt = match &agent.manifest.system_prompt {
             Some(rel) => Some(self.render_file(rel, &ctx)?),
@@ -453,7 +457,9 @@ impl Driver<'_> {
             run_id: &self.run.id,
             attempt,
             timeout,
-            echo: self.stream.then(|| agent::stderr_echo(&agent.id)),
+            echo: self
+                .stream
+                .then(|| agent::stderr_echo(&agent.id, &self.redactor)),
         };
         let lifecycle = self
             .catalog
@@ -487,16 +493,19 @@ impl Driver<'_> {
                 Verdict::ProcessError(prepare_error.unwrap_or_default()),
                 None,
             ),
-            Some(spec) => match run_process(spec, self.cancel.clone()).await {
-                Ok(out) => {
-                    let shell = match &agent.binding {
-                        Binding::Shell { shell, .. } => config.shells.get(shell),
-                        Binding::Command { .. } => None,
-                    };
-                    (agent::judge(agent, shell, output_schema, &out), Some(out))
+            Some(spec) => {
+                match retry::run_with_retry(spec, self.cancel.clone(), &config.runtimes.retry).await
+                {
+                    Ok(out) => {
+                        let shell = match &agent.binding {
+                            Binding::Shell { shell, .. } => config.shells.get(shell),
+                            Binding::Command { .. } => None,
+                        };
+                        (agent::judge(agent, shell, output_schema, &out), Some(out))
+                    }
+                    Err(e) => (Verdict::ProcessError(e.to_string()), None),
                 }
-                Err(e) => (Verdict::ProcessError(e.to_string()), None),
-            },
+            }
         };
         let Some(inv_outcome) = verdict.as_outcome() else {
             return Ok(None);

@@ -79,12 +79,18 @@ fn example_reaches_done_through_one_retry_and_stays_unchanged() {
             .unwrap()
             .contains("tests failed")
     );
-    let ctx = std::fs::read_to_string(sb.root().join(format!(
-        ".modix/runs/{}/context-EXECUTING-2.json",
-        r.run_id()
-    )))
-    .unwrap();
-    let ctx: serde_json::Value = serde_json::from_str(&ctx).unwrap();
+    // Invocations: planner, executor, tester, then the executor again (4th).
+    let out = sb
+        .modix()
+        .args(["history", &r.run_id(), "--invocation", "4", "--json"])
+        .output()
+        .unwrap();
+    let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (inv["state"].as_str(), inv["attempt"].as_u64()),
+        (Some("EXECUTING"), Some(2))
+    );
+    let ctx = &inv["context"];
     assert!(
         ctx["feedback"]
             .as_str()
@@ -581,4 +587,32 @@ fn empty_epic_is_a_usage_error() {
     let out = sb.modix().args(["go", "  "]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(output_text(&out).contains("the epic is empty"));
+}
+
+#[test]
+fn verbose_streams_agent_output_redacted() {
+    let sb = Sandbox::example();
+    let secret = "sk-ant-api03-ANOTHER-TEST-SECRET-987654";
+    sb.edit_json(".modix/brains.json", |v| {
+        v["brains"]["scripted"]["api_key_env"] = "ANTHROPIC_API_KEY".into()
+    });
+    sb.agent_script(&script(&format!(
+        "    echo \"working with $ANTHROPIC_API_KEY\" >&2\n{EXECUTOR_OK}\n"
+    )));
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    let out = sb
+        .modix()
+        .env("ANTHROPIC_API_KEY", secret)
+        .args(["-v", "go", "stream it"])
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("[executor] working with [REDACTED:ANTHROPIC_API_KEY]"),
+        "{text}"
+    );
+    assert!(!text.contains(secret));
 }
