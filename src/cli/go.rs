@@ -109,7 +109,6 @@ struct Progress {
     out: Output,
     json: bool,
     bar: Option<ProgressBar>,
-    run_id: String,
     step_started: Instant,
 }
 
@@ -128,7 +127,6 @@ impl Progress {
             out,
             json,
             bar,
-            run_id: String::new(),
             step_started: Instant::now(),
         }
     }
@@ -149,7 +147,6 @@ impl Progress {
 
 impl Observer for Progress {
     fn run_started(&mut self, run_id: &str, workflow: &str, resumed: bool) {
-        self.run_id = run_id.to_owned();
         if !self.json {
             let verb = if resumed { "Resuming" } else { "Started" };
             self.say(format!("{verb} run {run_id} (workflow {workflow})"));

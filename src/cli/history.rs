@@ -129,7 +129,10 @@ fn show_run(store: &Store, run_ref: &str, json: bool, out: &Output) -> Result<()
     let run = store.run(run_ref)?;
     let transitions = store.transitions(&run.id)?;
     if json {
-        out.json(&serde_json::json!({ "run": run, "transitions": transitions }));
+        let messages = store.messages(&run.id)?;
+        out.json(
+            &serde_json::json!({ "run": run, "transitions": transitions, "messages": messages }),
+        );
         return Ok(());
     }
     out.line(format!(

@@ -218,3 +218,38 @@ mod tests {
         assert!(locate(text, "/zz", false).is_none());
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::config::types::{AgentsFile, Runtimes, ShellsFile};
+
+    fn check_all(text: String) {
+        let file = SourceFile {
+            display: "f.json".into(),
+            text,
+        };
+        let mut diags = Diagnostics::new();
+        let _ = parse::<ShellsFile>(&file, "shells", &mut diags);
+        let _ = parse::<AgentsFile>(&file, "agents", &mut diags);
+        let _ = parse::<Runtimes>(&file, "runtimes", &mut diags);
+        let _ = diags.render_human(false);
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+            check_all(text);
+        }
+
+        #[test]
+        fn json_shaped_input_never_panics(
+            key in "[a-z_$]{0,8}",
+            value in prop_oneof![Just("1".to_owned()), Just("\"x\"".to_owned()), Just("[]".to_owned()), Just("{}".to_owned()), Just("null".to_owned()), "-?[0-9]{1,30}"],
+        ) {
+            check_all(format!("{{\"shells\": {{\"a\": {{\"{key}\": {value}}}}}, \"agents\": {{\"{key}\": {value}}}}}"));
+        }
+    }
+}

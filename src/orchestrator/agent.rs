@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::config::{Agent, Binding, Config, OutputMode, PromptMode, Shell};
 use crate::doctor::find_binary;
+use crate::fsm::AgentState;
 use crate::fsm::InvocationOutcome;
 use crate::schema;
 use crate::shell::{
@@ -229,6 +230,34 @@ fn base_env(config: &Config, inv: &Invocation) -> Vec<(OsString, OsString)> {
         ("MODIX_OUTPUT_SCHEMA".into(), path(&inv.output_schema_path)),
     ]);
     env
+}
+
+/// The state's timeout: the FSM's override, the manifest, `runtimes.json` by
+/// state, by the TaskSpec's complexity, then the default.
+pub fn timeout_for(
+    config: &Config,
+    agent: &Agent,
+    state: &AgentState,
+    state_name: &str,
+    task_spec: Option<&Value>,
+) -> Duration {
+    let t = &config.runtimes.timeouts;
+    let by_complexity = task_spec
+        .and_then(|s| s.get("complexity"))
+        .and_then(Value::as_str)
+        .and_then(|c| match c {
+            "low" => t.by_complexity.low,
+            "medium" => t.by_complexity.medium,
+            "high" => t.by_complexity.high,
+            _ => None,
+        });
+    let secs = state
+        .timeout_secs
+        .or(agent.manifest.timeout_secs)
+        .or_else(|| t.by_state.get(state_name).copied())
+        .or(by_complexity)
+        .unwrap_or(t.default_secs);
+    Duration::from_secs(secs)
 }
 
 /// How many lines of output a synthesized result keeps as failures.

@@ -6,6 +6,7 @@
 
 mod agent;
 mod context;
+mod history;
 mod lifecycle;
 mod observer;
 mod outcome;
@@ -14,7 +15,7 @@ mod workspace;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
@@ -211,7 +212,7 @@ struct Driver<'a> {
 impl Driver<'_> {
     async fn go(&mut self, observer: &mut dyn Observer) -> Result<RunReport, OrchestratorError> {
         self.history = self.store.transitions(&self.run.id)?;
-        let mut pos = replay(&self.machine, &self.history)?;
+        let mut pos = history::replay(&self.machine, &self.history)?;
         let workdir = self.workdir()?;
         loop {
             if *self.cancel.borrow() {
@@ -268,7 +269,7 @@ impl Driver<'_> {
                         from: from_name.clone(),
                         event: fired.event.clone(),
                         to: to.name.clone(),
-                        attempt: visits(&self.machine, &self.history, fired.from),
+                        attempt: history::visits(&self.machine, &self.history, fired.from),
                         bound: self.machine.bound_for_visits(fired.from).map(|b| b as u32),
                         agent: agent_id,
                         reason: Some(reason),
@@ -374,7 +375,7 @@ impl Driver<'_> {
         let agent: &Agent = config
             .agent_for(&state.agent)
             .map_err(OrchestratorError::Agent)?;
-        let attempt = visits(&self.machine, &self.history, pos.state());
+        let attempt = history::visits(&self.machine, &self.history, pos.state());
         let bound = self.machine.bound_for_visits(pos.state());
         let output_schema = state.output.as_str();
         let run_dir = workspace::run_dir(&config.paths, &self.run.id);
@@ -444,7 +445,7 @@ impl Driver<'_> {
             Some(rel) => Some(self.render_file(rel, &ctx)?),
             None => None,
         };
-        let timeout = timeout_for(config, agent, state, &state_name, task_spec.as_ref());
+        let timeout = agent::timeout_for(config, agent, state, &state_name, task_spec.as_ref());
         let inv = agent::Invocation {
             config,
             agent,
@@ -576,64 +577,6 @@ impl Driver<'_> {
         render_prompt(&format!("{MODIX_DIR}/{rel}"), &text, ctx)
             .map_err(|e| OrchestratorError::Agent(e.to_string()))
     }
-}
-
-/// The position a run's recorded transitions lead to, checked against the machine.
-fn replay(machine: &Machine, history: &[TransitionRecord]) -> Result<Position, OrchestratorError> {
-    let mut pos = machine.start();
-    for t in history {
-        let fired = machine.fire(&pos, &t.event).map_err(|e| {
-            OrchestratorError::Workflow(format!(
-                "recorded transition #{} cannot be replayed: {e}",
-                t.seq
-            ))
-        })?;
-        if machine.state(fired.to).name != t.to {
-            return Err(OrchestratorError::Workflow(format!(
-                "recorded transition #{} went to {} but the workflow now leads to {}",
-                t.seq,
-                t.to,
-                machine.state(fired.to).name
-            )));
-        }
-        pos = fired.position;
-    }
-    Ok(pos)
-}
-
-/// How many times the run has entered `state` (the initial state counts as entered).
-fn visits(machine: &Machine, history: &[TransitionRecord], state: crate::fsm::StateId) -> u32 {
-    let name = &machine.state(state).name;
-    let entered = history.iter().filter(|t| &t.to == name).count() as u32;
-    entered + u32::from(machine.initial() == state)
-}
-
-/// The state's timeout: the FSM's override, the manifest, `runtimes.json` by
-/// state, by the TaskSpec's complexity, then the default.
-fn timeout_for(
-    config: &Config,
-    agent: &Agent,
-    state: &AgentState,
-    state_name: &str,
-    task_spec: Option<&Value>,
-) -> Duration {
-    let t = &config.runtimes.timeouts;
-    let by_complexity = task_spec
-        .and_then(|s| s.get("complexity"))
-        .and_then(Value::as_str)
-        .and_then(|c| match c {
-            "low" => t.by_complexity.low,
-            "medium" => t.by_complexity.medium,
-            "high" => t.by_complexity.high,
-            _ => None,
-        });
-    let secs = state
-        .timeout_secs
-        .or(agent.manifest.timeout_secs)
-        .or_else(|| t.by_state.get(state_name).copied())
-        .or(by_complexity)
-        .unwrap_or(t.default_secs);
-    Duration::from_secs(secs)
 }
 
 fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), OrchestratorError> {

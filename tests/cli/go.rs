@@ -70,6 +70,31 @@ fn example_reaches_done_through_one_retry_and_stays_unchanged() {
             assert!(t.get(field).is_some(), "{field} missing in {t}");
         }
     }
+    // The messages passed between agents are on record, in order.
+    let out = sb
+        .modix()
+        .args(["history", &r.run_id(), "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "epic",
+            "task_spec",
+            "execution_result",
+            "test_result",
+            "feedback",
+            "execution_result",
+            "test_result"
+        ]
+    );
     // The second EXECUTING visit is attempt 2 and got the tester's failures as feedback.
     assert_eq!(history[4]["attempt"], 2);
     assert_eq!(history[3]["agent"], "tester");

@@ -268,3 +268,40 @@ fn global_settings_are_validated_and_layered() {
         ],
     );
 }
+
+#[test]
+fn validate_checks_the_projects_fsm_files() {
+    let sb = Sandbox::initialized();
+    sb.write(
+        ".modix/fsm/review.toml",
+        "id = \"review\"\nversion = \"1.0.0\"\ndescription = \"d\"\ninitial = \"START\"\n\n[states.START]\nkind = \"input\"\nevent = \"go\"\n\n[states.END]\nkind = \"terminal\"\noutcome = \"success\"\n\n[[transitions]]\nfrom = \"START\"\nevent = \"go\"\nto = \"ENDD\"\n",
+    );
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            ".modix/fsm/review.toml:17:6",
+            "fsm::unknown-state",
+            "transition to unknown state `ENDD`",
+            "did you mean `END`?",
+        ],
+    );
+}
+
+#[test]
+fn the_workflow_must_find_its_agents() {
+    let sb = Sandbox::initialized();
+    sb.edit_json(".modix/agents.json", |v| {
+        let planner = v["agents"]["planner"].take();
+        v["agents"].as_object_mut().unwrap().remove("planner");
+        v["agents"]["architect"] = planner;
+        v["agents"]["architect"]["role"] = "architect".into();
+    });
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            "workflow `plan_execute_test` (built-in), state PLANNING: no agent has id or role `planner`",
+        ],
+    );
+}
