@@ -125,10 +125,12 @@ pub fn render(root: &Path, binding: &Binding) -> Vec<(String, Vec<u8>)> {
 
 fn collect(dir: &include_dir::Dir<'static>, out: &mut Vec<(String, Vec<u8>)>) {
     for f in dir.files() {
-        out.push((
-            f.path().to_string_lossy().into_owned(),
-            f.contents().to_vec(),
-        ));
+        let mut name = f.path().to_string_lossy().into_owned();
+        // Stored without its dot so git does not apply it to the template itself.
+        if name == "gitignore" {
+            name = ".gitignore".to_owned();
+        }
+        out.push((name, f.contents().to_vec()));
     }
     for d in dir.dirs() {
         collect(d, out);

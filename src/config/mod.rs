@@ -20,17 +20,6 @@ use crate::diagnostics::{Diagnostic, Diagnostics};
 /// The config format this binary reads and writes.
 pub const FORMAT_VERSION: semver::Version = semver::Version::new(1, 0, 0);
 
-/// The config files, in the order they are checked.
-pub const FILES: [&str; 7] = [
-    "version.json",
-    "shells.json",
-    "brains.json",
-    "agents.json",
-    "runtimes.json",
-    "projects.json",
-    "state.json",
-];
-
 /// A project's whole configuration, checked.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -120,7 +109,10 @@ pub fn load(paths: &ProjectPaths, fsm_ids: &[&str]) -> (Option<Config>, Diagnost
         .and_then(|f| source::parse::<Runtimes>(&f, "runtimes", &mut diags));
     let project = read("projects.json", &mut diags)
         .and_then(|f| source::parse::<Project>(&f, "projects", &mut diags));
-    if let Some(f) = read("state.json", &mut diags)
+    // Run state, not config: written by the engine and usually git-ignored,
+    // so a fresh clone may not have it. Checked when present.
+    if paths.file("state.json").exists()
+        && let Some(f) = read("state.json", &mut diags)
         && let Some(v) = source::parse_json(&f, &mut diags)
     {
         source::check_schema(&f, "state", &v, &mut diags);

@@ -305,3 +305,13 @@ fn the_workflow_must_find_its_agents() {
         ],
     );
 }
+
+#[test]
+fn state_json_is_optional_but_checked_when_present() {
+    let sb = Sandbox::initialized();
+    std::fs::remove_file(sb.root().join(".modix/state.json")).unwrap();
+    sb.modix().arg("validate").assert().success();
+    sb.write(".modix/state.json", "{ \"run\": 3 }\n");
+    let text = invalid(&sb);
+    assert_has(&text, &[".modix/state.json:1:10", "/run"]);
+}
