@@ -1,1 +1,233 @@
-fn main() {}
+//! The engine's own cost per transition, beside the floor it stands on.
+//!
+//! Every agent-invoking, durably recorded transition must at least spawn a
+//! process, read its JSON, insert a row and commit (WAL, synchronous=FULL).
+//! This measures that floor and its parts, then a real `modix` run of a
+//! workflow that fires one trivial command agent in a bounded loop, all in the
+//! same process so neighbour load hits both alike; it reports medians and the
+//! engine's cost as a ratio to the floor.
+//!
+//! Run: `cargo bench --bench transition` (MODIX_BENCH_RUNS=N for more runs).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use modix::orchestrator::{self, RunOptions, Silent};
+use modix::project::load_checked;
+use modix::shell::{CaptureLimits, ProcessSpec, run_process};
+use rusqlite::Connection;
+
+/// Loop bound of the benchmark workflow: one run = LOOPS + 2 transitions.
+const LOOPS: u32 = 50;
+const ANSWER: &str = r#"{"passed": true, "summary": "ok"}"#;
+
+fn main() {
+    let runs: usize = std::env::var("MODIX_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    let samples = runs * (LOOPS as usize + 2);
+    let tmp = tempfile::tempdir().expect("tempdir");
+
+    let spawn = median(samples, || {
+        let out = Command::new("echo")
+            .arg(ANSWER)
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn");
+        assert!(out.status.success());
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
+    let echo = which::which("echo").expect("echo on PATH");
+    let runner = median(samples, || {
+        let spec = ProcessSpec {
+            program: echo.clone(),
+            args: vec![ANSWER.into()],
+            cwd: tmp.path().to_path_buf(),
+            env: vec![],
+            stdin: None,
+            timeout: Duration::from_secs(10),
+            idle_timeout: None,
+            kill_grace: Duration::from_secs(1),
+            capture: CaptureLimits::default(),
+            echo: None,
+        };
+        let out = runtime
+            .block_on(run_process(spec, cancel.clone()))
+            .expect("spawn");
+        assert!(out.success());
+    });
+    let conn = open_db(&tmp.path().join("floor.db"));
+    let commit = median(samples, || insert_commit(&conn, "{}"));
+    let floor = median(samples, || {
+        let out = Command::new("echo")
+            .arg(ANSWER)
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        insert_commit(&conn, &v.to_string());
+    });
+
+    let project_root = tmp.path().join("project");
+    write_project(&project_root);
+    let paths = modix::config::ProjectPaths::at(&project_root);
+    let (project, diags) = load_checked(&paths);
+    let project =
+        project.unwrap_or_else(|| panic!("bench project invalid:\n{}", diags.render_human(false)));
+    let opts = RunOptions {
+        workflow: Some("bench_loop".into()),
+        stream: false,
+    };
+    let per_run = median(runs, || {
+        let report = orchestrator::start(&project, "benchmark", &opts, &mut Silent).expect("run");
+        assert_eq!(report.transitions, LOOPS as usize + 2, "{report:?}");
+    });
+    let per_transition = per_run / (LOOPS + 2);
+
+    println!(
+        "modix transition benchmark ({runs} runs of {} transitions; medians)",
+        LOOPS + 2
+    );
+    println!(
+        "  bare spawn (echo)                          {:>9.1} µs",
+        us(spawn)
+    );
+    println!(
+        "  modix's runner spawn (process group, caps) {:>9.1} µs",
+        us(runner)
+    );
+    println!(
+        "  bare SQLite insert + commit (WAL, FULL)    {:>9.1} µs",
+        us(commit)
+    );
+    println!(
+        "  floor: spawn + parse JSON + insert + commit {:>8.1} µs",
+        us(floor)
+    );
+    println!(
+        "  modix: one agent-invoking transition       {:>9.1} µs",
+        us(per_transition)
+    );
+    println!(
+        "  ratio modix / floor                        {:>9.2}×  (engine overhead {:+.1} µs per transition)",
+        per_transition.as_secs_f64() / floor.as_secs_f64(),
+        us(per_transition) - us(floor)
+    );
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Median wall time of `n` calls of `f`, after a short warm-up.
+fn median(n: usize, mut f: impl FnMut()) -> Duration {
+    for _ in 0..(n / 10).max(2) {
+        f();
+    }
+    let mut times: Vec<Duration> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    times.sort_unstable();
+    times[times.len() / 2]
+}
+
+fn open_db(path: &Path) -> Connection {
+    let conn = Connection::open(path).expect("open");
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;
+         CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT NOT NULL);",
+    )
+    .expect("schema");
+    conn
+}
+
+fn insert_commit(conn: &Connection, payload: &str) {
+    conn.execute_batch("BEGIN IMMEDIATE").expect("begin");
+    conn.execute("INSERT INTO t (payload) VALUES (?1)", [payload])
+        .expect("insert");
+    conn.execute_batch("COMMIT").expect("commit");
+}
+
+fn write_project(root: &Path) {
+    let files: [(&str, String); 8] = [
+        ("version.json", r#"{"format": "1.0.0"}"#.into()),
+        ("shells.json", r#"{"shells": {}}"#.into()),
+        ("brains.json", r#"{"brains": {}}"#.into()),
+        (
+            "agents.json",
+            format!(
+                r#"{{"agents": {{"worker": {{"role": "worker", "command": ["echo", {}],
+                    "manifest": {{"output_schema": "test_result"}}}}}}}}"#,
+                serde_json::to_string(ANSWER).expect("json")
+            ),
+        ),
+        ("runtimes.json", "{}".into()),
+        (
+            "projects.json",
+            r#"{"name": "bench", "workflow": "bench_loop"}"#.into(),
+        ),
+        ("state.json", "{}".into()),
+        (
+            "fsm/bench_loop.toml",
+            format!(
+                r#"id = "bench_loop"
+version = "1.0.0"
+description = "One trivial command agent, fired in a bounded loop."
+initial = "INIT"
+
+[states.INIT]
+kind = "input"
+event = "go"
+
+[states.WORK]
+kind = "agent"
+agent = "worker"
+output = "test_result"
+emit = [
+  {{ on = "output", when = "passed == true", event = "again" }},
+  {{ on = "output", event = "stop" }},
+  {{ on = "invalid_output", event = "stop" }},
+  {{ on = "process_error", event = "stop" }},
+  {{ on = "timeout", event = "stop" }},
+]
+
+[states.DONE]
+kind = "terminal"
+outcome = "success"
+
+[[transitions]]
+from = "INIT"
+event = "go"
+to = "WORK"
+
+[[transitions]]
+from = "WORK"
+event = "again"
+to = "WORK"
+max = {LOOPS}
+exhausted = "DONE"
+
+[[transitions]]
+from = "WORK"
+event = "stop"
+to = "DONE"
+"#
+            ),
+        ),
+    ];
+    for (name, text) in files {
+        let path = root.join(".modix").join(name);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+}

@@ -308,7 +308,8 @@ mod tests {
         let src = "ab\ncdé\nf";
         assert_eq!(line_column(src, 0), (1, 1));
         assert_eq!(line_column(src, 3), (2, 1));
-        assert_eq!(line_column(src, 8), (2, 4));
+        assert_eq!(line_column(src, 7), (2, 4));
+        assert_eq!(line_column(src, 8), (3, 1));
         assert_eq!(offset_of(src, 2, 3), 5);
         assert_eq!(offset_of(src, 9, 1), src.len());
     }

@@ -9,10 +9,14 @@
 pub mod cli;
 pub mod config;
 pub mod diagnostics;
+pub mod doctor;
 pub mod embedded;
 pub mod exit;
 pub mod fsm;
+pub mod fsutil;
 pub mod orchestrator;
+pub mod project;
+pub mod scaffold;
 pub mod schema;
 pub mod shell;
 pub mod store;

@@ -1,10 +1,107 @@
-//! (being built)
+//! `modix init`: scaffold `.modix/` and say what was bound to what.
+
 use super::{Cli, Output};
+use crate::config::settings;
+use crate::diagnostics::Diagnostics;
+use crate::exit;
+use crate::scaffold::{self, FileAction};
 
 #[derive(Debug, clap::Args)]
-pub struct InitArgs {}
+pub struct InitArgs {
+    /// Rewrite files that already exist.
+    #[arg(long)]
+    pub force: bool,
+    /// Bind the agents to this agent CLI (claude, codex, gemini, aider) instead of the first found on PATH.
+    #[arg(long, value_name = "NAME")]
+    pub shell: Option<String>,
+}
 
-pub fn run(_cli: &Cli, _args: &InitArgs, out: &Output) -> u8 {
-    out.error("not built yet", None);
-    crate::exit::USAGE
+pub fn run(cli: &Cli, args: &InitArgs, out: &Output) -> u8 {
+    let cwd = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            out.error(format!("cannot read the current directory: {e}"), None);
+            return exit::USAGE;
+        }
+    };
+    let root = match &cli.project {
+        Some(p) if p.is_absolute() => p.clone(),
+        Some(p) => cwd.join(p),
+        None => cwd,
+    };
+    if !root.is_dir() {
+        out.error(
+            format!("{} is not a directory", root.display()),
+            Some("create it first, or pass an existing --project DIR"),
+        );
+        return exit::USAGE;
+    }
+    let mut diags = Diagnostics::new();
+    let settings = settings::load(&mut diags);
+    let binding = match scaffold::choose_binding(
+        &root,
+        args.shell.as_deref(),
+        settings.default_shell.as_deref(),
+    ) {
+        Ok(b) => b,
+        Err(e) => {
+            out.error(
+                e.to_string(),
+                Some("use one of: claude, codex, gemini, aider (add others to .modix/shells.json afterwards)"),
+            );
+            return exit::USAGE;
+        }
+    };
+    let files = scaffold::render(&root, &binding);
+    let done = match scaffold::write(&root, &files, args.force) {
+        Ok(d) => d,
+        Err(e) => {
+            out.error(
+                e.to_string(),
+                Some("check the folder's permissions and free space"),
+            );
+            return exit::USAGE;
+        }
+    };
+    for (path, action) in &done {
+        let verb = match action {
+            FileAction::Created => "created",
+            FileAction::Kept => "kept   ",
+            FileAction::Rewritten => "rewrote",
+        };
+        out.line(format!("  {verb} {path}"));
+    }
+    if done.iter().all(|(_, a)| *a == FileAction::Kept) {
+        out.line(format!(
+            "Nothing to do: all {} files exist in {}. Use --force to rewrite them.",
+            done.len(),
+            root.join(crate::config::MODIX_DIR).display()
+        ));
+        return exit::OK;
+    }
+    match &binding.found_at {
+        Some(path) => out.line(format!(
+            "Agents bound to `{}` (found at {}) with brain `{}`.",
+            binding.shell,
+            path.display(),
+            binding.brain
+        )),
+        None if binding.detected.is_empty() => out.line(format!(
+            "No agent CLI found on PATH (looked for claude, codex, gemini, aider); agents are bound to `{}`. Install it, or rebind with `modix init --force --shell NAME`.",
+            binding.shell
+        )),
+        None => out.line(format!(
+            "Agents bound to `{}` as asked, but it is not on PATH (found: {}).",
+            binding.shell,
+            binding.detected.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+        )),
+    }
+    if let Some(argv) = &binding.test_command {
+        out.line(format!(
+            "Tester runs the project's tests: `{}`.",
+            argv.join(" ")
+        ));
+    }
+    out.line("Next: `modix validate` checks the config, `modix doctor` checks what is ready.");
+    exit::OK
 }

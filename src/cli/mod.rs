@@ -138,3 +138,25 @@ fn init_logging(cli: &Cli) {
         .without_time()
         .try_init();
 }
+
+/// The project the command works on, or an error saying how to get one.
+fn project_paths(cli: &Cli, out: &Output) -> Result<crate::config::ProjectPaths, u8> {
+    let cwd = std::env::current_dir().map_err(|e| {
+        out.error(format!("cannot read the current directory: {e}"), None);
+        exit::USAGE
+    })?;
+    crate::config::find_project(cli.project.as_deref(), &cwd).ok_or_else(|| {
+        let place = match &cli.project {
+            Some(p) => format!("no .modix/ folder in {}", p.display()),
+            None => format!(
+                "no .modix/ folder in {} or any parent directory",
+                cwd.display()
+            ),
+        };
+        out.error(
+            format!("not a modix project: {place}"),
+            Some("run `modix init` in the project's root, or pass --project DIR"),
+        );
+        exit::USAGE
+    })
+}

@@ -1,1 +1,635 @@
-//! (being built)
+//! Walking a workflow: each agent state invokes its agent as a real process,
+//! the validated output becomes an event through the state's emit rules, the
+//! FSM fires, and the step is committed to the store in one transaction before
+//! the next begins — so a run interrupted at any instant resumes from its last
+//! recorded state, repeating nothing recorded as done.
+
+mod agent;
+mod context;
+mod lifecycle;
+mod observer;
+mod outcome;
+mod workspace;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub use agent::Verdict;
+pub use context::{ContextPackage, render_prompt};
+pub use observer::{Observer, RunReport, Silent};
+
+use crate::config::{Agent, Binding, Config, MODIX_DIR};
+use crate::fsm::{AgentState, Catalog, Fired, Machine, Outcome, Position, StateKind};
+use crate::fsutil::write_replace;
+use crate::project::LoadedProject;
+use crate::schema;
+use crate::shell::{Redactor, run_process};
+use crate::store::{
+    InvocationEnd, InvocationId, InvocationStatus, NewInvocation, NewMessage, NewRun,
+    NewTransition, Outcome as StoredOutcome, Run, RunStatus, Step, Store, StoreError,
+    TransitionRecord,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum OrchestratorError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Workflow(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Agent(String),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// How to run.
+#[derive(Default, Clone)]
+pub struct RunOptions {
+    pub workflow: Option<String>,
+    /// Stream agents' output to stderr as it comes.
+    pub stream: bool,
+}
+
+/// The database of a project.
+pub fn db_path(config: &Config) -> PathBuf {
+    config.paths.modix_dir.join("modix.db")
+}
+
+/// Starts a new run of `epic` and drives it to a terminal state (or an interrupt).
+pub fn start(
+    project: &LoadedProject,
+    epic: &str,
+    opts: &RunOptions,
+    observer: &mut dyn Observer,
+) -> Result<RunReport, OrchestratorError> {
+    let machine = project
+        .workflow(opts.workflow.as_deref())
+        .map_err(OrchestratorError::Workflow)?;
+    let mut store = Store::open(&db_path(&project.config))?;
+    let run = store.create_run(&NewRun {
+        epic: epic.to_owned(),
+        workflow_id: machine.id().to_owned(),
+        workflow_version: machine.version().to_string(),
+        workflow_hash: machine.content_hash().to_owned(),
+        initial_state: machine.state(machine.initial()).name.clone(),
+        workdir: String::new(),
+    })?;
+    store.claim_run(&run.id, std::process::id())?;
+    observer.run_started(&run.id, machine.id(), false);
+    drive(project, machine, store, run, opts, observer)
+}
+
+/// Continues an interrupted run from its last recorded state.
+pub fn resume(
+    project: &LoadedProject,
+    run_ref: &str,
+    opts: &RunOptions,
+    observer: &mut dyn Observer,
+) -> Result<RunReport, OrchestratorError> {
+    let mut store = Store::open(&db_path(&project.config))?;
+    let run = store.run(run_ref)?;
+    if run.status.is_terminal() {
+        return Err(OrchestratorError::Workflow(format!(
+            "run {} already ended ({}, in {}); nothing to resume",
+            run.id, run.status, run.current_state
+        )));
+    }
+    let machine = project
+        .catalog
+        .get(&run.workflow_id)
+        .cloned()
+        .ok_or_else(|| {
+            OrchestratorError::Workflow(format!(
+                "run {} used workflow `{}`, which is no longer defined",
+                run.id, run.workflow_id
+            ))
+        })?;
+    if machine.content_hash() != run.workflow_hash {
+        return Err(OrchestratorError::Workflow(format!(
+            "workflow `{}` changed since run {} started (recorded {} {}, now {} {}); resuming under different rules would make its history a lie — restore the old definition or start a new run",
+            run.workflow_id,
+            run.id,
+            run.workflow_version,
+            short(&run.workflow_hash),
+            machine.version(),
+            short(machine.content_hash())
+        )));
+    }
+    store.claim_run(&run.id, std::process::id())?;
+    store.abandon_open_invocations(&run.id)?;
+    observer.run_started(&run.id, machine.id(), true);
+    drive(project, machine, store, run, opts, observer)
+}
+
+fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(12)]
+}
+
+fn drive(
+    project: &LoadedProject,
+    machine: Arc<Machine>,
+    store: Store,
+    run: Run,
+    opts: &RunOptions,
+    observer: &mut dyn Observer,
+) -> Result<RunReport, OrchestratorError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(OrchestratorError::Runtime)?;
+    runtime.block_on(async {
+        let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
+        // Ctrl-C or SIGTERM: stop the agent's process group, record, exit 130.
+        let signals = tokio::spawn(async move {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(s) => s,
+                    Err(_) => return,
+                };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            let _ = cancel_tx.send(true);
+        });
+        let mut driver = Driver {
+            config: &project.config,
+            catalog: &project.catalog,
+            machine,
+            store,
+            run,
+            redactor: agent::redactor(&project.config),
+            cancel: cancel_rx,
+            stream: opts.stream,
+            started: Instant::now(),
+            history: Vec::new(),
+        };
+        let result = driver.go(observer).await;
+        signals.abort();
+        let report = match result {
+            Ok(report) => report,
+            Err(e) => {
+                // Leave the run resumable rather than stuck "running" under a dead owner.
+                let _ = driver.store.set_status(
+                    &driver.run.id,
+                    RunStatus::Interrupted,
+                    Some(&e.to_string()),
+                );
+                let _ = driver.store.release_run(&driver.run.id, std::process::id());
+                return Err(e);
+            }
+        };
+        let _ = driver.store.release_run(&driver.run.id, std::process::id());
+        observer.run_finished(&report);
+        Ok(report)
+    })
+}
+
+struct Driver<'a> {
+    config: &'a Config,
+    catalog: &'a Catalog,
+    machine: Arc<Machine>,
+    store: Store,
+    run: Run,
+    redactor: Redactor,
+    cancel: tokio::sync::watch::Receiver<bool>,
+    stream: bool,
+    started: Instant,
+    /// The run's recorded transitions, kept in step with the store.
+    history: Vec<TransitionRecord>,
+}
+
+impl Driver<'_> {
+    async fn go(&mut self, observer: &mut dyn Observer) -> Result<RunReport, OrchestratorError> {
+        self.history = self.store.transitions(&self.run.id)?;
+        let mut pos = replay(&self.machine, &self.history)?;
+        let workdir = self.workdir()?;
+        loop {
+            if *self.cancel.borrow() {
+                return self.interrupted("interrupted before the next step");
+            }
+            let state = self.machine.state(pos.state());
+            let step =
+                match &state.kind {
+                    StateKind::Terminal { .. } => return Ok(self.report(&state.name.clone(), None)),
+                    StateKind::Input { event } => {
+                        let fired = self.fire(&pos, event)?;
+                        let epic = json!({ "epic": self.run.epic });
+                        let messages = vec![NewMessage {
+                            kind: "epic".into(),
+                            state: state.name.clone(),
+                            payload: epic,
+                        }];
+                        (fired, None, messages, "epic received".to_owned(), None)
+                    }
+                    StateKind::Agent(a) => {
+                        let a = a.clone();
+                        match self.invoke(&pos, &a, &workdir, observer).await? {
+                            Some(step) => step,
+                            None => return self.interrupted(
+                                "interrupted while an agent ran; resume repeats that invocation",
+                            ),
+                        }
+                    }
+                };
+            let (fired, invocation, messages, mut reason, agent_id) = step;
+            if fired.redirected {
+                reason = format!(
+                    "{reason}; `{}` already fired {} time(s), its bound — redirected to {}",
+                    fired.event,
+                    fired.max.unwrap_or(0),
+                    self.machine.state(fired.to).name
+                );
+            }
+            let to = self.machine.state(fired.to);
+            let status = match &to.kind {
+                StateKind::Terminal {
+                    outcome: Outcome::Success,
+                } => RunStatus::Succeeded,
+                StateKind::Terminal { .. } => RunStatus::Failed,
+                _ => RunStatus::Running,
+            };
+            let from_name = self.machine.state(fired.from).name.clone();
+            let record = self.store.record_step(
+                &self.run.id,
+                &Step {
+                    invocation,
+                    messages,
+                    transition: NewTransition {
+                        from: from_name.clone(),
+                        event: fired.event.clone(),
+                        to: to.name.clone(),
+                        attempt: visits(&self.machine, &self.history, fired.from),
+                        bound: self.machine.bound_for_visits(fired.from).map(|b| b as u32),
+                        agent: agent_id,
+                        reason: Some(reason),
+                        redirected: fired.redirected,
+                    },
+                    run_status: status,
+                },
+            )?;
+            self.write_state_file(&to.name, status);
+            observer.transition(&self.run.id, &record);
+            self.history.push(record);
+            pos = fired.position;
+        }
+    }
+
+    fn fire(&self, pos: &Position, event: &str) -> Result<Fired, OrchestratorError> {
+        self.machine
+            .fire(pos, event)
+            .map_err(|e| OrchestratorError::Workflow(e.to_string()))
+    }
+
+    fn workdir(&mut self) -> Result<PathBuf, OrchestratorError> {
+        let paths = &self.config.paths;
+        let dir = workspace::prepare(paths, self.config.project.workspace, &self.run.id).map_err(
+            |source| OrchestratorError::Io {
+                what: "cannot prepare the run's workspace".into(),
+                source,
+            },
+        )?;
+        Ok(dir)
+    }
+
+    fn interrupted(&mut self, why: &str) -> Result<RunReport, OrchestratorError> {
+        self.store.abandon_open_invocations(&self.run.id)?;
+        self.store
+            .set_status(&self.run.id, RunStatus::Interrupted, Some(why))?;
+        let state = self.store.run(&self.run.id)?.current_state;
+        self.write_state_file(&state, RunStatus::Interrupted);
+        let mut report = self.report(&state, Some(why.to_owned()));
+        report.status = RunStatus::Interrupted.to_string();
+        Ok(report)
+    }
+
+    fn report(&self, final_state: &str, reason: Option<String>) -> RunReport {
+        let status = match self
+            .machine
+            .state_id(final_state)
+            .map(|s| &self.machine.state(s).kind)
+        {
+            Some(StateKind::Terminal {
+                outcome: Outcome::Success,
+            }) => RunStatus::Succeeded,
+            Some(StateKind::Terminal { .. }) => RunStatus::Failed,
+            _ => RunStatus::Running,
+        };
+        RunReport {
+            run_id: self.run.id.clone(),
+            workflow: self.machine.id().to_owned(),
+            epic: self.run.epic.clone(),
+            status: status.to_string(),
+            final_state: final_state.to_owned(),
+            transitions: self.history.len(),
+            duration_ms: self.started.elapsed().as_millis() as u64,
+            reason,
+        }
+    }
+
+    /// `state.json`: a pointer for humans and scripts; SQLite stays the truth.
+    fn write_state_file(&self, state: &str, status: RunStatus) {
+        let v = json!({
+            "run": self.run.id,
+            "workflow": self.machine.id(),
+            "state": state,
+            "status": status.to_string(),
+            "updated_at": jiff::Timestamp::now().to_string(),
+        });
+        let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
+        if let Err(e) = write_replace(&self.config.paths.file("state.json"), text.as_bytes()) {
+            tracing::warn!("cannot update {MODIX_DIR}/state.json: {e}");
+        }
+    }
+}
+
+type StepParts = (
+    Fired,
+    Option<(InvocationId, InvocationEnd)>,
+    Vec<NewMessage>,
+    String,
+    Option<String>,
+);
+
+impl Driver<'_> {
+    /// Invokes the agent of an agent state; `None` when interrupted.
+    async fn invoke(
+        &mut self,
+        pos: &Position,
+        state: &AgentState,
+        workdir: &std::path::Path,
+        observer: &mut dyn Observer,
+    ) -> Result<Option<StepParts>, OrchestratorError> {
+        let config = self.config;
+        let state_name = self.machine.state(pos.state()).name.clone();
+        let agent: &Agent = config
+            .agent_for(&state.agent)
+            .map_err(OrchestratorError::Agent)?;
+        let attempt = visits(&self.machine, &self.history, pos.state());
+        let bound = self.machine.bound_for_visits(pos.state());
+        let output_schema = state.output.as_str();
+        let run_dir = workspace::run_dir(&config.paths, &self.run.id);
+        let schema_path = run_dir
+            .join("schemas")
+            .join(format!("{output_schema}.schema.json"));
+        // Embedded schemas never change within a run: write each once.
+        if !schema_path.is_file() {
+            let schema_text = if output_schema == "any" {
+                "{}"
+            } else {
+                schema::text(output_schema).unwrap_or("{}")
+            };
+            write_file(&schema_path, schema_text.as_bytes())?;
+        }
+
+        let task_spec = self
+            .store
+            .latest_message(&self.run.id, "task_spec")?
+            .map(|m| m.payload);
+        let previous_result = self
+            .store
+            .latest_message(&self.run.id, "execution_result")?
+            .map(|m| m.payload);
+        let feedback = match attempt {
+            1 => None,
+            _ => self
+                .store
+                .latest_message(&self.run.id, "feedback")?
+                .and_then(|m| {
+                    m.payload
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                }),
+        };
+        let ctx = ContextPackage {
+            epic: self.run.epic.clone(),
+            run_id: self.run.id.clone(),
+            workflow: self.machine.id().to_owned(),
+            state: state_name.clone(),
+            agent: agent.id.clone(),
+            role: agent.role.clone(),
+            attempt,
+            bound,
+            workdir: workdir.display().to_string(),
+            output_schema: output_schema.to_owned(),
+            output_schema_path: schema_path.display().to_string(),
+            project: context::ProjectContext::from(&config.project),
+            task_spec: task_spec.clone(),
+            previous_result,
+            feedback,
+        };
+        let ctx_value = self
+            .redactor
+            .redact_json(&serde_json::to_value(&ctx).unwrap_or(Value::Null));
+        let ctx_path = run_dir.join(format!("context-{state_name}-{attempt}.json"));
+        write_file(
+            &ctx_path,
+            (serde_json::to_string_pretty(&ctx_value).unwrap_or_default() + "\n").as_bytes(),
+        )?;
+        let prompt = self.prompt(agent, &ctx)?;
+        let system_prompt = match &agent.manifest.system_prompt {
+            Some(rel) => Some(self.render_file(rel, &ctx)?),
+            None => None,
+        };
+        let timeout = timeout_for(config, agent, state, &state_name, task_spec.as_ref());
+        let inv = agent::Invocation {
+            config,
+            agent,
+            state: &state_name,
+            prompt,
+            system_prompt,
+            workdir: workdir.to_path_buf(),
+            output_schema_path: schema_path,
+            context_path: ctx_path,
+            run_id: &self.run.id,
+            attempt,
+            timeout,
+            echo: self.stream.then(|| agent::stderr_echo(&agent.id)),
+        };
+        let lifecycle = self
+            .catalog
+            .get(&agent.fsm)
+            .cloned()
+            .ok_or_else(|| format!("lifecycle FSM `{}` is not defined", agent.fsm))
+            .and_then(lifecycle::Lifecycle::new)
+            .map_err(OrchestratorError::Workflow)?;
+        observer.agent_started(&state_name, &agent.id, attempt, bound);
+
+        let prepared = agent::prepare(&inv, &self.redactor);
+        // A missing binary is the agent's failure (an event), not modix's.
+        let (argv, spec, prepare_error) = match prepared {
+            Ok(p) => (p.argv_redacted, Some(p.spec), None),
+            Err(e) => (Vec::new(), None, Some(e.to_string())),
+        };
+        let inv_id = self.store.start_invocation(&NewInvocation {
+            run_id: self.run.id.clone(),
+            state: state_name.clone(),
+            agent: agent.id.clone(),
+            attempt,
+            lifecycle_fsm: agent.fsm.clone(),
+            lifecycle_start: lifecycle.start_step(),
+            argv,
+            prompt: self.redactor.redact(&inv.prompt).into_owned(),
+            context: ctx_value,
+        })?;
+        let started = Instant::now();
+        let (verdict, outcome) = match spec {
+            None => (
+                Verdict::ProcessError(prepare_error.unwrap_or_default()),
+                None,
+            ),
+            Some(spec) => match run_process(spec, self.cancel.clone()).await {
+                Ok(out) => {
+                    let shell = match &agent.binding {
+                        Binding::Shell { shell, .. } => config.shells.get(shell),
+                        Binding::Command { .. } => None,
+                    };
+                    (agent::judge(agent, shell, output_schema, &out), Some(out))
+                }
+                Err(e) => (Verdict::ProcessError(e.to_string()), None),
+            },
+        };
+        let Some(inv_outcome) = verdict.as_outcome() else {
+            return Ok(None);
+        };
+        let event = state.derive_event(&inv_outcome).map(str::to_owned).ok_or_else(|| {
+            OrchestratorError::Workflow(format!(
+                "state {state_name}: no emit rule matches outcome `{}`; add a rule for it to the workflow",
+                verdict.outcome_name()
+            ))
+        })?;
+        let fired = self.fire(pos, &event)?;
+        let (lifecycle_steps, completed) = lifecycle.finish_steps(&inv_outcome);
+        let (messages, reason) = outcome::describe(&state_name, output_schema, &verdict);
+        let end = InvocationEnd {
+            status: if completed {
+                InvocationStatus::Completed
+            } else {
+                InvocationStatus::Failed
+            },
+            outcome: verdict.outcome_name().parse::<StoredOutcome>().ok(),
+            exit_code: outcome.as_ref().and_then(|o| o.exit_code),
+            signal: outcome.as_ref().and_then(|o| o.signal),
+            timed_out: matches!(verdict, Verdict::Timeout(_)),
+            duration_ms: Some(started.elapsed().as_millis() as u64),
+            stdout: outcome
+                .as_ref()
+                .map(|o| self.redactor.redact(&o.stdout.text).into_owned())
+                .unwrap_or_default(),
+            stderr: outcome
+                .as_ref()
+                .map(|o| self.redactor.redact(&o.stderr.text).into_owned())
+                .unwrap_or_default(),
+            stdout_bytes: outcome.as_ref().map_or(0, |o| o.stdout.total_bytes),
+            stderr_bytes: outcome.as_ref().map_or(0, |o| o.stderr.total_bytes),
+            parsed_output: match &verdict {
+                Verdict::Output(v) => Some(self.redactor.redact_json(v)),
+                _ => None,
+            },
+            validation_errors: match &verdict {
+                Verdict::Invalid(errs) => errs.clone(),
+                _ => Vec::new(),
+            },
+            lifecycle: lifecycle_steps,
+        };
+        Ok(Some((
+            fired,
+            Some((inv_id, end)),
+            messages,
+            reason,
+            Some(agent.id.clone()),
+        )))
+    }
+
+    fn prompt(&self, agent: &Agent, ctx: &ContextPackage) -> Result<String, OrchestratorError> {
+        match &agent.manifest.prompt {
+            Some(rel) => self.render_file(rel, ctx),
+            None if matches!(agent.binding, Binding::Command { .. }) => Ok(String::new()),
+            None => Ok(context::default_prompt(ctx)),
+        }
+    }
+
+    fn render_file(&self, rel: &str, ctx: &ContextPackage) -> Result<String, OrchestratorError> {
+        let path = self.config.paths.modix_dir.join(rel);
+        let text = std::fs::read_to_string(&path).map_err(|source| OrchestratorError::Io {
+            what: format!("cannot read prompt template {MODIX_DIR}/{rel}"),
+            source,
+        })?;
+        render_prompt(&format!("{MODIX_DIR}/{rel}"), &text, ctx)
+            .map_err(|e| OrchestratorError::Agent(e.to_string()))
+    }
+}
+
+/// The position a run's recorded transitions lead to, checked against the machine.
+fn replay(machine: &Machine, history: &[TransitionRecord]) -> Result<Position, OrchestratorError> {
+    let mut pos = machine.start();
+    for t in history {
+        let fired = machine.fire(&pos, &t.event).map_err(|e| {
+            OrchestratorError::Workflow(format!(
+                "recorded transition #{} cannot be replayed: {e}",
+                t.seq
+            ))
+        })?;
+        if machine.state(fired.to).name != t.to {
+            return Err(OrchestratorError::Workflow(format!(
+                "recorded transition #{} went to {} but the workflow now leads to {}",
+                t.seq,
+                t.to,
+                machine.state(fired.to).name
+            )));
+        }
+        pos = fired.position;
+    }
+    Ok(pos)
+}
+
+/// How many times the run has entered `state` (the initial state counts as entered).
+fn visits(machine: &Machine, history: &[TransitionRecord], state: crate::fsm::StateId) -> u32 {
+    let name = &machine.state(state).name;
+    let entered = history.iter().filter(|t| &t.to == name).count() as u32;
+    entered + u32::from(machine.initial() == state)
+}
+
+/// The state's timeout: the FSM's override, the manifest, `runtimes.json` by
+/// state, by the TaskSpec's complexity, then the default.
+fn timeout_for(
+    config: &Config,
+    agent: &Agent,
+    state: &AgentState,
+    state_name: &str,
+    task_spec: Option<&Value>,
+) -> Duration {
+    let t = &config.runtimes.timeouts;
+    let by_complexity = task_spec
+        .and_then(|s| s.get("complexity"))
+        .and_then(Value::as_str)
+        .and_then(|c| match c {
+            "low" => t.by_complexity.low,
+            "medium" => t.by_complexity.medium,
+            "high" => t.by_complexity.high,
+            _ => None,
+        });
+    let secs = state
+        .timeout_secs
+        .or(agent.manifest.timeout_secs)
+        .or_else(|| t.by_state.get(state_name).copied())
+        .or(by_complexity)
+        .unwrap_or(t.default_secs);
+    Duration::from_secs(secs)
+}
+
+fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), OrchestratorError> {
+    write_replace(path, bytes).map_err(|source| OrchestratorError::Io {
+        what: format!("cannot write {}", path.display()),
+        source,
+    })
+}

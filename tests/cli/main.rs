@@ -1,5 +1,9 @@
 //! Integration tests: every test drives the real `modix` binary in a temp dir.
-//! One test binary (ripgrep/just/nextest style) so it links once.
+//! One test binary (as ripgrep, just and nextest do) so it links once.
 
+mod doctor;
 mod fsm;
+mod go;
+mod init;
 mod util;
+mod validate;

@@ -1,1 +1,221 @@
-//! Shared helpers for the integration tests.
+//! Shared helpers for the integration tests: a temp project with an isolated
+//! environment (its own MODIX_HOME, PATH and no API keys), and the binary.
+
+#![allow(dead_code)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use tempfile::TempDir;
+
+/// Variables that must not leak from the developer's machine into a test.
+const SCRUBBED: [&str; 10] = [
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "CODEX_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "MODIX_PROJECT",
+    "MODIX_DEFAULT_SHELL",
+    "MODIX_DEFAULT_BRAIN",
+    "MODIX_LOG",
+    "MODIX_COLOR",
+];
+
+/// A temp directory holding a project, a fake home and a `bin/` put first on PATH.
+pub struct Sandbox {
+    pub dir: TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for sub in ["project", "home", "bin"] {
+            std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+        }
+        Sandbox { dir }
+    }
+
+    /// A sandbox with `modix init` already run in the project.
+    pub fn initialized() -> Self {
+        let sb = Sandbox::new();
+        sb.modix().arg("init").assert().success();
+        sb
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("project")
+    }
+
+    pub fn bin(&self) -> PathBuf {
+        self.dir.path().join("bin")
+    }
+
+    /// `modix` run in the project, with an environment that knows nothing of the host.
+    pub fn modix(&self) -> Command {
+        let mut cmd = Command::cargo_bin("modix").expect("binary");
+        cmd.current_dir(self.root())
+            .env("MODIX_HOME", self.dir.path().join("home"))
+            .env("HOME", self.dir.path().join("home"))
+            .env("NO_COLOR", "1")
+            .env(
+                "PATH",
+                format!("{}:/usr/local/bin:/usr/bin:/bin", self.bin().display()),
+            );
+        for var in SCRUBBED {
+            cmd.env_remove(var);
+        }
+        cmd
+    }
+
+    /// Writes a file under the project root (parents created).
+    pub fn write(&self, rel: &str, text: &str) {
+        write_file(&self.root().join(rel), text);
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.root().join(rel)).expect("read")
+    }
+
+    /// Puts an executable script called `name` in the sandbox's `bin/`.
+    pub fn fake_bin(&self, name: &str, script: &str) -> PathBuf {
+        let path = self.bin().join(name);
+        write_file(&path, script);
+        make_executable(&path);
+        path
+    }
+
+    /// Edits a JSON file of the project in place.
+    pub fn edit_json(&self, rel: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+        let mut v: serde_json::Value = serde_json::from_str(&self.read(rel)).expect("json");
+        edit(&mut v);
+        self.write(rel, &serde_json::to_string_pretty(&v).expect("json"));
+    }
+}
+
+pub fn write_file(path: &Path, text: &str) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(path, text).expect("write");
+}
+
+pub fn make_executable(path: &Path) {
+    let mut perms = std::fs::metadata(path).expect("stat").permissions();
+    perms.set_mode(0o755);
+    std::fs::set_permissions(path, perms).expect("chmod");
+}
+
+/// stdout + stderr of an assertion, as text.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Copies a directory tree (files and folders; skips run records).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let name = entry.file_name();
+        if [
+            "modix.db",
+            "modix.db-wal",
+            "modix.db-shm",
+            "runs",
+            "__pycache__",
+        ]
+        .iter()
+        .any(|s| name == *s)
+        {
+            continue;
+        }
+        let target = to.join(&name);
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+impl Sandbox {
+    /// A sandbox whose project is a copy of `examples/bugfix`.
+    pub fn example() -> Self {
+        let sb = Sandbox::new();
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bugfix");
+        copy_tree(&example, &sb.root());
+        sb
+    }
+
+    /// Replaces the example's scripted agent with `script` (a POSIX sh body).
+    pub fn agent_script(&self, script: &str) {
+        let path = self.root().join("agents/scripted-agent");
+        write_file(&path, script);
+        make_executable(&path);
+    }
+
+    /// Runs `modix go EPIC --json` and returns (exit code, transition lines, summary, stderr).
+    pub fn go_json(&self, epic: &str) -> GoResult {
+        let out = self
+            .modix()
+            .args(["go", "--json", epic])
+            .output()
+            .expect("run");
+        GoResult::parse(&out)
+    }
+}
+
+/// What `modix go --json` printed.
+#[derive(Debug)]
+pub struct GoResult {
+    pub code: Option<i32>,
+    pub transitions: Vec<serde_json::Value>,
+    pub summary: serde_json::Value,
+    pub stderr: String,
+}
+
+impl GoResult {
+    pub fn parse(out: &std::process::Output) -> Self {
+        let mut transitions = Vec::new();
+        let mut summary = serde_json::Value::Null;
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {line}\n{}", output_text(out)));
+            match v["type"].as_str() {
+                Some("transition") => transitions.push(v),
+                Some("summary") => summary = v,
+                _ => panic!("unexpected line {line}"),
+            }
+        }
+        GoResult {
+            code: out.status.code(),
+            transitions,
+            summary,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `FROM -event-> TO` for every transition.
+    pub fn path(&self) -> Vec<String> {
+        self.transitions
+            .iter()
+            .map(|t| {
+                format!(
+                    "{} -{}-> {}",
+                    t["from"].as_str().unwrap(),
+                    t["event"].as_str().unwrap(),
+                    t["to"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    pub fn run_id(&self) -> String {
+        self.summary["run_id"].as_str().expect("run id").to_owned()
+    }
+}

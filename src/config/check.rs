@@ -1,0 +1,437 @@
+//! Checks beyond the schemas: versions that must parse, presets that must
+//! resolve, and names that must point at something (with "did you mean").
+
+use std::collections::BTreeMap;
+
+use super::source::{self, SourceFile};
+use super::types::*;
+use super::{FORMAT_VERSION, MODIX_DIR, ProjectPaths, presets};
+use crate::diagnostics::{Diagnostic, Diagnostics, unknown_name_help};
+use crate::schema;
+
+/// An error pointing at `pointer` in `file`.
+fn at(file: &SourceFile, code: &str, pointer: &str, message: String) -> Diagnostic {
+    let mut d = Diagnostic::error(code, &file.display, message).with_pointer(pointer);
+    if let Some(span) = source::locate(&file.text, pointer, false) {
+        d = d.with_span(&file.text, span);
+    }
+    d
+}
+
+pub fn format_version(
+    v: &VersionFile,
+    file: &SourceFile,
+    diags: &mut Diagnostics,
+) -> Option<semver::Version> {
+    let version = match semver::Version::parse(&v.format) {
+        Ok(version) => version,
+        Err(e) => {
+            diags.push(
+                at(
+                    file,
+                    "config::version",
+                    "/format",
+                    format!("`{}` is not a semver version: {e}", v.format),
+                )
+                .with_help(format!("write a version such as \"{FORMAT_VERSION}\"")),
+            );
+            return None;
+        }
+    };
+    if version.major != FORMAT_VERSION.major {
+        diags.push(
+            at(
+                file,
+                "config::version",
+                "/format",
+                format!(
+                    "config format {version} is not supported: this modix reads format {}.x",
+                    FORMAT_VERSION.major
+                ),
+            )
+            .with_help(if version.major > FORMAT_VERSION.major {
+                "install a newer modix (`cargo install --path .` from a newer checkout) to read this project"
+            } else {
+                "re-create the config with `modix init --force` (back up your changes first) and port them"
+            }),
+        );
+        return None;
+    }
+    if version > FORMAT_VERSION {
+        let mut d = at(
+            file,
+            "config::version",
+            "/format",
+            format!("config format {version} is newer than this modix ({FORMAT_VERSION}); newer settings may be ignored"),
+        )
+        .with_help("upgrade modix to use every setting of this project");
+        d.severity = crate::diagnostics::Severity::Warning;
+        diags.push(d);
+    }
+    Some(version)
+}
+
+pub fn shells(
+    file: &ShellsFile,
+    src: Option<&SourceFile>,
+    diags: &mut Diagnostics,
+) -> BTreeMap<String, Shell> {
+    let mut out = BTreeMap::new();
+    let Some(src) = src else { return out };
+    for (name, entry) in &file.shells {
+        let ptr = format!("/shells/{}", schema::escape_pointer(name));
+        let shell = match presets::resolve(name, entry) {
+            Ok(s) => s,
+            Err(msg) => {
+                diags.push(at(src, "config::shell", &ptr, format!("shell `{name}`: {msg}")).with_help(
+                    format!("add `\"preset\": \"claude\"` (one of {}) or spell out `binary` and `args`", presets::PRESET_NAMES.join(", ")),
+                ));
+                continue;
+            }
+        };
+        if let Some(req) = &shell.requires
+            && let Err(e) = semver::VersionReq::parse(req)
+        {
+            let p = if entry.requires.is_some() {
+                format!("{ptr}/requires")
+            } else {
+                ptr.clone()
+            };
+            diags.push(
+                at(
+                    src,
+                    "config::semver",
+                    &p,
+                    format!("`{req}` is not a semver requirement: {e}"),
+                )
+                .with_help("write a range such as \">=1.2.0\" or \"^2\""),
+            );
+        }
+        if let Some(probe) = &shell.version {
+            match regex::Regex::new(&probe.regex) {
+                Ok(re) if re.captures_len() >= 2 => {}
+                Ok(_) => diags.push(
+                    at(src, "config::regex", &format!("{ptr}/version/regex"), "the version regex has no capture group".into())
+                        .with_help("wrap the version part in parentheses, e.g. \"(\\\\d+\\\\.\\\\d+\\\\.\\\\d+)\""),
+                ),
+                Err(e) => diags.push(
+                    at(src, "config::regex", &format!("{ptr}/version/regex"), format!("invalid regex: {e}"))
+                        .with_help("fix the regular expression"),
+                ),
+            }
+        }
+        if let Err(msg) = check_placeholders(&shell.args) {
+            let p = if entry.args.is_some() {
+                format!("{ptr}/args")
+            } else {
+                ptr.clone()
+            };
+            diags.push(at(src, "config::placeholder", &p, msg).with_help(
+                "use only {prompt} {model} {system_prompt} {workdir} {output_schema} {endpoint} {role}; write {{ and }} for literal braces",
+            ));
+        }
+        out.insert(name.clone(), shell);
+    }
+    out
+}
+
+/// Placeholders a shell's `args` may use.
+pub const PLACEHOLDERS: [&str; 7] = [
+    "prompt",
+    "model",
+    "system_prompt",
+    "workdir",
+    "output_schema",
+    "endpoint",
+    "role",
+];
+
+fn check_placeholders(args: &[String]) -> Result<(), String> {
+    for arg in args {
+        let mut rest = arg.as_str();
+        while let Some(i) = rest.find(['{', '}']) {
+            let tail = &rest[i..];
+            if tail.starts_with("{{") || tail.starts_with("}}") {
+                rest = &tail[2..];
+                continue;
+            }
+            if tail.starts_with('}') {
+                return Err(format!("unmatched `}}` in argument `{arg}`"));
+            }
+            let Some(end) = tail.find('}') else {
+                return Err(format!("unclosed `{{` in argument `{arg}`"));
+            };
+            let name = &tail[1..end];
+            if !PLACEHOLDERS.contains(&name) {
+                return Err(format!(
+                    "unknown placeholder `{{{name}}}` in argument `{arg}`"
+                ));
+            }
+            rest = &tail[end + 1..];
+        }
+    }
+    Ok(())
+}
+
+pub fn brains(
+    file: BrainsFile,
+    src: Option<&SourceFile>,
+    diags: &mut Diagnostics,
+) -> BTreeMap<String, Brain> {
+    if let Some(src) = src {
+        for (name, brain) in &file.brains {
+            if let Some(ep) = &brain.endpoint
+                && !(ep.starts_with("http://") || ep.starts_with("https://"))
+            {
+                diags.push(
+                    at(
+                        src,
+                        "config::endpoint",
+                        &format!("/brains/{}/endpoint", schema::escape_pointer(name)),
+                        format!("endpoint `{ep}` is not an http(s) URL"),
+                    )
+                    .with_help("write the full URL, e.g. \"https://api.example.com\""),
+                );
+            }
+        }
+    }
+    file.brains
+}
+
+/// What agents may refer to.
+pub struct Known<'a> {
+    pub paths: &'a ProjectPaths,
+    pub shells: &'a BTreeMap<String, Shell>,
+    pub brains: &'a BTreeMap<String, Brain>,
+    pub fsm_ids: &'a [&'a str],
+    pub settings: &'a Settings,
+}
+
+pub fn agents(
+    file: &AgentsFile,
+    src: &SourceFile,
+    known: Known,
+    diags: &mut Diagnostics,
+) -> BTreeMap<String, Agent> {
+    let Known {
+        paths,
+        shells,
+        brains,
+        fsm_ids,
+        settings,
+    } = known;
+    let mut out = BTreeMap::new();
+    for (id, entry) in &file.agents {
+        let ptr = format!("/agents/{}", schema::escape_pointer(id));
+        let before = diags.error_count();
+        let binding = match &entry.command {
+            Some(argv) => {
+                if entry.shell.is_some() || entry.brain.is_some() {
+                    diags.push(at(src, "config::agent", &ptr, format!("agent `{id}` has both `command` and `shell`/`brain`"))
+                        .with_help("a command agent runs its argv as-is: remove `shell` and `brain`, or remove `command`"));
+                }
+                Binding::Command { argv: argv.clone() }
+            }
+            None => {
+                let shell = resolve_ref(
+                    src,
+                    &ptr,
+                    "shell",
+                    entry.shell.as_ref(),
+                    settings.default_shell.as_ref(),
+                    shells.keys(),
+                    diags,
+                );
+                let brain = resolve_ref(
+                    src,
+                    &ptr,
+                    "brain",
+                    entry.brain.as_ref(),
+                    settings.default_brain.as_ref(),
+                    brains.keys(),
+                    diags,
+                );
+                Binding::Shell {
+                    shell: shell.unwrap_or_default(),
+                    brain: brain.unwrap_or_default(),
+                }
+            }
+        };
+        let manifest = match &entry.manifest {
+            None => Manifest::default(),
+            Some(ManifestRef::Inline(m)) => m.clone(),
+            Some(ManifestRef::Path(p)) => {
+                load_manifest(src, &format!("{ptr}/manifest"), paths, p, diags).unwrap_or_default()
+            }
+        };
+        check_manifest(src, &ptr, paths, &manifest, &entry.manifest, diags);
+        if let (Binding::Shell { shell, brain }, false) = (&binding, manifest.requires.is_empty())
+            && let (Some(s), Some(b)) = (shells.get(shell), brains.get(brain))
+        {
+            let missing: Vec<&String> = manifest
+                .requires
+                .iter()
+                .filter(|c| !s.capabilities.contains(c) && !b.capabilities.contains(c))
+                .collect();
+            if !missing.is_empty() {
+                diags.push(at(src, "config::capability", &ptr, format!(
+                        "agent `{id}` requires {} but shell `{shell}` and brain `{brain}` do not provide it",
+                        missing.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+                    )).with_help("bind a shell or brain that lists the capability, or drop it from the manifest's `requires`"));
+            }
+        }
+        let fsm = entry
+            .fsm
+            .clone()
+            .unwrap_or_else(|| "execution_fsm_v1".to_owned());
+        if !fsm_ids.contains(&fsm.as_str()) {
+            let p = if entry.fsm.is_some() {
+                format!("{ptr}/fsm")
+            } else {
+                ptr.clone()
+            };
+            diags.push(
+                at(
+                    src,
+                    "config::unknown-reference",
+                    &p,
+                    format!("agent `{id}` names unknown lifecycle FSM `{fsm}`"),
+                )
+                .with_help(unknown_name_help(&fsm, "FSM", fsm_ids.iter().copied())),
+            );
+        }
+        if diags.error_count() == before {
+            out.insert(
+                id.clone(),
+                Agent {
+                    id: id.clone(),
+                    role: entry.role.clone(),
+                    binding,
+                    fsm,
+                    manifest,
+                },
+            );
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn resolve_ref<'a>(
+    src: &SourceFile,
+    agent_ptr: &str,
+    kind: &str,
+    named: Option<&String>,
+    default: Option<&String>,
+    known: impl Iterator<Item = &'a String> + Clone,
+    diags: &mut Diagnostics,
+) -> Option<String> {
+    let Some(name) = named.or(default) else {
+        diags.push(at(src, "config::missing-reference", agent_ptr, format!("agent has no `{kind}` and no default {kind} is set"))
+            .with_help(format!("add `\"{kind}\": \"…\"` to the agent, set `default_{kind}` in ~/.modix/settings.json, or give the agent a `command`")));
+        return None;
+    };
+    if known.clone().any(|k| k == name) {
+        return Some(name.clone());
+    }
+    let (pointer, origin) = if named.is_some() {
+        (format!("{agent_ptr}/{kind}"), String::new())
+    } else {
+        (
+            agent_ptr.to_owned(),
+            format!(" (the default {kind} from settings)"),
+        )
+    };
+    diags.push(
+        at(
+            src,
+            "config::unknown-reference",
+            &pointer,
+            format!("unknown {kind} `{name}`{origin}"),
+        )
+        .with_help(unknown_name_help(name, kind, known.map(String::as_str))),
+    );
+    None
+}
+
+fn load_manifest(
+    src: &SourceFile,
+    ptr: &str,
+    paths: &ProjectPaths,
+    rel: &str,
+    diags: &mut Diagnostics,
+) -> Option<Manifest> {
+    let path = paths.modix_dir.join(rel);
+    if !path.is_file() {
+        diags.push(at(src, "config::missing-file", ptr, format!("manifest file `{MODIX_DIR}/{rel}` does not exist"))
+            .with_help("create it, fix the path (relative to .modix/), or inline the manifest as an object"));
+        return None;
+    }
+    let display = format!("{MODIX_DIR}/{rel}");
+    let file = source::read(&path, &display, diags)?;
+    source::parse::<Manifest>(&file, "manifest", diags)
+}
+
+fn check_manifest(
+    src: &SourceFile,
+    agent_ptr: &str,
+    paths: &ProjectPaths,
+    m: &Manifest,
+    how: &Option<ManifestRef>,
+    diags: &mut Diagnostics,
+) {
+    let inline = matches!(how, Some(ManifestRef::Inline(_)));
+    let field_ptr = |f: &str| {
+        if inline {
+            format!("{agent_ptr}/manifest/{f}")
+        } else {
+            format!("{agent_ptr}/manifest")
+        }
+    };
+    for (field, value) in [("prompt", &m.prompt), ("system_prompt", &m.system_prompt)] {
+        if let Some(rel) = value
+            && !paths.modix_dir.join(rel).is_file()
+        {
+            diags.push(
+                at(
+                    src,
+                    "config::missing-file",
+                    &field_ptr(field),
+                    format!("{field} template `{MODIX_DIR}/{rel}` does not exist"),
+                )
+                .with_help("create the template or fix the path (relative to .modix/)"),
+            );
+        }
+    }
+    if let Some(id) = &m.output_schema
+        && id != "any"
+        && schema::text(id).is_err()
+    {
+        let outputs = ["task_spec", "execution_result", "test_result", "any"];
+        diags.push(
+            at(
+                src,
+                "config::unknown-reference",
+                &field_ptr("output_schema"),
+                format!("unknown output schema `{id}`"),
+            )
+            .with_help(unknown_name_help(id, "output schema", outputs)),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_checked() {
+        assert!(check_placeholders(&["{prompt}".into(), "x{{y}}".into()]).is_ok());
+        assert!(
+            check_placeholders(&["{promt}".into()])
+                .unwrap_err()
+                .contains("promt")
+        );
+        assert!(check_placeholders(&["{prompt".into()]).is_err());
+    }
+}

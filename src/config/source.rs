@@ -1,0 +1,220 @@
+//! Reading one JSON config file into a typed value while collecting every
+//! problem: syntax (line:column), schema violations (JSON pointer plus the line
+//! it sits on), and unknown keys with the nearest allowed name.
+
+use std::ops::Range;
+use std::path::Path;
+
+use jsonc_parser::ast::{ObjectPropName, Value as Ast};
+use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::diagnostics::{Diagnostic, Diagnostics, closest, offset_of};
+use crate::schema;
+
+/// A config file's text, kept for pointing into it.
+pub struct SourceFile {
+    pub display: String,
+    pub text: String,
+}
+
+/// Reads `path`; a missing or unreadable file is a diagnostic, not a panic.
+pub fn read(path: &Path, display: &str, diags: &mut Diagnostics) -> Option<SourceFile> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            diags.add_source(display, text.as_str());
+            Some(SourceFile {
+                display: display.to_owned(),
+                text,
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            diags.push(
+                Diagnostic::error("config::missing-file", display, "file is missing").with_help(
+                    "run `modix init` to write the missing files (existing ones are kept)",
+                ),
+            );
+            None
+        }
+        Err(e) => {
+            diags.push(
+                Diagnostic::error("config::unreadable", display, format!("cannot read: {e}"))
+                    .with_help("check the file's permissions and that it is UTF-8 text"),
+            );
+            None
+        }
+    }
+}
+
+/// Parses, schema-checks and deserializes a file. `None` when any error was found.
+pub fn parse<T: DeserializeOwned>(
+    file: &SourceFile,
+    schema_id: &str,
+    diags: &mut Diagnostics,
+) -> Option<T> {
+    let value = parse_json(file, diags)?;
+    if !check_schema(file, schema_id, &value, diags) {
+        return None;
+    }
+    match serde_json::from_value::<T>(value) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            // The schema should have caught this; report it rather than crash.
+            diags.push(
+                Diagnostic::error("config::schema", &file.display, e.to_string()).with_help(
+                    format!("see schemas/{schema_id}.schema.json for the expected shape"),
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// Strict JSON (no comments, no trailing commas): what every tool can read.
+pub fn parse_json(file: &SourceFile, diags: &mut Diagnostics) -> Option<Value> {
+    match serde_json::from_str::<Value>(&file.text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let offset = offset_of(&file.text, e.line(), e.column().max(1));
+            diags.push(
+                Diagnostic::error(
+                    "config::syntax",
+                    &file.display,
+                    format!("invalid JSON: {}", strip_position(&e.to_string())),
+                )
+                .with_span(&file.text, offset..offset + 1)
+                .with_help(
+                    "fix the JSON syntax here (strict JSON: no comments or trailing commas)",
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn strip_position(msg: &str) -> &str {
+    msg.rsplit_once(" at line ").map_or(msg, |(m, _)| m)
+}
+
+/// Reports every schema violation of `value`; true when there were none.
+pub fn check_schema(
+    file: &SourceFile,
+    schema_id: &str,
+    value: &Value,
+    diags: &mut Diagnostics,
+) -> bool {
+    let violations = match schema::validate(schema_id, value) {
+        Ok(v) => v,
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                "config::internal",
+                &file.display,
+                e.to_string(),
+            ));
+            return false;
+        }
+    };
+    for v in &violations {
+        let mut d = if let Some(key) = &v.unknown_key {
+            let help = match closest(key, v.allowed_keys.iter().map(String::as_str)) {
+                Some(near) => format!(
+                    "did you mean `{near}`? (allowed here: {})",
+                    v.allowed_keys.join(", ")
+                ),
+                None if v.allowed_keys.is_empty() => "remove this key".to_owned(),
+                None => format!("remove it; allowed here: {}", v.allowed_keys.join(", ")),
+            };
+            Diagnostic::error("config::unknown-key", &file.display, v.message.clone())
+                .with_help(help)
+        } else {
+            Diagnostic::error("config::schema", &file.display, v.message.clone()).with_help(
+                format!(
+                    "change the value at {} to match schemas/{schema_id}.schema.json",
+                    if v.pointer.is_empty() {
+                        "the top level"
+                    } else {
+                        &v.pointer
+                    }
+                ),
+            )
+        };
+        d = d.with_pointer(v.pointer.clone());
+        if let Some(span) = locate(&file.text, &v.pointer, v.unknown_key.is_some()) {
+            d = d.with_span(&file.text, span);
+        }
+        diags.push(d);
+    }
+    violations.is_empty()
+}
+
+/// Byte range of the value (or, with `key`, of the property name) at `pointer`.
+pub fn locate(text: &str, pointer: &str, key: bool) -> Option<Range<usize>> {
+    let parsed = parse_to_ast(text, &CollectOptions::default(), &ParseOptions::default()).ok()?;
+    let mut node = parsed.value?;
+    let mut key_range = None;
+    if pointer.is_empty() {
+        let r = range_of(&node);
+        return Some(r.start..r.start + 1);
+    }
+    for raw in pointer.split('/').skip(1) {
+        let seg = raw.replace("~1", "/").replace("~0", "~");
+        node = match node {
+            Ast::Object(obj) => {
+                let prop = obj
+                    .properties
+                    .into_iter()
+                    .find(|p| prop_name(&p.name) == seg)?;
+                key_range = Some(match &prop.name {
+                    ObjectPropName::String(s) => s.range.start..s.range.end,
+                    ObjectPropName::Word(w) => w.range.start..w.range.end,
+                });
+                prop.value
+            }
+            Ast::Array(arr) => {
+                key_range = None;
+                let i: usize = seg.parse().ok()?;
+                arr.elements.into_iter().nth(i)?
+            }
+            _ => return None,
+        };
+    }
+    match (key, key_range) {
+        (true, Some(r)) => Some(r),
+        _ => Some(range_of(&node)),
+    }
+}
+
+fn prop_name(name: &ObjectPropName) -> String {
+    match name {
+        ObjectPropName::String(s) => s.value.to_string(),
+        ObjectPropName::Word(w) => w.value.to_string(),
+    }
+}
+
+fn range_of(node: &Ast) -> Range<usize> {
+    let r = match node {
+        Ast::StringLit(v) => v.range,
+        Ast::NumberLit(v) => v.range,
+        Ast::BooleanLit(v) => v.range,
+        Ast::Object(v) => v.range,
+        Ast::Array(v) => v.range,
+        Ast::NullKeyword(v) => v.range,
+    };
+    r.start..r.end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locates_values_and_keys() {
+        let text = "{\n  \"a\": {\n    \"b\": [1, 22]\n  }\n}";
+        let r = locate(text, "/a/b/1", false).unwrap();
+        assert_eq!(&text[r], "22");
+        let r = locate(text, "/a/b", true).unwrap();
+        assert_eq!(&text[r], "\"b\"");
+        assert!(locate(text, "/zz", false).is_none());
+    }
+}

@@ -1,0 +1,376 @@
+//! The typed shape of every config file. The JSON Schemas in `schemas/` are the
+//! contract users see; these types mirror them (`deny_unknown_fields` as a
+//! second guard) so the rest of modix never touches raw JSON.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `.modix/version.json`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionFile {
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    pub format: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+}
+
+/// `.modix/shells.json`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellsFile {
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    pub shells: BTreeMap<String, ShellEntry>,
+}
+
+/// One shell as written: a preset, fields that override it, or a full definition.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellEntry {
+    pub preset: Option<String>,
+    pub binary: Option<String>,
+    pub version: Option<VersionProbe>,
+    pub requires: Option<String>,
+    pub args: Option<Vec<String>>,
+    pub prompt: Option<PromptMode>,
+    pub output: Option<OutputSpec>,
+    pub env: Option<Vec<String>>,
+    pub endpoint_env: Option<String>,
+    pub capabilities: Option<Vec<String>>,
+}
+
+/// How to ask a CLI for its version.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionProbe {
+    pub args: Vec<String>,
+    /// First capture group is the version.
+    pub regex: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptMode {
+    Stdin,
+    Argument,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSpec {
+    pub format: OutputFormat,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_pointer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_pointer: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutputFormat {
+    Text,
+    Json,
+    JsonLines,
+}
+
+/// A shell with its preset applied and every field settled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Shell {
+    pub name: String,
+    pub preset: Option<String>,
+    pub binary: String,
+    pub version: Option<VersionProbe>,
+    pub requires: Option<String>,
+    pub args: Vec<String>,
+    pub prompt: PromptMode,
+    pub output: OutputSpec,
+    pub env: Vec<String>,
+    pub endpoint_env: Option<String>,
+    pub capabilities: Vec<String>,
+}
+
+/// `.modix/brains.json`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrainsFile {
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    pub brains: BTreeMap<String, Brain>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Brain {
+    pub provider: String,
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The NAME of the variable holding the key; the key never appears in a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub params: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+}
+
+/// `.modix/agents.json`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsFile {
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    pub agents: BTreeMap<String, AgentEntry>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentEntry {
+    pub role: String,
+    pub shell: Option<String>,
+    pub brain: Option<String>,
+    pub command: Option<Vec<String>>,
+    pub fsm: Option<String>,
+    pub manifest: Option<ManifestRef>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum ManifestRef {
+    Path(String),
+    Inline(Manifest),
+}
+
+/// How an agent is invoked: its prompt, its output contract, its limits.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    pub prompt: Option<String>,
+    pub system_prompt: Option<String>,
+    pub output_schema: Option<String>,
+    #[serde(default)]
+    pub output_mode: OutputMode,
+    pub timeout_secs: Option<u64>,
+    pub idle_timeout_secs: Option<u64>,
+    pub context: Option<ContextMode>,
+    #[serde(default)]
+    pub permissions: Permissions,
+    #[serde(default)]
+    pub requires: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputMode {
+    /// The agent prints its result as JSON.
+    #[default]
+    Json,
+    /// The exit code is the result (test runners and other plain commands).
+    ExitStatus,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextMode {
+    #[default]
+    Isolated,
+    Shared,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Permissions {
+    #[serde(default)]
+    pub write_files: bool,
+}
+
+/// How an agent is run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Binding {
+    /// An LLM CLI (shell) driven by a brain.
+    Shell { shell: String, brain: String },
+    /// A plain command run as-is.
+    Command { argv: Vec<String> },
+}
+
+/// An agent with its manifest loaded and its binding settled.
+#[derive(Debug, Clone, Serialize)]
+pub struct Agent {
+    pub id: String,
+    pub role: String,
+    pub binding: Binding,
+    pub fsm: String,
+    pub manifest: Manifest,
+}
+
+/// `.modix/runtimes.json`, every field defaulted.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Runtimes {
+    #[serde(rename = "$schema", skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    pub retry: RetryPolicy,
+    pub timeouts: Timeouts,
+    pub loops: Loops,
+    pub output: OutputLimits,
+    pub env: EnvPolicy,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub initial_interval_ms: u64,
+    pub backoff_rate: f64,
+    pub max_delay_ms: u64,
+    pub jitter: bool,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 2,
+            initial_interval_ms: 500,
+            backoff_rate: 2.0,
+            max_delay_ms: 10_000,
+            jitter: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timeouts {
+    pub default_secs: u64,
+    pub idle_secs: u64,
+    pub kill_grace_secs: u64,
+    pub by_state: BTreeMap<String, u64>,
+    pub by_complexity: ByComplexity,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            default_secs: 900,
+            idle_secs: 300,
+            kill_grace_secs: 5,
+            by_state: BTreeMap::new(),
+            by_complexity: ByComplexity::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ByComplexity {
+    pub low: Option<u64>,
+    pub medium: Option<u64>,
+    pub high: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Loops {
+    pub default_max: u32,
+}
+
+impl Default for Loops {
+    fn default() -> Self {
+        Loops { default_max: 3 }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputLimits {
+    pub max_capture_bytes: u64,
+}
+
+impl Default for OutputLimits {
+    fn default() -> Self {
+        OutputLimits {
+            max_capture_bytes: 1 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EnvPolicy {
+    /// Variables every agent inherits from modix's environment.
+    pub allow: Vec<String>,
+}
+
+impl Default for EnvPolicy {
+    fn default() -> Self {
+        EnvPolicy {
+            allow: [
+                "PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "SHELL",
+            ]
+            .map(String::from)
+            .to_vec(),
+        }
+    }
+}
+
+/// `.modix/projects.json`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Project {
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default = "default_workflow")]
+    pub workflow: String,
+    #[serde(default)]
+    pub workspace: Workspace,
+    #[serde(default)]
+    pub commands: Commands,
+    #[serde(default)]
+    pub stack: Vec<String>,
+    #[serde(default)]
+    pub conventions: Vec<String>,
+}
+
+pub fn default_workflow() -> String {
+    "plan_execute_test".to_owned()
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workspace {
+    /// Agents work in the project itself.
+    #[default]
+    InPlace,
+    /// Each run works on its own copy under `.modix/runs/<id>/workspace`.
+    Copy,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Commands {
+    pub build: Option<Vec<String>>,
+    pub test: Option<Vec<String>>,
+    pub lint: Option<Vec<String>>,
+}
+
+/// `~/.modix/settings.json` after layering.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    #[serde(rename = "$schema", skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    pub default_shell: Option<String>,
+    pub default_brain: Option<String>,
+    pub context_mode: Option<ContextMode>,
+    pub log_level: Option<String>,
+    pub color: Option<String>,
+}

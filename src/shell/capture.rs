@@ -1,0 +1,263 @@
+//! Bounded capture of one output stream: the first `head_bytes` and the last
+//! `tail_bytes`, plus a count of everything that went by.
+//!
+//! Agents can print megabytes (full diffs, test logs, JSON event streams). We
+//! keep the start (where the command line and early errors are) and the end
+//! (where the result and the final error are) and drop the middle, so memory
+//! stays at `head_bytes + tail_bytes` no matter how much the process prints.
+
+use std::collections::VecDeque;
+
+/// How much of one stream to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaptureLimits {
+    /// Bytes kept from the start of the stream.
+    pub head_bytes: usize,
+    /// Bytes kept from the end of the stream.
+    pub tail_bytes: usize,
+}
+
+impl Default for CaptureLimits {
+    /// 256 KiB of head and 256 KiB of tail: enough for a whole JSON result and
+    /// a useful error log, small enough to keep many runs in memory.
+    fn default() -> Self {
+        Self {
+            head_bytes: 256 * 1024,
+            tail_bytes: 256 * 1024,
+        }
+    }
+}
+
+/// What was kept of a stream, ready to show or store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    /// Lossy UTF-8. When the stream was longer than head + tail this is
+    /// `head + "\n…[N bytes omitted]…\n" + tail`.
+    pub text: String,
+    /// Every byte the stream produced, kept or not.
+    pub total_bytes: u64,
+    /// Bytes dropped from the middle (0 when nothing was dropped).
+    pub omitted_bytes: u64,
+}
+
+impl Captured {
+    /// Whether the middle of the stream was dropped.
+    pub fn is_truncated(&self) -> bool {
+        self.omitted_bytes > 0
+    }
+
+    /// The last `n` lines of the text (all of it if it has fewer), for error
+    /// messages that should show how a process ended without flooding.
+    pub fn tail_lines(&self, n: usize) -> &str {
+        let text = self.text.trim_end_matches('\n');
+        if n == 0 {
+            return "";
+        }
+        // Walk back over `n` newlines; what follows the n-th is the tail.
+        let mut seen = 0;
+        for (i, b) in text.bytes().enumerate().rev() {
+            if b == b'\n' {
+                seen += 1;
+                if seen == n {
+                    return &text[i + 1..];
+                }
+            }
+        }
+        text
+    }
+}
+
+/// Accumulates a stream within [`CaptureLimits`].
+#[derive(Debug)]
+pub struct CaptureBuffer {
+    limits: CaptureLimits,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl CaptureBuffer {
+    pub fn new(limits: CaptureLimits) -> Self {
+        Self {
+            limits,
+            // Grow on demand: most runs print far less than the limits.
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            total: 0,
+        }
+    }
+
+    /// Add a chunk of the stream.
+    pub fn push(&mut self, mut chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        let head_room = self.limits.head_bytes.saturating_sub(self.head.len());
+        if head_room > 0 {
+            let take = head_room.min(chunk.len());
+            self.head.extend_from_slice(&chunk[..take]);
+            chunk = &chunk[take..];
+        }
+        let cap = self.limits.tail_bytes;
+        if chunk.is_empty() || cap == 0 {
+            return;
+        }
+        if chunk.len() >= cap {
+            // The chunk alone fills the tail: keep only its end.
+            self.tail.clear();
+            self.tail.extend(&chunk[chunk.len() - cap..]);
+            return;
+        }
+        let overflow = (self.tail.len() + chunk.len()).saturating_sub(cap);
+        self.tail.drain(..overflow);
+        self.tail.extend(chunk);
+    }
+
+    /// Bytes seen so far.
+    pub fn total_bytes(&self) -> u64 {
+        self.total
+    }
+
+    /// Bytes currently held (never more than head + tail).
+    pub fn held_bytes(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    pub fn finish(self) -> Captured {
+        let (a, b) = self.tail.as_slices();
+        let mut tail = Vec::with_capacity(a.len() + b.len());
+        tail.extend_from_slice(a);
+        tail.extend_from_slice(b);
+        let kept = (self.head.len() + tail.len()) as u64;
+        let dropped = self.total - kept;
+        if dropped == 0 {
+            let mut all = self.head;
+            all.extend_from_slice(&tail);
+            return Captured {
+                text: String::from_utf8_lossy(&all).into_owned(),
+                total_bytes: self.total,
+                omitted_bytes: 0,
+            };
+        }
+        // The cut points can fall inside a multi-byte character; trim the
+        // partial pieces rather than print replacement characters for them.
+        let head = trim_partial_end(&self.head);
+        let tail_start = partial_start_len(&tail);
+        let tail = &tail[tail_start..];
+        let omitted = self.total - (head.len() + tail.len()) as u64;
+        let mut text = String::from_utf8_lossy(head).into_owned();
+        text.push_str(&format!("\n…[{omitted} bytes omitted]…\n"));
+        text.push_str(&String::from_utf8_lossy(tail));
+        Captured {
+            text,
+            total_bytes: self.total,
+            omitted_bytes: omitted,
+        }
+    }
+}
+
+/// `bytes` without an incomplete UTF-8 sequence at its end.
+fn trim_partial_end(bytes: &[u8]) -> &[u8] {
+    match std::str::from_utf8(bytes) {
+        // `error_len() == None` means "ran out of input mid-character".
+        Err(e) if e.error_len().is_none() => &bytes[..e.valid_up_to()],
+        _ => bytes,
+    }
+}
+
+/// How many leading UTF-8 continuation bytes `bytes` starts with (at most 3).
+fn partial_start_len(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .take(3)
+        .take_while(|b| (**b & 0b1100_0000) == 0b1000_0000)
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(head: usize, tail: usize) -> CaptureLimits {
+        CaptureLimits {
+            head_bytes: head,
+            tail_bytes: tail,
+        }
+    }
+
+    #[test]
+    fn short_stream_is_kept_whole() {
+        let mut c = CaptureBuffer::new(limits(10, 10));
+        c.push(b"hello ");
+        c.push(b"world");
+        let got = c.finish();
+        assert_eq!(got.text, "hello world");
+        assert_eq!(got.total_bytes, 11);
+        assert!(!got.is_truncated());
+    }
+
+    #[test]
+    fn exactly_head_plus_tail_is_not_truncated() {
+        let mut c = CaptureBuffer::new(limits(3, 3));
+        c.push(b"abcdef");
+        let got = c.finish();
+        assert_eq!(got.text, "abcdef");
+        assert_eq!(got.omitted_bytes, 0);
+    }
+
+    #[test]
+    fn long_stream_keeps_head_and_tail() {
+        let mut c = CaptureBuffer::new(limits(4, 4));
+        for chunk in [&b"0123"[..], b"45", b"6789", b"abcdefgh", b"XYZ"] {
+            c.push(chunk);
+        }
+        assert!(c.held_bytes() <= 8);
+        let got = c.finish();
+        assert_eq!(got.total_bytes, 21);
+        assert_eq!(got.omitted_bytes, 13);
+        assert_eq!(got.text, "0123\n…[13 bytes omitted]…\nhXYZ");
+        assert!(got.is_truncated());
+    }
+
+    #[test]
+    fn many_small_pushes_stay_bounded() {
+        let mut c = CaptureBuffer::new(limits(100, 100));
+        for i in 0..100_000u32 {
+            c.push(format!("{i}\n").as_bytes());
+            assert!(c.held_bytes() <= 200);
+        }
+        let got = c.finish();
+        assert!(got.text.starts_with("0\n1\n2\n"));
+        assert!(got.text.ends_with("99998\n99999\n"));
+        assert_eq!(got.tail_lines(2), "99998\n99999");
+    }
+
+    #[test]
+    fn zero_limits_keep_nothing_but_count() {
+        let mut c = CaptureBuffer::new(limits(0, 0));
+        c.push(b"abc");
+        let got = c.finish();
+        assert_eq!(got.total_bytes, 3);
+        assert_eq!(got.omitted_bytes, 3);
+        assert_eq!(got.text, "\n…[3 bytes omitted]…\n");
+    }
+
+    #[test]
+    fn cuts_inside_characters_are_trimmed() {
+        // "é" is two bytes; cut the head after the first and the tail before the second.
+        let mut c = CaptureBuffer::new(limits(2, 2));
+        c.push("aé-----éb".as_bytes());
+        let got = c.finish();
+        assert_eq!(got.text, "a\n…[9 bytes omitted]…\nb");
+        assert!(!got.text.contains('\u{FFFD}'));
+    }
+
+    #[test]
+    fn tail_lines_handles_short_text() {
+        let c = Captured {
+            text: "one\ntwo\n".into(),
+            ..Default::default()
+        };
+        assert_eq!(c.tail_lines(5), "one\ntwo");
+        assert_eq!(c.tail_lines(1), "two");
+        assert_eq!(c.tail_lines(0), "");
+    }
+}

@@ -1,0 +1,789 @@
+//! Running one agent process: spawn it directly (never through a shell) with
+//! exactly the environment we choose, feed stdin, capture bounded output, and
+//! make sure that when we stop it, it and everything it started is gone.
+//!
+//! The child leads its own process group, so stopping means signalling the
+//! group: SIGTERM, a grace period, then SIGKILL (the way cargo-nextest stops
+//! tests). Agent CLIs start node, language servers, test runners and shells;
+//! killing only the leader would leave those running.
+//!
+//! Lifetimes of the group:
+//! - Normal exit, pipes closed soon after: leftovers that detached from our
+//!   pipes (daemons) are left alone — they are not our business.
+//! - Normal exit, but something still holds stdout/stderr open: after
+//!   [`PIPE_DRAIN`] we stop reading and SIGKILL the group, because otherwise
+//!   the run would never finish.
+//! - Timeout, idle timeout or cancellation: SIGTERM, grace, SIGKILL; and a
+//!   final SIGKILL to the group once the leader is gone.
+//! - The future is dropped mid-run: a guard SIGKILLs the group.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use thiserror::Error;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::capture::{CaptureBuffer, CaptureLimits, Captured};
+
+/// How long to keep reading stdout/stderr after the leader exited, for
+/// output still buffered in the pipes or written by its last children.
+pub const PIPE_DRAIN: Duration = Duration::from_millis(500);
+
+/// Longest line passed to the echo callback in one piece; longer lines are
+/// split so a process printing one endless line cannot grow memory.
+const ECHO_LINE_MAX: usize = 64 * 1024;
+
+const READ_BUF: usize = 32 * 1024;
+
+/// Which output stream a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Receives each output line (without its newline) as it arrives.
+pub type EchoFn = Arc<dyn Fn(Stream, &str) + Send + Sync>;
+
+/// Everything needed to run one process.
+#[derive(Clone)]
+pub struct ProcessSpec {
+    /// Already resolved (no PATH lookup happens here).
+    pub program: PathBuf,
+    /// Passed as argv, never through a shell.
+    pub args: Vec<OsString>,
+    pub cwd: PathBuf,
+    /// The complete environment: nothing is inherited.
+    pub env: Vec<(OsString, OsString)>,
+    /// Written then closed; `None` gives the process `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
+    /// Wall-clock limit.
+    pub timeout: Duration,
+    /// Stop the process if it prints nothing (stdout or stderr) this long.
+    pub idle_timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL to the group.
+    pub kill_grace: Duration,
+    /// Per stream.
+    pub capture: CaptureLimits,
+    /// Live copy of each output line (for `-v`). Unredacted: the callback
+    /// must redact before printing. Holds at most one partial line (≤ 64 KiB)
+    /// per stream on top of the capture limits.
+    pub echo: Option<EchoFn>,
+}
+
+impl std::fmt::Debug for ProcessSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Deliberately omits env and stdin: they hold secrets and prompts.
+        f.debug_struct("ProcessSpec")
+            .field("program", &self.program)
+            .field("args", &self.args.len())
+            .field("cwd", &self.cwd)
+            .field("timeout", &self.timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("kill_grace", &self.kill_grace)
+            .field("capture", &self.capture)
+            .field("echo", &self.echo.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the process stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// It exited (or was killed) on its own.
+    Exited,
+    WallTimeout,
+    IdleTimeout,
+    Cancelled,
+}
+
+impl std::fmt::Display for EndReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EndReason::Exited => "exited",
+            EndReason::WallTimeout => "timed out",
+            EndReason::IdleTimeout => "idle timeout",
+            EndReason::Cancelled => "cancelled",
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ProcessOutcome {
+    /// Exit code if the leader exited normally.
+    pub exit_code: Option<i32>,
+    /// Signal number if the leader was killed by a signal.
+    pub signal: Option<i32>,
+    pub end: EndReason,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    pub duration: Duration,
+    pub pid: u32,
+}
+
+impl ProcessOutcome {
+    /// Exited on its own with code 0.
+    pub fn success(&self) -> bool {
+        self.end == EndReason::Exited && self.exit_code == Some(0)
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum SpawnError {
+    #[error("cannot run `{}`: program not found", program.display())]
+    NotFound { program: PathBuf },
+    #[error("cannot run `{}`: permission denied (is it executable?)", program.display())]
+    PermissionDenied { program: PathBuf },
+    #[error("cannot run `{}`: working directory `{}` is not a directory", program.display(), cwd.display())]
+    BadCwd { program: PathBuf, cwd: PathBuf },
+    #[error("cannot run `{}`: {source}", program.display())]
+    Io {
+        program: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// SIGKILLs the process group when dropped while armed, so a dropped
+/// `run_process` future does not leave the agent's children running.
+struct GroupGuard {
+    pgid: Pid,
+    armed: bool,
+}
+
+impl GroupGuard {
+    fn signal(&self, sig: Signal) {
+        match killpg(self.pgid, sig) {
+            // ESRCH: the whole group is already gone — fine.
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(e) => tracing::warn!(pgid = %self.pgid, "killpg({sig}) failed: {e}"),
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.signal(Signal::SIGKILL);
+        }
+    }
+}
+
+/// One output pipe being read: capture plus optional line echo.
+struct Reader<R> {
+    pipe: Option<R>,
+    stream: Stream,
+    capture: CaptureBuffer,
+    line: Vec<u8>,
+    echo: Option<EchoFn>,
+}
+
+impl<R: AsyncRead + Unpin> Reader<R> {
+    fn new(pipe: Option<R>, stream: Stream, limits: CaptureLimits, echo: Option<EchoFn>) -> Self {
+        Self {
+            pipe,
+            stream,
+            capture: CaptureBuffer::new(limits),
+            line: Vec::new(),
+            echo,
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        self.pipe.is_some()
+    }
+
+    /// Read once; `read` is cancel-safe, so this can sit in a `select!`.
+    async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match &mut self.pipe {
+            Some(p) => p.read(buf).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn accept(&mut self, chunk: &[u8]) {
+        self.capture.push(chunk);
+        let Some(echo) = &self.echo else { return };
+        for &b in chunk {
+            if b == b'\n' {
+                echo(self.stream, &String::from_utf8_lossy(&self.line));
+                self.line.clear();
+            } else {
+                self.line.push(b);
+                if self.line.len() >= ECHO_LINE_MAX {
+                    echo(self.stream, &String::from_utf8_lossy(&self.line));
+                    self.line.clear();
+                }
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        self.pipe = None;
+    }
+
+    fn finish(self) -> Captured {
+        if let Some(echo) = &self.echo
+            && !self.line.is_empty()
+        {
+            echo(self.stream, &String::from_utf8_lossy(&self.line));
+        }
+        self.capture.finish()
+    }
+}
+
+/// `now + d`, saturating far into the future instead of overflowing.
+fn deadline(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kill {
+    NotYet,
+    Terminating { kill_at: Instant },
+    Killed,
+}
+
+/// Run `spec` to completion, timeout or cancellation. Only failing to start
+/// is an error; every way the process can end is a [`ProcessOutcome`].
+pub async fn run_process(
+    spec: ProcessSpec,
+    mut cancel: watch::Receiver<bool>,
+) -> Result<ProcessOutcome, SpawnError> {
+    let program = spec.program.clone();
+    // Checked up front: a missing cwd makes spawn fail with ENOENT, which
+    // would be misreported as "program not found".
+    if !spec.cwd.is_dir() {
+        return Err(SpawnError::BadCwd {
+            program,
+            cwd: spec.cwd,
+        });
+    }
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|source| match source.kind() {
+        io::ErrorKind::NotFound => SpawnError::NotFound {
+            program: program.clone(),
+        },
+        io::ErrorKind::PermissionDenied => SpawnError::PermissionDenied {
+            program: program.clone(),
+        },
+        _ => SpawnError::Io {
+            program: program.clone(),
+            source,
+        },
+    })?;
+    let start = Instant::now();
+    let Some(pid) = child.id() else {
+        return Err(SpawnError::Io {
+            program,
+            source: io::Error::other("child exited before its pid was known"),
+        });
+    };
+    let mut guard = GroupGuard {
+        // A pid above i32::MAX cannot happen on Unix; 0 would signal our own group.
+        pgid: Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
+        armed: true,
+    };
+    tracing::debug!(pid, program = %program.display(), "spawned agent process");
+
+    let mut out = Reader::new(
+        child.stdout.take(),
+        Stream::Stdout,
+        spec.capture,
+        spec.echo.clone(),
+    );
+    let mut err = Reader::new(
+        child.stderr.take(),
+        Stream::Stderr,
+        spec.capture,
+        spec.echo.clone(),
+    );
+    let mut out_buf = vec![0u8; READ_BUF];
+    let mut err_buf = vec![0u8; READ_BUF];
+
+    // Written concurrently with reading, so a child that does not read its
+    // stdin (or reads it only after printing a lot) cannot deadlock us.
+    let stdin_pipe = child.stdin.take();
+    let stdin_data = spec.stdin;
+    let stdin_task = async move {
+        if let (Some(mut pipe), Some(data)) = (stdin_pipe, stdin_data) {
+            match pipe.write_all(&data).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+                Err(e) => tracing::debug!("writing agent stdin failed: {e}"),
+            }
+            // Dropping the pipe closes it: the child sees EOF.
+        }
+    };
+    tokio::pin!(stdin_task);
+    let mut stdin_done = false;
+
+    let wall_deadline = deadline(start, spec.timeout);
+    let mut last_activity = start;
+    let mut status: Option<Option<ExitStatus>> = None; // Some(None): wait() failed
+    let mut end: Option<EndReason> = None;
+    let mut kill = Kill::NotYet;
+    let mut drain_until: Option<Instant> = None;
+    let mut cancel_alive = true;
+
+    let start_kill =
+        |reason: EndReason, end: &mut Option<EndReason>, kill: &mut Kill, guard: &GroupGuard| {
+            tracing::debug!(pid, %reason, "stopping agent process group");
+            *end = Some(reason);
+            if spec.kill_grace.is_zero() {
+                guard.signal(Signal::SIGKILL);
+                *kill = Kill::Killed;
+            } else {
+                guard.signal(Signal::SIGTERM);
+                *kill = Kill::Terminating {
+                    kill_at: deadline(Instant::now(), spec.kill_grace),
+                };
+            }
+        };
+
+    if *cancel.borrow_and_update() {
+        start_kill(EndReason::Cancelled, &mut end, &mut kill, &guard);
+    }
+
+    loop {
+        if status.is_some() && !out.is_open() && !err.is_open() {
+            break;
+        }
+        // The earliest moment something time-based must happen.
+        let mut next = None::<Instant>;
+        let mut consider = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
+        if status.is_none() && end.is_none() {
+            consider(wall_deadline);
+            if let Some(idle) = spec.idle_timeout {
+                consider(deadline(last_activity, idle));
+            }
+        }
+        if let Kill::Terminating { kill_at } = kill {
+            consider(kill_at);
+        }
+        if let Some(t) = drain_until {
+            consider(t);
+        }
+        let sleep_until = next.unwrap_or_else(|| deadline(Instant::now(), Duration::MAX));
+
+        tokio::select! {
+            r = out.read(&mut out_buf), if out.is_open() => match r {
+                Ok(0) | Err(_) => out.close(),
+                Ok(n) => {
+                    out.accept(&out_buf[..n]);
+                    last_activity = Instant::now();
+                }
+            },
+            r = err.read(&mut err_buf), if err.is_open() => match r {
+                Ok(0) | Err(_) => err.close(),
+                Ok(n) => {
+                    err.accept(&err_buf[..n]);
+                    last_activity = Instant::now();
+                }
+            },
+            () = &mut stdin_task, if !stdin_done => stdin_done = true,
+            r = child.wait(), if status.is_none() => {
+                status = Some(r.map_err(|e| tracing::warn!(pid, "waiting for agent failed: {e}")).ok());
+                drain_until = Some(deadline(Instant::now(), PIPE_DRAIN));
+            },
+            r = cancel.changed(), if cancel_alive && end.is_none() && status.is_none() => match r {
+                Ok(()) if *cancel.borrow_and_update() => {
+                    start_kill(EndReason::Cancelled, &mut end, &mut kill, &guard);
+                }
+                Ok(()) => {}
+                // Sender gone: nobody can cancel any more.
+                Err(_) => cancel_alive = false,
+            },
+            () = tokio::time::sleep_until(sleep_until) => {
+                let now = Instant::now();
+                if status.is_none() && end.is_none() {
+                    if now >= wall_deadline {
+                        start_kill(EndReason::WallTimeout, &mut end, &mut kill, &guard);
+                    } else if spec.idle_timeout.is_some_and(|i| now >= deadline(last_activity, i)) {
+                        start_kill(EndReason::IdleTimeout, &mut end, &mut kill, &guard);
+                    }
+                }
+                if let Kill::Terminating { kill_at } = kill
+                    && now >= kill_at {
+                        guard.signal(Signal::SIGKILL);
+                        kill = Kill::Killed;
+                    }
+                if drain_until.is_some_and(|t| now >= t) {
+                    // The leader is gone but someone still holds our pipes.
+                    tracing::debug!(pid, "pipes still open after exit; killing the group");
+                    out.close();
+                    err.close();
+                    guard.signal(Signal::SIGKILL);
+                }
+            },
+        }
+    }
+
+    if end.is_some() {
+        // We were stopping the group: finish the job even if the leader died
+        // from SIGTERM before the grace period ran out.
+        guard.signal(Signal::SIGKILL);
+    }
+    guard.armed = false;
+
+    let status = status.flatten();
+    Ok(ProcessOutcome {
+        exit_code: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+        end: end.unwrap_or(EndReason::Exited),
+        stdout: out.finish(),
+        stderr: err.finish(),
+        duration: start.elapsed(),
+        pid,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::sync::Mutex;
+
+    fn spec(script: &str) -> ProcessSpec {
+        ProcessSpec {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            cwd: std::env::temp_dir(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            stdin: None,
+            timeout: Duration::from_secs(20),
+            idle_timeout: None,
+            kill_grace: Duration::from_millis(300),
+            capture: CaptureLimits::default(),
+            echo: None,
+        }
+    }
+
+    fn no_cancel() -> watch::Receiver<bool> {
+        // The sender is dropped: the run must treat that as "never cancelled".
+        watch::channel(false).1
+    }
+
+    /// Gone or a zombie (a zombie is dead; only its reaper is late).
+    fn is_dead(pid: i32) -> bool {
+        if nix::sys::signal::kill(Pid::from_raw(pid), None) == Err(Errno::ESRCH) {
+            return true;
+        }
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true)
+    }
+
+    async fn eventually_dead(pid: i32) -> bool {
+        for _ in 0..40 {
+            if is_dead(pid) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    fn first_line_pid(c: &Captured) -> i32 {
+        c.text
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .expect("script printed a pid")
+    }
+
+    #[tokio::test]
+    async fn exit_code_and_output() {
+        let got = run_process(spec("echo out; echo err >&2; exit 3"), no_cancel())
+            .await
+            .unwrap();
+        assert_eq!(got.end, EndReason::Exited);
+        assert_eq!(got.exit_code, Some(3));
+        assert_eq!(got.signal, None);
+        assert_eq!(got.stdout.text, "out\n");
+        assert_eq!(got.stderr.text, "err\n");
+        assert!(!got.success());
+    }
+
+    #[tokio::test]
+    async fn signal_is_reported() {
+        let got = run_process(spec("kill -KILL $$"), no_cancel())
+            .await
+            .unwrap();
+        assert_eq!(got.end, EndReason::Exited);
+        assert_eq!(got.exit_code, None);
+        assert_eq!(got.signal, Some(9));
+    }
+
+    #[tokio::test]
+    async fn environment_is_exactly_the_given_one() {
+        let mut s = spec("echo \"$FOO|${HOME-unset}\"");
+        s.env.push(("FOO".into(), "bar baz".into()));
+        let got = run_process(s, no_cancel()).await.unwrap();
+        assert_eq!(got.stdout.text, "bar baz|unset\n");
+    }
+
+    #[tokio::test]
+    async fn args_are_not_reinterpreted() {
+        let mut s = spec("printf '%s|' \"$@\"");
+        s.args
+            .extend(["sh", "a b", "$(echo no)", "'q'"].map(OsString::from));
+        let got = run_process(s, no_cancel()).await.unwrap();
+        assert_eq!(got.stdout.text, "a b|$(echo no)|'q'|");
+    }
+
+    #[tokio::test]
+    async fn stdin_is_delivered_and_closed() {
+        let mut s = spec("cat");
+        s.stdin = Some(b"hello\nworld".to_vec());
+        let got = run_process(s, no_cancel()).await.unwrap();
+        assert_eq!(got.stdout.text, "hello\nworld");
+        assert!(got.success());
+        // No stdin: /dev/null, so `cat` ends at once.
+        let got = run_process(spec("cat"), no_cancel()).await.unwrap();
+        assert_eq!(got.stdout.text, "");
+    }
+
+    #[tokio::test]
+    async fn unread_stdin_does_not_deadlock() {
+        let mut s = spec("head -c 100000 /dev/zero; exit 0");
+        s.stdin = Some(vec![b'x'; 8 * 1024 * 1024]);
+        let got = run_process(s, no_cancel()).await.unwrap();
+        assert!(got.success());
+        assert_eq!(got.stdout.total_bytes, 100_000);
+    }
+
+    #[tokio::test]
+    async fn wall_timeout_kills_the_whole_group() {
+        let mut s = spec("sleep 1000 & echo $!; sleep 1000");
+        s.timeout = Duration::from_secs(1);
+        let t0 = std::time::Instant::now();
+        let got = run_process(s, no_cancel()).await.unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert_eq!(got.end, EndReason::WallTimeout);
+        assert_eq!(got.signal, Some(libc_sigterm()));
+        let grandchild = first_line_pid(&got.stdout);
+        assert!(
+            eventually_dead(grandchild).await,
+            "grandchild {grandchild} survived"
+        );
+        assert!(eventually_dead(got.pid as i32).await);
+    }
+
+    fn libc_sigterm() -> i32 {
+        Signal::SIGTERM as i32
+    }
+
+    #[tokio::test]
+    async fn term_ignoring_group_dies_after_grace() {
+        // The ignore disposition is inherited by `sleep` too.
+        let mut s = spec("trap '' TERM; sleep 1000 & echo $!; sleep 1000");
+        s.timeout = Duration::from_millis(500);
+        s.kill_grace = Duration::from_millis(500);
+        let t0 = std::time::Instant::now();
+        let got = run_process(s, no_cancel()).await.unwrap();
+        let took = t0.elapsed();
+        assert!(
+            took >= Duration::from_millis(950) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+        assert_eq!(got.end, EndReason::WallTimeout);
+        assert_eq!(got.signal, Some(Signal::SIGKILL as i32));
+        assert!(eventually_dead(first_line_pid(&got.stdout)).await);
+    }
+
+    #[tokio::test]
+    async fn idle_timeout() {
+        let mut s = spec("echo hi; sleep 1000");
+        s.idle_timeout = Some(Duration::from_millis(400));
+        let t0 = std::time::Instant::now();
+        let got = run_process(s, no_cancel()).await.unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(4));
+        assert_eq!(got.end, EndReason::IdleTimeout);
+        assert_eq!(got.stdout.text, "hi\n");
+    }
+
+    #[tokio::test]
+    async fn steady_output_is_not_idle() {
+        let mut s = spec("for i in 1 2 3 4 5 6; do echo $i >&2; sleep 0.1; done");
+        s.idle_timeout = Some(Duration::from_millis(400));
+        let got = run_process(s, no_cancel()).await.unwrap();
+        assert_eq!(got.end, EndReason::Exited);
+        assert_eq!(got.stderr.text, "1\n2\n3\n4\n5\n6\n");
+    }
+
+    #[tokio::test]
+    async fn cancel_stops_the_group() {
+        let (tx, rx) = watch::channel(false);
+        let s = spec("sleep 1000 & echo $!; sleep 1000");
+        let t0 = std::time::Instant::now();
+        let (got, ()) = tokio::join!(run_process(s, rx), async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            tx.send(true).unwrap();
+        });
+        let got = got.unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(4));
+        assert_eq!(got.end, EndReason::Cancelled);
+        assert!(eventually_dead(first_line_pid(&got.stdout)).await);
+    }
+
+    #[tokio::test]
+    async fn already_cancelled_runs_nothing_long() {
+        let (_tx, rx) = watch::channel(true);
+        let got = run_process(spec("sleep 1000"), rx).await.unwrap();
+        assert_eq!(got.end, EndReason::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_future_kills_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let script = format!("sleep 1000 & echo $! > '{}'; sleep 1000", pidfile.display());
+        let run = run_process(spec(&script), no_cancel());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), run)
+                .await
+                .is_err()
+        );
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            eventually_dead(pid).await,
+            "grandchild {pid} survived the drop"
+        );
+    }
+
+    #[tokio::test]
+    async fn grandchild_holding_pipes_does_not_hang_the_run() {
+        let t0 = std::time::Instant::now();
+        let got = run_process(spec("sleep 1000 & echo $!; exit 0"), no_cancel())
+            .await
+            .unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+        assert_eq!(got.end, EndReason::Exited);
+        assert_eq!(got.exit_code, Some(0));
+        assert!(eventually_dead(first_line_pid(&got.stdout)).await);
+    }
+
+    #[tokio::test]
+    async fn detached_leftovers_are_left_alone() {
+        let got = run_process(
+            spec("sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"),
+            no_cancel(),
+        )
+        .await
+        .unwrap();
+        let pid = first_line_pid(&got.stdout);
+        let alive = !is_dead(pid);
+        let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        assert!(alive, "a detached process of a normal run should survive");
+    }
+
+    #[tokio::test]
+    async fn huge_output_is_capped_and_fast() {
+        let mut s = spec("head -c 20000000 /dev/zero | tr '\\0' a; echo; echo END");
+        s.capture = CaptureLimits {
+            head_bytes: 1000,
+            tail_bytes: 1000,
+        };
+        let t0 = std::time::Instant::now();
+        let got = run_process(s, no_cancel()).await.unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        assert_eq!(got.stdout.total_bytes, 20_000_005);
+        assert!(got.stdout.is_truncated());
+        assert!(got.stdout.text.len() < 2100);
+        assert!(got.stdout.text.ends_with("a\nEND\n"));
+    }
+
+    #[tokio::test]
+    async fn echo_gets_lines() {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let mut s = spec("echo one; echo two >&2; printf 'three'");
+        s.echo = Some(Arc::new(move |st, l: &str| {
+            sink.lock().unwrap().push((st, l.to_owned()))
+        }));
+        run_process(s, no_cancel()).await.unwrap();
+        let mut got = lines.lock().unwrap().clone();
+        got.sort_by(|a, b| a.1.cmp(&b.1));
+        assert_eq!(
+            got,
+            vec![
+                (Stream::Stdout, "one".to_owned()),
+                (Stream::Stdout, "three".to_owned()),
+                (Stream::Stderr, "two".to_owned()),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn spawn_errors_name_the_program() {
+        let mut s = spec("");
+        s.program = "/nonexistent/agent-xyz".into();
+        let err = run_process(s, no_cancel()).await.unwrap_err();
+        assert!(matches!(err, SpawnError::NotFound { .. }), "{err}");
+        assert!(err.to_string().contains("/nonexistent/agent-xyz"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("not-executable");
+        std::fs::write(&file, "#!/bin/sh\necho hi\n").unwrap();
+        let mut s = spec("");
+        s.program = file.clone();
+        s.args.clear();
+        let err = run_process(s, no_cancel()).await.unwrap_err();
+        assert!(matches!(err, SpawnError::PermissionDenied { .. }), "{err}");
+
+        let mut s = spec("true");
+        s.cwd = Path::new("/nonexistent/dir").into();
+        let err = run_process(s, no_cancel()).await.unwrap_err();
+        assert!(matches!(err, SpawnError::BadCwd { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn script_file_runs_with_args() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("agent.sh");
+        std::fs::write(&file, "#!/bin/sh\necho \"$1\"; pwd\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut s = spec("");
+        s.program = file;
+        s.args = vec!["hello world".into()];
+        s.cwd = dir.path().into();
+        let got = run_process(s, no_cancel()).await.unwrap();
+        let cwd = dir.path().canonicalize().unwrap();
+        assert_eq!(got.stdout.text, format!("hello world\n{}\n", cwd.display()));
+    }
+}

@@ -1,0 +1,273 @@
+//! Removing secrets from anything modix shows or stores.
+//!
+//! Agent processes get API keys in their environment and sometimes echo them
+//! (debug logs, error messages, `env` dumps). Everything that leaves a run —
+//! captured output, logged argv, JSON results — goes through a [`Redactor`]
+//! first. It replaces configured secret values with `[REDACTED:NAME]` and,
+//! as a safety net, well-known key shapes even when nobody configured them.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use regex::{Captures, Regex};
+use serde_json::Value;
+
+/// Values shorter than this are not redacted: they would match ordinary text
+/// ("true", "1234") and mangle output while protecting nothing.
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// Well-known key shapes, one named group each. Order matters: the regex
+/// prefers the earliest alternative, so `sk-ant-` comes before plain `sk-`.
+static SHAPES: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(concat!(
+        r"(?-u:\b)(?:",
+        r"(?P<anthropic>sk-ant-[A-Za-z0-9_\-]{20,})",
+        r"|(?P<openai>sk-[A-Za-z0-9_\-]{20,})",
+        r"|(?P<google>AIza[0-9A-Za-z_\-]{35})",
+        r"|(?P<github>(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}))",
+        r"|(?P<bearer>(?i:bearer)\s+)[A-Za-z0-9._~+/\-]{8,}=*",
+        r")"
+    ))
+    .expect("static secret-shape regex is valid")
+});
+
+/// Replaces secrets in text, argv and JSON. Cheap to call when there is
+/// nothing to redact: no allocation, one scan per kind of secret.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    configured: Option<Configured>,
+}
+
+#[derive(Debug, Clone)]
+enum Configured {
+    /// All values as one alternation, longest first so a secret that contains
+    /// another is replaced whole.
+    Regex {
+        re: Regex,
+        names: HashMap<String, String>,
+    },
+    /// Fallback if the alternation is too big to compile: plain replaces.
+    Plain(Vec<(String, String)>),
+}
+
+impl Redactor {
+    /// A redactor for these `(name, value)` secrets plus the built-in key
+    /// shapes. Values shorter than [`MIN_SECRET_LEN`] are ignored.
+    pub fn new<N, V>(secrets: impl IntoIterator<Item = (N, V)>) -> Self
+    where
+        N: Into<String>,
+        V: Into<String>,
+    {
+        let mut pairs: Vec<(String, String)> = secrets
+            .into_iter()
+            .map(|(n, v)| (n.into(), v.into()))
+            .filter(|(_, v)| v.chars().count() >= MIN_SECRET_LEN)
+            .collect();
+        if pairs.is_empty() {
+            return Self::default();
+        }
+        pairs.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.1.cmp(&b.1)));
+        pairs.dedup_by(|a, b| a.1 == b.1);
+        let pattern = pairs
+            .iter()
+            .map(|(_, v)| regex::escape(v))
+            .collect::<Vec<_>>()
+            .join("|");
+        let configured = match Regex::new(&pattern) {
+            Ok(re) => Configured::Regex {
+                re,
+                names: pairs.into_iter().map(|(n, v)| (v, n)).collect(),
+            },
+            Err(e) => {
+                tracing::warn!("secret list too large for one regex ({e}); using slow path");
+                Configured::Plain(pairs)
+            }
+        };
+        Self {
+            configured: Some(configured),
+        }
+    }
+
+    /// A redactor for the values of these environment variables (unset or
+    /// non-UTF-8 ones are skipped), named after the variables.
+    pub fn from_env_vars<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> Self {
+        Self::new(names.into_iter().filter_map(|n| {
+            let n = n.as_ref();
+            std::env::var(n).ok().map(|v| (n.to_owned(), v))
+        }))
+    }
+
+    /// `s` with secrets replaced; borrowed when nothing matched.
+    pub fn redact<'a>(&self, s: &'a str) -> Cow<'a, str> {
+        let first = match &self.configured {
+            None => Cow::Borrowed(s),
+            Some(Configured::Regex { re, names }) => re.replace_all(s, |c: &Captures| {
+                let name = names.get(&c[0]).map(String::as_str).unwrap_or("SECRET");
+                format!("[REDACTED:{name}]")
+            }),
+            Some(Configured::Plain(pairs)) => {
+                let mut out = Cow::Borrowed(s);
+                for (name, value) in pairs {
+                    if out.contains(value.as_str()) {
+                        out =
+                            Cow::Owned(out.replace(value.as_str(), &format!("[REDACTED:{name}]")));
+                    }
+                }
+                out
+            }
+        };
+        match first {
+            Cow::Borrowed(b) => redact_shapes(b),
+            Cow::Owned(o) => match redact_shapes(&o) {
+                Cow::Borrowed(_) => Cow::Owned(o),
+                Cow::Owned(again) => Cow::Owned(again),
+            },
+        }
+    }
+
+    pub fn redact_args(&self, args: &[String]) -> Vec<String> {
+        args.iter().map(|a| self.redact(a).into_owned()).collect()
+    }
+
+    /// A copy of `v` with every string (keys too) redacted.
+    pub fn redact_json(&self, v: &Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(self.redact(s).into_owned()),
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|i| self.redact_json(i)).collect())
+            }
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (self.redact(k).into_owned(), self.redact_json(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+}
+
+fn redact_shapes(s: &str) -> Cow<'_, str> {
+    SHAPES.replace_all(s, |c: &Captures| {
+        if let Some(prefix) = c.name("bearer") {
+            // Keep the word so the reader still sees what kind of header it was.
+            return format!("{}[REDACTED:bearer-token]", prefix.as_str());
+        }
+        let kind = ["anthropic", "openai", "google", "github"]
+            .into_iter()
+            .find(|k| c.name(k).is_some())
+            .unwrap_or("secret");
+        format!("[REDACTED:{kind}-key]")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn configured_values_are_replaced_everywhere() {
+        let r = Redactor::new([("MY_KEY", "hunter2-secret-value")]);
+        let out = r.redact("a=hunter2-secret-value b=hunter2-secret-value");
+        assert_eq!(out, "a=[REDACTED:MY_KEY] b=[REDACTED:MY_KEY]");
+    }
+
+    #[test]
+    fn short_values_are_ignored() {
+        let r = Redactor::new([("PIN", "1234")]);
+        assert_eq!(r.redact("pin 1234"), "pin 1234");
+    }
+
+    #[test]
+    fn longest_value_wins_when_one_contains_another() {
+        let r = Redactor::new([("SHORT", "abcdefgh"), ("LONG", "abcdefgh-and-more")]);
+        assert_eq!(
+            r.redact("x abcdefgh-and-more y abcdefgh"),
+            "x [REDACTED:LONG] y [REDACTED:SHORT]"
+        );
+    }
+
+    #[test]
+    fn regex_metacharacters_in_values_are_literal() {
+        let r = Redactor::new([("WEIRD", "a.b*c+d?(e)[f]")]);
+        assert_eq!(r.redact("<a.b*c+d?(e)[f]>"), "<[REDACTED:WEIRD]>");
+        assert_eq!(r.redact("aXbbbcdde"), "aXbbbcdde");
+    }
+
+    #[test]
+    fn nothing_to_redact_borrows() {
+        let r = Redactor::new([("K", "0123456789abcdef")]);
+        assert!(matches!(
+            r.redact("plain text, nothing here"),
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(
+            Redactor::default().redact("task-aaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn known_shapes_are_redacted_without_configuration() {
+        let r = Redactor::default();
+        let cases = [
+            (
+                "key sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWx done",
+                "key [REDACTED:anthropic-key] done",
+            ),
+            (
+                "OPENAI=sk-proj-abcdefghijklmnopqrstuvwx",
+                "OPENAI=[REDACTED:openai-key]",
+            ),
+            (
+                "g AIzaSyA1234567890abcdefghijklmnopqrstuv",
+                "g [REDACTED:google-key]",
+            ),
+            (
+                "t ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                "t [REDACTED:github-key]",
+            ),
+            (
+                "t github_pat_11ABCDEFG0123456789_abcdefghij",
+                "t [REDACTED:github-key]",
+            ),
+            (
+                "Authorization: Bearer eyJhbGciOi.JIUzI1NiJ9.abc",
+                "Authorization: Bearer [REDACTED:bearer-token]",
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(r.redact(input), want, "input: {input}");
+        }
+    }
+
+    #[test]
+    fn configured_and_shapes_combine() {
+        let r = Redactor::new([("MINE", "my-own-secret-1")]);
+        assert_eq!(
+            r.redact("my-own-secret-1 sk-abcdefghijklmnopqrstuvwxyz"),
+            "[REDACTED:MINE] [REDACTED:openai-key]"
+        );
+    }
+
+    #[test]
+    fn args_and_json_are_redacted() {
+        let r = Redactor::new([("TOKEN", "tok-12345678")]);
+        assert_eq!(
+            r.redact_args(&["--key".into(), "tok-12345678".into()]),
+            vec!["--key".to_string(), "[REDACTED:TOKEN]".into()]
+        );
+        let v = json!({"a": ["x tok-12345678", 1, null], "tok-12345678": {"b": true}});
+        assert_eq!(
+            r.redact_json(&v),
+            json!({"a": ["x [REDACTED:TOKEN]", 1, null], "[REDACTED:TOKEN]": {"b": true}})
+        );
+    }
+
+    #[test]
+    fn from_env_vars_skips_unset() {
+        let r = Redactor::from_env_vars(["MODIX_TEST_SURELY_UNSET_VAR_XYZ"]);
+        assert!(r.configured.is_none());
+    }
+}

@@ -1,0 +1,280 @@
+//! Runs: creating one, finding one by id prefix, listing them newest first,
+//! changing their status, and claiming one for execution so two processes
+//! never drive the same run.
+
+use rusqlite::{OptionalExtension, Row, params};
+use serde::Serialize;
+
+use super::{Ctx, RunStatus, Store, StoreError, millis_between, now};
+
+/// At most this many ids are listed in [`StoreError::Ambiguous`].
+pub const MAX_CANDIDATES: usize = 10;
+
+/// What the caller knows when a run starts.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub epic: String,
+    pub workflow_id: String,
+    pub workflow_version: String,
+    /// Hash of the workflow definition, to notice it changed before a resume.
+    pub workflow_hash: String,
+    pub initial_state: String,
+    pub workdir: String,
+}
+
+/// One row of `runs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Run {
+    pub id: String,
+    pub epic: String,
+    pub workflow_id: String,
+    pub workflow_version: String,
+    pub workflow_hash: String,
+    pub status: RunStatus,
+    /// Why the status was last set by hand (e.g. "interrupted by Ctrl-C").
+    pub status_reason: Option<String>,
+    pub current_state: String,
+    pub workdir: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub ended_at: Option<String>,
+    /// Process that claimed the run for execution, if it has not released it.
+    pub owner_pid: Option<u32>,
+    pub heartbeat_at: Option<String>,
+}
+
+/// A run as listed by [`Store::runs`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunSummary {
+    #[serde(flatten)]
+    pub run: Run,
+    pub transitions: u32,
+    pub invocations: u32,
+    /// Creation to end (or to the last update while unfinished).
+    pub duration_ms: Option<u64>,
+}
+
+const RUN_COLUMNS: &str = "id, epic, workflow_id, workflow_version, workflow_hash, status, \
+     status_reason, current_state, workdir, created_at, updated_at, ended_at, owner_pid, \
+     heartbeat_at";
+
+fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
+    Ok(Run {
+        id: row.get(0)?,
+        epic: row.get(1)?,
+        workflow_id: row.get(2)?,
+        workflow_version: row.get(3)?,
+        workflow_hash: row.get(4)?,
+        status: row.get(5)?,
+        status_reason: row.get(6)?,
+        current_state: row.get(7)?,
+        workdir: row.get(8)?,
+        created_at: row.get(9)?,
+        updated_at: row.get(10)?,
+        ended_at: row.get(11)?,
+        owner_pid: row.get(12)?,
+        heartbeat_at: row.get(13)?,
+    })
+}
+
+/// Whether process `pid` exists. `kill(pid, 0)` sends nothing; EPERM means
+/// it exists but belongs to someone else. Pid 0 and pids beyond `i32` would
+/// address process groups or nothing, so they count as dead.
+///
+/// Limitation: after a crash the pid may be reused by an unrelated process,
+/// which then looks like a live owner until it exits.
+pub(crate) fn process_alive(pid: u32) -> bool {
+    use nix::errno::Errno;
+    use nix::sys::signal::kill;
+    use nix::unistd::Pid;
+    match i32::try_from(pid) {
+        Ok(raw) if raw > 0 => matches!(kill(Pid::from_raw(raw), None), Ok(()) | Err(Errno::EPERM)),
+        _ => false,
+    }
+}
+
+impl Store {
+    /// Create a run in `initial_state` with status Running.
+    pub fn create_run(&mut self, run: &NewRun) -> Result<Run, StoreError> {
+        let (tx, path) = self.write_tx()?;
+        // One clock read, so the id's time part and created_at agree.
+        let ts = jiff::Timestamp::now();
+        let at = format!("{ts:.3}");
+        let id = ulid::Ulid::from_datetime(ts.into()).to_string();
+        tx.execute(
+            "INSERT INTO runs (id, epic, workflow_id, workflow_version, workflow_hash, status, \
+             current_state, workdir, created_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+            params![
+                id,
+                run.epic,
+                run.workflow_id,
+                run.workflow_version,
+                run.workflow_hash,
+                RunStatus::Running,
+                run.initial_state,
+                run.workdir,
+                at,
+            ],
+        )
+        .ctx(path, "creating a run")?;
+        let created = tx
+            .query_row(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+                [&id],
+                run_from_row,
+            )
+            .ctx(path, "reading the new run")?;
+        tx.commit().ctx(path, "committing the new run")?;
+        Ok(created)
+    }
+
+    /// The run whose id is `id_or_prefix` or starts with it (case-insensitive),
+    /// like git's abbreviated commit ids.
+    pub fn run(&self, id_or_prefix: &str) -> Result<Run, StoreError> {
+        let prefix = id_or_prefix.trim().to_ascii_uppercase();
+        // ULIDs are Crockford base32; anything else cannot match, and
+        // refusing it here keeps GLOB metacharacters out of the pattern.
+        if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Err(self.not_found(format!("run {id_or_prefix:?}")));
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE id GLOB ?1 || '*' ORDER BY id DESC LIMIT ?2"
+            ))
+            .ctx(self, "looking up a run")?;
+        // One more than we show, to know whether there are more.
+        let mut found: Vec<Run> = stmt
+            .query_map(params![prefix, MAX_CANDIDATES as i64 + 1], run_from_row)
+            .and_then(|rows| rows.collect())
+            .ctx(self, "looking up a run")?;
+        match found.len() {
+            0 => Err(self.not_found(format!("run {id_or_prefix:?}"))),
+            1 => Ok(found.remove(0)),
+            _ => {
+                // An exact id wins even if it is also a prefix of another
+                // (cannot happen with fixed-length ULIDs, but cheap to honour).
+                if let Some(i) = found.iter().position(|r| r.id == prefix) {
+                    return Ok(found.remove(i));
+                }
+                let mut candidates: Vec<String> = found.into_iter().map(|r| r.id).collect();
+                candidates.truncate(MAX_CANDIDATES);
+                Err(StoreError::Ambiguous {
+                    path: self.path.clone(),
+                    prefix: id_or_prefix.to_owned(),
+                    candidates,
+                })
+            }
+        }
+    }
+
+    /// The `limit` newest runs, newest first.
+    pub fn runs(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS}, \
+                 (SELECT count(*) FROM transitions t WHERE t.run_id = runs.id), \
+                 (SELECT count(*) FROM invocations i WHERE i.run_id = runs.id) \
+                 FROM runs ORDER BY id DESC LIMIT ?1"
+            ))
+            .ctx(self, "listing runs")?;
+        stmt.query_map([limit], |row| {
+            let run = run_from_row(row)?;
+            let duration_ms = millis_between(
+                &run.created_at,
+                run.ended_at.as_ref().unwrap_or(&run.updated_at),
+            );
+            Ok(RunSummary {
+                transitions: row.get(14)?,
+                invocations: row.get(15)?,
+                duration_ms,
+                run,
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .ctx(self, "listing runs")
+    }
+
+    /// Set a run's status by hand, e.g. Interrupted on Ctrl-C. Leaving
+    /// Running releases the run's claim; a terminal status sets `ended_at`.
+    pub fn set_status(
+        &mut self,
+        run_id: &str,
+        status: RunStatus,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let (tx, path) = self.write_tx()?;
+        let at = now();
+        let changed = tx
+            .execute(
+                "UPDATE runs SET status = ?2, status_reason = ?3, updated_at = ?4, \
+                 ended_at = CASE WHEN ?5 THEN ?4 END, \
+                 owner_pid = CASE WHEN ?2 = 'running' THEN owner_pid END, \
+                 heartbeat_at = CASE WHEN ?2 = 'running' THEN heartbeat_at END \
+                 WHERE id = ?1",
+                params![run_id, status, reason, at, status.is_terminal()],
+            )
+            .ctx(path, "setting a run's status")?;
+        if changed == 0 {
+            return Err(StoreError::NotFound {
+                path: path.to_path_buf(),
+                what: format!("run {run_id}"),
+            });
+        }
+        tx.commit().ctx(path, "committing a run's status")
+    }
+
+    /// Mark `owner_pid` as the process executing the run. Refused with
+    /// [`StoreError::Busy`] while another live process owns the run and it
+    /// is Running; a dead owner (killed with -9, say) is taken over.
+    pub fn claim_run(&mut self, run_id: &str, owner_pid: u32) -> Result<(), StoreError> {
+        let (tx, path) = self.write_tx()?;
+        let row: Option<(RunStatus, Option<u32>)> = tx
+            .query_row(
+                "SELECT status, owner_pid FROM runs WHERE id = ?1",
+                [run_id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .ctx(path, "reading a run's owner")?;
+        let Some((status, owner)) = row else {
+            return Err(StoreError::NotFound {
+                path: path.to_path_buf(),
+                what: format!("run {run_id}"),
+            });
+        };
+        if let Some(pid) = owner
+            && pid != owner_pid
+            && status == RunStatus::Running
+            && process_alive(pid)
+        {
+            return Err(StoreError::Busy {
+                path: path.to_path_buf(),
+                run_id: run_id.to_owned(),
+                pid,
+            });
+        }
+        tx.execute(
+            "UPDATE runs SET owner_pid = ?2, heartbeat_at = ?3 WHERE id = ?1",
+            params![run_id, owner_pid, now()],
+        )
+        .ctx(path, "claiming a run")?;
+        tx.commit().ctx(path, "committing a run claim")
+    }
+
+    /// Give up the claim taken by [`Store::claim_run`]; a no-op if
+    /// `owner_pid` does not hold it (someone took over a run we lost).
+    pub fn release_run(&mut self, run_id: &str, owner_pid: u32) -> Result<(), StoreError> {
+        let (tx, path) = self.write_tx()?;
+        tx.execute(
+            "UPDATE runs SET owner_pid = NULL, heartbeat_at = NULL \
+             WHERE id = ?1 AND owner_pid = ?2",
+            params![run_id, owner_pid],
+        )
+        .ctx(path, "releasing a run")?;
+        tx.commit().ctx(path, "committing a run release")
+    }
+}

@@ -1,0 +1,619 @@
+//! Tests of the store against real database files in temporary directories.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier};
+
+use rusqlite::{Transaction, TransactionBehavior};
+use serde_json::json;
+
+use super::*;
+
+fn db(dir: &tempfile::TempDir) -> PathBuf {
+    dir.path().join(DB_FILE)
+}
+
+fn new_run() -> NewRun {
+    NewRun {
+        epic: "add login".into(),
+        workflow_id: "default".into(),
+        workflow_version: "1.0.0".into(),
+        workflow_hash: "abc123".into(),
+        initial_state: "plan".into(),
+        workdir: "/tmp/project".into(),
+    }
+}
+
+fn transition(from: &str, event: &str, to: &str) -> NewTransition {
+    NewTransition {
+        from: from.into(),
+        event: event.into(),
+        to: to.into(),
+        attempt: 1,
+        bound: None,
+        agent: None,
+        reason: None,
+        redirected: false,
+    }
+}
+
+fn step(from: &str, event: &str, to: &str) -> Step {
+    Step {
+        transition: transition(from, event, to),
+        invocation: None,
+        messages: Vec::new(),
+        run_status: RunStatus::Running,
+    }
+}
+
+fn new_invocation(run_id: &str) -> NewInvocation {
+    NewInvocation {
+        run_id: run_id.into(),
+        state: "plan".into(),
+        agent: "claude".into(),
+        attempt: 1,
+        lifecycle_fsm: "agent".into(),
+        lifecycle_start: ("IDLE".into(), "start".into(), "EXECUTING".into()),
+        argv: vec!["claude".into(), "-p".into(), "<redacted>".into()],
+        prompt: "plan the epic".into(),
+        context: json!({"epic": "add login"}),
+    }
+}
+
+fn end_ok() -> InvocationEnd {
+    InvocationEnd {
+        status: InvocationStatus::Completed,
+        outcome: Some(Outcome::Output),
+        exit_code: Some(0),
+        signal: None,
+        timed_out: false,
+        duration_ms: Some(1234),
+        stdout: "{\"tasks\":[]}".into(),
+        stderr: String::new(),
+        stdout_bytes: 12,
+        stderr_bytes: 0,
+        parsed_output: Some(json!({"tasks": []})),
+        validation_errors: Vec::new(),
+        lifecycle: vec![("EXECUTING".into(), "exit".into(), "COMPLETED".into())],
+    }
+}
+
+fn user_version(path: &Path) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn migrates_from_scratch_and_reopens_idempotently() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let mut store = Store::open(&path).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    drop(store);
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+
+    let store = Store::open(&path).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    assert_eq!(store.run(&run.id).unwrap(), run);
+    let mode: String = store
+        .conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let fk: bool = store
+        .conn
+        .pragma_query_value(None, "foreign_keys", |r| r.get(0))
+        .unwrap();
+    assert!(fk);
+    let sync: i64 = store
+        .conn
+        .pragma_query_value(None, "synchronous", |r| r.get(0))
+        .unwrap();
+    assert_eq!(sync, 2, "FULL by default");
+}
+
+#[test]
+fn newer_schema_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE future (x); PRAGMA user_version = 99;")
+            .unwrap();
+    }
+    let before = std::fs::read(&path).unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert!(
+        matches!(err, StoreError::TooNew { found: 99, .. }),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+    assert!(msg.contains("newer modix"), "{msg}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "file untouched");
+    assert!(!dir.path().join("modix.db-wal").exists());
+}
+
+#[test]
+fn create_run_and_records_serialize() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    assert_eq!(run.id.len(), 26);
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.current_state, "plan");
+    assert_eq!(run.ended_at, None);
+    // RFC 3339 UTC, millisecond precision.
+    assert_eq!(
+        run.created_at.len(),
+        "2025-01-01T00:00:00.000Z".len(),
+        "{}",
+        run.created_at
+    );
+    assert!(run.created_at.ends_with('Z'));
+    let v = serde_json::to_value(store.runs(10).unwrap()).unwrap();
+    assert_eq!(v[0]["status"], "running");
+    assert_eq!(v[0]["transitions"], 0);
+}
+
+#[test]
+fn steps_are_numbered_without_gaps_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+
+    let inv = store.start_invocation(&new_invocation(&run.id)).unwrap();
+    let mut s = step("plan", "planned", "execute");
+    s.invocation = Some((inv, end_ok()));
+    s.messages.push(NewMessage {
+        kind: "task_spec".into(),
+        state: "plan".into(),
+        payload: json!({"tasks": ["a"]}),
+    });
+    let t1 = store.record_step(&run.id, &s).unwrap();
+    assert_eq!(t1.seq, 1);
+    assert_eq!(t1.invocation_id, Some(inv));
+
+    let states = ["execute", "test", "execute", "test"];
+    for w in states.windows(2) {
+        store
+            .record_step(&run.id, &step(w[0], "next", w[1]))
+            .unwrap();
+    }
+    let mut last = step("test", "passed", "done");
+    last.run_status = RunStatus::Succeeded;
+    last.messages.push(NewMessage {
+        kind: "task_spec".into(),
+        state: "test".into(),
+        payload: json!({"tasks": ["b"]}),
+    });
+    store.record_step(&run.id, &last).unwrap();
+
+    let seqs: Vec<u32> = store
+        .transitions(&run.id)
+        .unwrap()
+        .iter()
+        .map(|t| t.seq)
+        .collect();
+    assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
+
+    let run = store.run(&run.id).unwrap();
+    assert_eq!(run.status, RunStatus::Succeeded);
+    assert_eq!(run.current_state, "done");
+    assert!(run.ended_at.is_some());
+
+    let invs = store.invocations(&run.id).unwrap();
+    assert_eq!(invs.len(), 1);
+    let i = &invs[0];
+    assert_eq!(
+        (i.n, i.status, i.outcome),
+        (1, InvocationStatus::Completed, Some(Outcome::Output))
+    );
+    assert_eq!(i.argv[2], "<redacted>");
+    assert_eq!(i.parsed_output, Some(json!({"tasks": []})));
+    let life: Vec<_> = i.lifecycle.iter().map(|l| (l.seq, l.to.as_str())).collect();
+    assert_eq!(life, vec![(1, "EXECUTING"), (2, "COMPLETED")]);
+    assert_eq!(store.invocation(&run.id, 1).unwrap(), *i);
+    assert!(matches!(
+        store.invocation(&run.id, 2),
+        Err(StoreError::NotFound { .. })
+    ));
+
+    let msgs = store.messages(&run.id).unwrap();
+    assert_eq!(msgs.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![1, 5]);
+    let latest = store.latest_message(&run.id, "task_spec").unwrap().unwrap();
+    assert_eq!(latest.payload, json!({"tasks": ["b"]}));
+    assert_eq!(store.latest_message(&run.id, "feedback").unwrap(), None);
+
+    let summary = &store.runs(10).unwrap()[0];
+    assert_eq!((summary.transitions, summary.invocations), (5, 1));
+    assert!(summary.duration_ms.is_some());
+
+    // A finished run takes no more steps.
+    let err = store
+        .record_step(&run.id, &step("done", "again", "plan"))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
+}
+
+#[test]
+fn step_from_the_wrong_state_is_a_conflict_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    store
+        .record_step(&run.id, &step("plan", "planned", "execute"))
+        .unwrap();
+
+    // A second resumer still believes the run is in `plan`.
+    let inv = store.start_invocation(&new_invocation(&run.id)).unwrap();
+    let mut stale = step("plan", "planned", "execute");
+    stale.invocation = Some((inv, end_ok()));
+    stale.messages.push(NewMessage {
+        kind: "task_spec".into(),
+        state: "plan".into(),
+        payload: json!(1),
+    });
+    let err = store.record_step(&run.id, &stale).unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
+    assert!(err.to_string().contains("another process"), "{err}");
+
+    assert_eq!(store.transitions(&run.id).unwrap().len(), 1);
+    assert!(store.messages(&run.id).unwrap().is_empty());
+    assert_eq!(
+        store.invocation(&run.id, 1).unwrap().status,
+        InvocationStatus::Running
+    );
+    assert_eq!(store.run(&run.id).unwrap().current_state, "execute");
+
+    let err = store
+        .record_step("01NOPE", &step("plan", "x", "y"))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+}
+
+#[test]
+fn prefix_lookup_unique_ambiguous_and_not_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let a = store.create_run(&new_run()).unwrap();
+    // Force a second id that shares a known prefix with the first.
+    let b_id = format!("{}ZZZZZZZZZZ", &a.id[..16]);
+    let b_id = if b_id == a.id {
+        format!("{}YYYYYYYYYY", &a.id[..16])
+    } else {
+        b_id
+    };
+    store
+        .conn
+        .execute(
+            "INSERT INTO runs (id, epic, workflow_id, workflow_version, workflow_hash, status, \
+             current_state, workdir, created_at, updated_at) \
+             SELECT ?1, epic, workflow_id, workflow_version, workflow_hash, status, \
+             current_state, workdir, created_at, updated_at FROM runs WHERE id = ?2",
+            [&b_id, &a.id],
+        )
+        .unwrap();
+
+    assert_eq!(store.run(&a.id).unwrap().id, a.id);
+    assert_eq!(store.run(&a.id.to_lowercase()).unwrap().id, a.id);
+    assert_eq!(store.run(&a.id[..20]).unwrap().id, a.id);
+    match store.run(&a.id[..8].to_lowercase()) {
+        Err(StoreError::Ambiguous {
+            prefix, candidates, ..
+        }) => {
+            assert_eq!(prefix, a.id[..8].to_lowercase());
+            let mut want = vec![a.id.clone(), b_id.clone()];
+            want.sort();
+            want.reverse();
+            assert_eq!(candidates, want);
+        }
+        other => panic!("expected Ambiguous, got {other:?}"),
+    }
+    for bad in ["", "  ", "ZZZZZZZZ", "01*", "0?", "ü"] {
+        assert!(
+            matches!(store.run(bad), Err(StoreError::NotFound { .. })),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn dropped_transaction_leaves_the_run_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let mut store = Store::open(&path).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    store
+        .record_step(&run.id, &step("plan", "planned", "execute"))
+        .unwrap();
+    let inv = store.start_invocation(&new_invocation(&run.id)).unwrap();
+
+    let mut s = step("execute", "done", "test");
+    s.invocation = Some((inv, end_ok()));
+    s.messages.push(NewMessage {
+        kind: "execution_result".into(),
+        state: "execute".into(),
+        payload: json!({"ok": true}),
+    });
+    {
+        let tx = Transaction::new(&mut store.conn, TransactionBehavior::Immediate).unwrap();
+        write_step_for_test(&tx, &path, &run.id, &s);
+        // Another connection sees none of it before commit.
+        let other = Store::open(&path).unwrap();
+        assert_eq!(other.transitions(&run.id).unwrap().len(), 1);
+        // "Crash": the transaction never commits, and the connection goes away.
+        std::mem::forget(tx);
+    }
+    drop(store);
+
+    let store = Store::open(&path).unwrap();
+    let after = store.run(&run.id).unwrap();
+    assert_eq!(after.current_state, "execute");
+    assert_eq!(after.status, RunStatus::Running);
+    assert_eq!(store.transitions(&run.id).unwrap().len(), 1);
+    assert!(store.messages(&run.id).unwrap().is_empty());
+    let inv = store.invocation(&run.id, 1).unwrap();
+    assert_eq!(inv.status, InvocationStatus::Running);
+    assert_eq!(inv.lifecycle.len(), 1);
+}
+
+/// Set in the child process of [`killed_process_mid_step_leaves_the_run_unchanged`].
+const CRASH_ENV: &str = "MODIX_STORE_CRASH_DB";
+
+/// Not a test on its own: a no-op unless [`CRASH_ENV`] names a database, in
+/// which case it writes half a step and kills its own process with SIGKILL.
+#[test]
+fn crash_child_writes_half_a_step_and_dies() {
+    let Some(path) = std::env::var_os(CRASH_ENV) else {
+        return;
+    };
+    let path = PathBuf::from(path);
+    let mut store = Store::open(&path).unwrap();
+    let run = store.runs(1).unwrap().remove(0).run;
+    let tx = Transaction::new(&mut store.conn, TransactionBehavior::Immediate).unwrap();
+    let mut s = step("execute", "done", "test");
+    s.messages.push(NewMessage {
+        kind: "execution_result".into(),
+        state: "execute".into(),
+        payload: json!({"big": "x".repeat(1 << 20)}),
+    });
+    record::write_step(&tx, &path, &run.id, &s).unwrap();
+    // Push the uncommitted pages into the WAL file, as a big step would.
+    tx.cache_flush().unwrap();
+    // kill -9 ourselves: no destructors, no rollback, no core dump.
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::SIGKILL);
+    unreachable!("SIGKILL cannot be caught");
+}
+
+#[test]
+fn killed_process_mid_step_leaves_the_run_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let mut store = Store::open(&path).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    store
+        .record_step(&run.id, &step("plan", "planned", "execute"))
+        .unwrap();
+    drop(store);
+
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "store::tests::crash_child_writes_half_a_step_and_dies",
+        ])
+        .args(["--test-threads", "1", "--nocapture"])
+        .env(CRASH_ENV, &path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the child should have been killed: {status}"
+    );
+
+    let store = Store::open(&path).unwrap();
+    let after = store.run(&run.id).unwrap();
+    assert_eq!(after.current_state, "execute");
+    assert_eq!(store.transitions(&run.id).unwrap().len(), 1);
+    assert!(store.messages(&run.id).unwrap().is_empty());
+    // The database is healthy and takes the step for real now.
+    store_ok(&path);
+}
+
+fn store_ok(path: &Path) {
+    let mut store = Store::open(path).unwrap();
+    let run = store.runs(1).unwrap().remove(0).run;
+    let ok: String = store
+        .conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+    let t = store
+        .record_step(&run.id, &step("execute", "done", "test"))
+        .unwrap();
+    assert_eq!(t.seq, 2);
+}
+
+fn write_step_for_test(tx: &Transaction<'_>, path: &Path, run_id: &str, s: &Step) {
+    let t = record::write_step(tx, path, run_id, s).unwrap();
+    assert_eq!(t.seq, 2);
+}
+
+#[test]
+fn abandon_open_invocations_closes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    let a = store.start_invocation(&new_invocation(&run.id)).unwrap();
+    let mut s = step("plan", "planned", "execute");
+    s.invocation = Some((a, end_ok()));
+    store.record_step(&run.id, &s).unwrap();
+    store.start_invocation(&new_invocation(&run.id)).unwrap();
+    store.start_invocation(&new_invocation(&run.id)).unwrap();
+
+    assert_eq!(store.abandon_open_invocations(&run.id).unwrap(), 2);
+    assert_eq!(store.abandon_open_invocations(&run.id).unwrap(), 0);
+    let invs = store.invocations(&run.id).unwrap();
+    assert_eq!(invs.iter().map(|i| i.n).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(invs[0].status, InvocationStatus::Completed);
+    for i in &invs[1..] {
+        assert_eq!(i.status, InvocationStatus::Abandoned);
+        assert_eq!(i.outcome, None);
+        assert!(i.ended_at.is_some());
+        let last = i.lifecycle.last().unwrap();
+        assert_eq!(
+            (
+                last.seq,
+                last.from.as_str(),
+                last.event.as_str(),
+                last.to.as_str()
+            ),
+            (2, "EXECUTING", "abandoned", "FAILED")
+        );
+    }
+}
+
+#[test]
+fn set_status_and_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    let me = std::process::id();
+
+    // A live other owner (this very process, under its real pid) blocks.
+    store.claim_run(&run.id, me).unwrap();
+    store.claim_run(&run.id, me).unwrap(); // re-claim by the owner is fine
+    let err = store.claim_run(&run.id, me + 1).unwrap_err();
+    assert!(
+        matches!(err, StoreError::Busy { pid, .. } if pid == me),
+        "{err:?}"
+    );
+
+    // Ctrl-C: Interrupted releases the claim, so a resumer may take it.
+    store
+        .set_status(&run.id, RunStatus::Interrupted, Some("Ctrl-C"))
+        .unwrap();
+    let r = store.run(&run.id).unwrap();
+    assert_eq!(
+        (r.status, r.status_reason.as_deref(), r.owner_pid),
+        (RunStatus::Interrupted, Some("Ctrl-C"), None)
+    );
+    assert_eq!(r.ended_at, None);
+
+    // kill -9: the owner is gone but the run still says Running.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    store.set_status(&run.id, RunStatus::Running, None).unwrap();
+    store.claim_run(&run.id, dead).unwrap();
+    store.claim_run(&run.id, me).unwrap();
+    assert_eq!(store.run(&run.id).unwrap().owner_pid, Some(me));
+    store.release_run(&run.id, me).unwrap();
+    assert_eq!(store.run(&run.id).unwrap().owner_pid, None);
+
+    store
+        .set_status(&run.id, RunStatus::Failed, Some("gave up"))
+        .unwrap();
+    assert!(store.run(&run.id).unwrap().ended_at.is_some());
+    assert!(matches!(
+        store.set_status("NOPE", RunStatus::Failed, None),
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.claim_run("NOPE", me),
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[test]
+fn two_writers_on_one_file_do_not_collide() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    Store::open(&path).unwrap();
+    const STEPS: u32 = 200;
+    let barrier = Arc::new(Barrier::new(2));
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let path = path.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || -> Result<String, StoreError> {
+                let mut store = Store::open(&path)?;
+                let run = store.create_run(&new_run())?;
+                barrier.wait();
+                for i in 0..STEPS {
+                    let (from, to) = if i % 2 == 0 {
+                        ("plan", "execute")
+                    } else {
+                        ("execute", "plan")
+                    };
+                    let inv = store.start_invocation(&new_invocation(&run.id))?;
+                    let mut s = step(from, "next", to);
+                    s.invocation = Some((inv, end_ok()));
+                    s.messages.push(NewMessage {
+                        kind: "feedback".into(),
+                        state: from.into(),
+                        payload: json!(i),
+                    });
+                    store.record_step(&run.id, &s)?;
+                    // Readers interleave with the other writer's commits.
+                    store.runs(5)?;
+                }
+                Ok(run.id)
+            })
+        })
+        .collect();
+    let ids: Vec<String> = handles
+        .into_iter()
+        .map(|h| h.join().unwrap().unwrap())
+        .collect();
+    let store = Store::open(&path).unwrap();
+    for id in &ids {
+        let seqs: Vec<u32> = store
+            .transitions(id)
+            .unwrap()
+            .iter()
+            .map(|t| t.seq)
+            .collect();
+        assert_eq!(seqs, (1..=STEPS).collect::<Vec<_>>());
+        assert_eq!(store.invocations(id).unwrap().len(), STEPS as usize);
+        assert_eq!(store.messages(id).unwrap().len(), STEPS as usize);
+    }
+}
+
+#[test]
+fn concurrent_opens_of_a_fresh_file_both_succeed() {
+    for _ in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db(&dir);
+        let barrier = Arc::new(Barrier::new(4));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let path = path.clone();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let mut store = Store::open(&path)?;
+                    store.create_run(&new_run()).map(|_| ())
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap().unwrap();
+        }
+        assert_eq!(user_version(&path), SCHEMA_VERSION);
+        assert_eq!(Store::open(&path).unwrap().runs(10).unwrap().len(), 4);
+    }
+}
+
+#[test]
+fn missing_parent_dir_is_an_open_error_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no-such-dir").join(DB_FILE);
+    let err = Store::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
+    assert!(err.to_string().contains("no-such-dir"), "{err}");
+}

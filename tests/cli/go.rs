@@ -1,0 +1,584 @@
+//! `modix go` end to end: real processes, the SQLite record, bounds, timeouts,
+//! hostile epics, and resuming after kill -9.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::util::{GoResult, Sandbox, output_text};
+
+const DONE_PATH: [&str; 6] = [
+    "INIT -epic_received-> PLANNING",
+    "PLANNING -task_spec_valid-> EXECUTING",
+    "EXECUTING -execution_done-> TESTING",
+    "TESTING -tests_fail-> EXECUTING",
+    "EXECUTING -execution_done-> TESTING",
+    "TESTING -tests_pass-> DONE",
+];
+
+/// A planner that answers a valid TaskSpec; other states as `rest` says.
+fn script(rest: &str) -> String {
+    format!(
+        r#"#!/bin/sh
+cat > /dev/null
+case "$MODIX_STATE" in
+  PLANNING)
+    echo '{{"title":"t","summary":"s","complexity":"low","tasks":[{{"id":"T1","title":"do","files":["calc.py"],"acceptance":["tests pass"]}}]}}'
+    ;;
+  *)
+{rest}
+    ;;
+esac
+"#
+    )
+}
+
+const EXECUTOR_OK: &str =
+    r#"    echo '{"outcome":"success","summary":"done","files_changed":[],"error":null}'"#;
+
+fn history_json(sb: &Sandbox, run: &str) -> Vec<serde_json::Value> {
+    let out = sb
+        .modix()
+        .args(["history", run, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["transitions"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn example_reaches_done_through_one_retry_and_stays_unchanged() {
+    let sb = Sandbox::example();
+    let before = sb.read("calc.py");
+    let r = sb.go_json("Fix mean() in calc.py");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.path(), DONE_PATH);
+    assert_eq!(r.summary["status"], "succeeded");
+    assert_eq!(r.summary["final_state"], "DONE");
+    assert_eq!(sb.read("calc.py"), before, "the run must work on a copy");
+
+    let history = history_json(&sb, &r.run_id());
+    let seqs: Vec<u64> = history.iter().map(|t| t["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 6]);
+    for t in &history {
+        for field in [
+            "seq", "at", "from", "to", "event", "attempt", "agent", "reason",
+        ] {
+            assert!(t.get(field).is_some(), "{field} missing in {t}");
+        }
+    }
+    // The second EXECUTING visit is attempt 2 and got the tester's failures as feedback.
+    assert_eq!(history[4]["attempt"], 2);
+    assert_eq!(history[3]["agent"], "tester");
+    assert!(
+        history[3]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("tests failed")
+    );
+    let ctx = std::fs::read_to_string(sb.root().join(format!(
+        ".modix/runs/{}/context-EXECUTING-2.json",
+        r.run_id()
+    )))
+    .unwrap();
+    let ctx: serde_json::Value = serde_json::from_str(&ctx).unwrap();
+    assert!(
+        ctx["feedback"]
+            .as_str()
+            .unwrap()
+            .contains("The tests failed"),
+        "{ctx:#}"
+    );
+    assert_eq!(ctx["task_spec"]["title"], "Fix mean()");
+
+    // state.json points at the finished run.
+    let state: serde_json::Value = serde_json::from_str(&sb.read(".modix/state.json")).unwrap();
+    assert_eq!(state["run"], r.run_id());
+    assert_eq!(state["state"], "DONE");
+}
+
+#[test]
+fn human_output_ends_with_a_summary() {
+    let sb = Sandbox::example();
+    let out = sb.modix().args(["go", "Fix mean()"]).output().unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("PLANNING —task_spec_valid→ EXECUTING"),
+        "{text}"
+    );
+    assert!(
+        text.contains("succeeded: reached DONE — 6 transitions in"),
+        "{text}"
+    );
+    assert!(text.contains("Details: modix history "), "{text}");
+}
+
+#[test]
+fn always_failing_tester_visits_executing_bound_plus_one_times() {
+    let sb = Sandbox::example();
+    sb.agent_script(&script(EXECUTOR_OK));
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["false"])
+    });
+    let r = sb.go_json("never passes");
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let into_executing = r
+        .transitions
+        .iter()
+        .filter(|t| t["to"] == "EXECUTING")
+        .count();
+    assert_eq!(
+        into_executing,
+        4,
+        "bound 3 + the first visit: {:?}",
+        r.path()
+    );
+    let last = r.transitions.last().unwrap();
+    assert_eq!(last["from"], "TESTING");
+    assert_eq!(last["to"], "FAILED");
+    assert_eq!(last["redirected"], true);
+    assert_eq!(r.summary["status"], "failed");
+    assert_eq!(r.transitions.len(), 10);
+}
+
+#[test]
+fn invalid_task_spec_fails_planning_with_the_errors_recorded() {
+    let sb = Sandbox::example();
+    sb.agent_script("#!/bin/sh\ncat > /dev/null\necho '{\"title\": \"only a title\"}'\n");
+    let r = sb.go_json("plan badly");
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(
+        r.path(),
+        [
+            "INIT -epic_received-> PLANNING",
+            "PLANNING -task_spec_invalid-> FAILED"
+        ]
+    );
+    let history = history_json(&sb, &r.run_id());
+    assert!(
+        history[1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("output rejected"),
+        "{:?}",
+        history[1]
+    );
+
+    let out = sb
+        .modix()
+        .args(["history", &r.run_id(), "--invocation", "1", "--json"])
+        .output()
+        .unwrap();
+    let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let errors = inv["validation_errors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|e| e
+            .as_str()
+            .unwrap()
+            .contains("\"summary\" is a required property")),
+        "{errors:?}"
+    );
+    assert_eq!(inv["outcome"], "invalid_output");
+    let out = sb
+        .modix()
+        .args(["history", &r.run_id(), "--invocation", "1"])
+        .output()
+        .unwrap();
+    assert!(output_text(&out).contains("\"tasks\" is a required property"));
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // Signal 0 checks existence; a zombie still counts, so look at its state too.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    !status.is_empty() && !status.split(") ").nth(1).unwrap_or("").starts_with('Z')
+}
+
+#[test]
+fn timeout_kills_the_agent_and_the_child_it_spawned() {
+    let sb = Sandbox::example();
+    let pidfile = sb.dir.path().join("child.pid");
+    sb.agent_script(&script(&format!(
+        "    sleep 1000 &\n    echo $! > {}\n    sleep 1000\n",
+        pidfile.display()
+    )));
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["executor"]["manifest"]["timeout_secs"] = 1.into()
+    });
+    let started = Instant::now();
+    let r = sb.go_json("hang");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(r.path()[2], "EXECUTING -execution_failed-> FAILED");
+    assert!(
+        r.transitions[2]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("timed out")
+    );
+    let child: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!pid_alive(child), "the agent's child {child} survived");
+}
+
+#[test]
+fn megabytes_of_output_are_capped_and_the_run_goes_on() {
+    let sb = Sandbox::example();
+    sb.agent_script(&script(
+        "    head -c 6000000 /dev/zero | tr '\\0' 'x'\n    echo\n    echo '{\"outcome\":\"success\",\"summary\":\"big\",\"files_changed\":[],\"error\":null}'\n",
+    ));
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    let r = sb.go_json("talk a lot");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let out = sb
+        .modix()
+        .args(["history", &r.run_id(), "--invocation", "2", "--json"])
+        .output()
+        .unwrap();
+    let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(inv["stdout_bytes"].as_u64().unwrap() > 6_000_000);
+    assert!(
+        inv["stdout"].as_str().unwrap().len() < 300_000,
+        "stored output must be capped"
+    );
+    assert!(inv["stdout"].as_str().unwrap().contains("bytes omitted"));
+}
+
+#[test]
+fn shell_metacharacters_in_the_epic_are_passed_intact_and_never_run() {
+    let sb = Sandbox::example();
+    let seen = sb.dir.path().join("seen-prompt.txt");
+    sb.agent_script(&format!(
+        "#!/bin/sh\ncat > {seen}\ncp \"$MODIX_CONTEXT\" {ctx}\necho '{{\"title\": \"x\"}}'\n",
+        seen = seen.display(),
+        ctx = sb.dir.path().join("seen-context.json").display()
+    ));
+    let epic = "Fix $(touch pwned) and `touch pwned2`; rm -rf x && echo 'single' \"double\" \\ back\nsecond line $HOME *";
+    let r = sb.go_json(epic);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let ctx: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.dir.path().join("seen-context.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(ctx["epic"], epic);
+    assert!(std::fs::read_to_string(&seen).unwrap().contains(epic));
+    for dir in [sb.root(), sb.dir.path().to_path_buf()] {
+        for name in ["pwned", "pwned2"] {
+            assert!(
+                !dir.join(name).exists(),
+                "{name} was created: the epic ran through a shell"
+            );
+        }
+    }
+    let runs = sb.root().join(".modix/runs");
+    assert!(!walk_has(&runs, "pwned"));
+    let out = sb.modix().args(["history", "--json"]).output().unwrap();
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(runs[0]["epic"], epic);
+}
+
+fn walk_has(dir: &Path, name: &str) -> bool {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.file_name() == name || (e.path().is_dir() && walk_has(&e.path(), name)))
+}
+
+/// Starts `modix go` in the background and waits until `marker` exists.
+fn start_go_until(sb: &Sandbox, epic: &str, marker: &Path) -> std::process::Child {
+    let bin = assert_cmd::cargo::cargo_bin("modix");
+    let mut cmd = std::process::Command::new(bin);
+    let template = sb.modix();
+    cmd.current_dir(sb.root());
+    for (k, v) in template.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let child = cmd
+        .args(["go", "--json", epic])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !marker.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "marker {} never appeared",
+            marker.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// An executor that announces itself in `marker`, then (first time only) sleeps.
+fn slow_first_executor(sb: &Sandbox, marker: &Path) {
+    sb.agent_script(&script(&format!(
+        "    if [ ! -e {m} ]; then touch {m}; sleep 30; fi\n{EXECUTOR_OK}\n",
+        m = marker.display()
+    )));
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+}
+
+#[test]
+fn kill_dash_nine_then_resume_finishes_with_gapless_history() {
+    let sb = Sandbox::example();
+    let marker = sb.dir.path().join("executing");
+    slow_first_executor(&sb, &marker);
+    let mut child = start_go_until(&sb, "survive a crash", &marker);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+
+    let out = sb.modix().args(["history", "--json"]).output().unwrap();
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = runs[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(runs[0]["status"], "running");
+    assert_eq!(runs[0]["current_state"], "EXECUTING");
+
+    let out = sb
+        .modix()
+        .args(["resume", "--json", &run[..10]])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let history = history_json(&sb, &run);
+    let seqs: Vec<u64> = history.iter().map(|t| t["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    let path: Vec<String> = history
+        .iter()
+        .map(|t| {
+            format!(
+                "{}->{}",
+                t["from"].as_str().unwrap(),
+                t["to"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        path,
+        [
+            "INIT->PLANNING",
+            "PLANNING->EXECUTING",
+            "EXECUTING->TESTING",
+            "TESTING->DONE"
+        ]
+    );
+    // The interrupted invocation is on record as abandoned; the planner was not run again.
+    let out = sb
+        .modix()
+        .args(["history", &run, "--invocation", "2", "--json"])
+        .output()
+        .unwrap();
+    let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(inv["status"], "abandoned");
+    // planner, abandoned executor, executor again, tester: the planner ran once.
+    let out = sb
+        .modix()
+        .args(["history", &run, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = sb
+        .modix()
+        .args(["history", &run, "--invocation", "5", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let out = sb
+        .modix()
+        .args(["history", &run, "--invocation", "1", "--json"])
+        .output()
+        .unwrap();
+    let first: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(first["state"], "PLANNING");
+    let out = sb
+        .modix()
+        .args(["history", &run, "--invocation", "3", "--json"])
+        .output()
+        .unwrap();
+    let third: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (third["state"].as_str(), third["status"].as_str()),
+        (Some("EXECUTING"), Some("completed"))
+    );
+}
+
+#[test]
+fn ctrl_c_interrupts_kills_the_agent_and_resume_completes() {
+    let sb = Sandbox::example();
+    let marker = sb.dir.path().join("executing");
+    slow_first_executor(&sb, &marker);
+    let child = start_go_until(&sb, "be interrupted", &marker);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(130), "{}", r.stderr);
+    assert_eq!(r.summary["status"], "interrupted");
+    let run = r.run_id();
+    let out = sb
+        .modix()
+        .args(["resume", "--json", &run])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.summary["final_state"], "DONE");
+    // Resuming a finished run is refused.
+    let out = sb.modix().args(["resume", &run]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(output_text(&out).contains("already ended"));
+}
+
+#[test]
+fn two_runs_at_once_on_one_project_both_finish() {
+    let sb = Sandbox::example();
+    let spawn = |epic: &str| {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("modix"));
+        for (k, v) in sb.modix().get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        cmd.current_dir(sb.root())
+            .args(["go", "--json", epic])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn("first");
+    let b = spawn("second");
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        let r = GoResult::parse(&out);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        assert!(!r.stderr.contains("locked"), "{}", r.stderr);
+        assert_eq!(r.path(), DONE_PATH);
+    }
+    let out = sb.modix().args(["history", "--json"]).output().unwrap();
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn api_keys_never_reach_the_record() {
+    let sb = Sandbox::example();
+    let secret = "sk-ant-api03-THIS-IS-A-TEST-SECRET-123456";
+    sb.edit_json(".modix/brains.json", |v| {
+        v["brains"]["scripted"]["api_key_env"] = "ANTHROPIC_API_KEY".into()
+    });
+    sb.agent_script(&script(&format!(
+        "    echo \"my key is $ANTHROPIC_API_KEY\" >&2\n{EXECUTOR_OK}\n"
+    )));
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    let out = sb
+        .modix()
+        .env("ANTHROPIC_API_KEY", secret)
+        .args(["go", "--json", "keep it secret"])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let out = sb
+        .modix()
+        .args(["history", &r.run_id(), "--invocation", "2", "--json"])
+        .output()
+        .unwrap();
+    let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        inv["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("[REDACTED:ANTHROPIC_API_KEY]"),
+        "{inv:#}"
+    );
+    for entry in std::fs::read_dir(sb.root().join(".modix"))
+        .unwrap()
+        .flatten()
+    {
+        if entry.file_name().to_string_lossy().starts_with("modix.db") {
+            let bytes = std::fs::read(entry.path()).unwrap();
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{:?} holds the key",
+                entry.path()
+            );
+        }
+    }
+}
+
+#[test]
+fn history_lists_runs_and_resolves_prefixes() {
+    let sb = Sandbox::example();
+    let r = sb.go_json("Fix mean()");
+    let out = sb.modix().arg("history").output().unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&r.run_id()) && text.contains("Fix mean()") && text.contains("succeeded"),
+        "{text}"
+    );
+    let out = sb
+        .modix()
+        .args(["history", &r.run_id()[..8]])
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(
+        text.contains("TESTING → DONE") && text.contains("tests_pass"),
+        "{text}"
+    );
+    let out = sb.modix().args(["history", "ZZZZ"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(output_text(&out).contains("no run matches `ZZZZ`"));
+    let out = sb
+        .modix()
+        .args(["history", "--limit", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn empty_epic_is_a_usage_error() {
+    let sb = Sandbox::example();
+    let out = sb.modix().args(["go", "  "]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(output_text(&out).contains("the epic is empty"));
+}

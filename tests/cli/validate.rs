@@ -1,0 +1,270 @@
+//! `modix validate` on a corpus of broken configs: every problem reported with
+//! its file, its place and a fix, exit code 2, and never a panic.
+
+use crate::util::{Sandbox, output_text};
+
+/// Runs validate, expects exit 2, and returns everything it printed.
+fn invalid(sb: &Sandbox) -> String {
+    let out = sb.modix().arg("validate").output().unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(!text.contains("panicked"), "{text}");
+    text
+}
+
+fn assert_has(text: &str, needles: &[&str]) {
+    for n in needles {
+        assert!(text.contains(n), "missing {n:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn syntax_error_names_line_and_column() {
+    let sb = Sandbox::initialized();
+    sb.write(
+        ".modix/shells.json",
+        "{\n  \"shells\": {\n    \"claude\": { \"preset\": \"claude\", }\n  }\n}\n",
+    );
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[".modix/shells.json:3:37", "config::syntax", "invalid JSON"],
+    );
+}
+
+#[test]
+fn unknown_key_is_an_error_with_a_suggestion() {
+    let sb = Sandbox::initialized();
+    sb.write(
+        ".modix/brains.json",
+        "{\n  \"brains\": {\n    \"a\": {\n      \"provider\": \"anthropic\",\n      \"model\": \"sonnet\",\n      \"api_key_evn\": \"X\"\n    }\n  }\n}\n",
+    );
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            ".modix/brains.json:6:7",
+            "config::unknown-key",
+            "unknown key `api_key_evn`",
+            "did you mean `api_key_env`?",
+            "/brains/a/api_key_evn",
+        ],
+    );
+}
+
+#[test]
+fn wrong_type_names_the_pointer_and_line() {
+    let sb = Sandbox::initialized();
+    sb.write(
+        ".modix/runtimes.json",
+        "{\n  \"timeouts\": {\n    \"default_secs\": \"ten\"\n  }\n}\n",
+    );
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            ".modix/runtimes.json:3:21",
+            "config::schema",
+            "/timeouts/default_secs",
+            "\"ten\" is not of type \"integer\"",
+        ],
+    );
+}
+
+#[test]
+fn missing_required_field() {
+    let sb = Sandbox::initialized();
+    sb.write(
+        ".modix/brains.json",
+        "{\n  \"brains\": {\n    \"a\": { \"provider\": \"anthropic\" }\n  }\n}\n",
+    );
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            ".modix/brains.json:3:10",
+            "\"model\" is a required property",
+            "/brains/a",
+        ],
+    );
+}
+
+#[test]
+fn unknown_shell_brain_and_fsm_references_suggest_known_names() {
+    let sb = Sandbox::initialized();
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["planner"]["shell"] = "claud".into();
+        v["agents"]["executor"]["brain"] = "antropic".into();
+        v["agents"]["tester"]["fsm"] = "execution_fsm_v2".into();
+    });
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            "unknown shell `claud`",
+            "did you mean `claude`?",
+            "/agents/planner/shell",
+            "unknown brain `antropic`",
+            "did you mean `anthropic`?",
+            "unknown lifecycle FSM `execution_fsm_v2`",
+            "did you mean `execution_fsm_v1`?",
+        ],
+    );
+    // Each names the file and line of the offending value.
+    let shell_line = sb
+        .read(".modix/agents.json")
+        .lines()
+        .position(|l| l.contains("\"claud\""))
+        .unwrap()
+        + 1;
+    assert_has(&text, &[&format!(".modix/agents.json:{shell_line}:")]);
+}
+
+#[test]
+fn bad_semver_range() {
+    let sb = Sandbox::initialized();
+    sb.write(".modix/shells.json", "{\n  \"shells\": {\n    \"claude\": { \"preset\": \"claude\", \"requires\": \">>1\" }\n  }\n}\n");
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            ".modix/shells.json:3:49",
+            "config::semver",
+            "`>>1` is not a semver requirement",
+        ],
+    );
+}
+
+#[test]
+fn unsupported_major_version_says_what_to_do() {
+    let sb = Sandbox::initialized();
+    sb.write(".modix/version.json", "{\n  \"format\": \"2.0.0\"\n}\n");
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            ".modix/version.json:2:13",
+            "config format 2.0.0 is not supported: this modix reads format 1.x",
+            "install a newer modix",
+        ],
+    );
+}
+
+#[test]
+fn newer_minor_version_is_only_a_warning() {
+    let sb = Sandbox::initialized();
+    sb.write(".modix/version.json", "{\n  \"format\": \"1.4.0\"\n}\n");
+    let out = sb.modix().arg("validate").output().unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert_has(&text, &["warning", "1.4.0 is newer than this modix"]);
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let sb = Sandbox::initialized();
+    sb.write(".modix/version.json", "{\n  \"format\": \"9.0.0\"\n}\n");
+    sb.write(
+        ".modix/runtimes.json",
+        "{\n  \"loops\": { \"default_max\": 0 }\n}\n",
+    );
+    sb.write(
+        ".modix/projects.json",
+        "{ \"name\": \"x\", \"workspace\": \"cloud\" }\n",
+    );
+    sb.write(".modix/state.json", "{ not json");
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            ".modix/version.json:2",
+            ".modix/runtimes.json:2",
+            ".modix/projects.json:1",
+            ".modix/state.json:1",
+        ],
+    );
+
+    let out = sb.modix().args(["validate", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["errors"], 4, "{v:#}");
+    let files: Vec<&str> = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["file"].as_str().unwrap())
+        .collect();
+    assert!(files.contains(&".modix/state.json"), "{files:?}");
+}
+
+#[test]
+fn missing_file_suggests_init() {
+    let sb = Sandbox::initialized();
+    std::fs::remove_file(sb.root().join(".modix/brains.json")).unwrap();
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[".modix/brains.json", "file is missing", "modix init"],
+    );
+}
+
+#[test]
+fn manifest_file_and_prompt_templates_are_checked() {
+    let sb = Sandbox::initialized();
+    sb.write(
+        ".modix/manifests/planner.json",
+        "{ \"prompt\": \"prompts/nope.md\", \"output_schema\": \"task_spce\" }\n",
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["planner"]["manifest"] = "manifests/planner.json".into();
+    });
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            "prompt template `.modix/prompts/nope.md` does not exist",
+            "unknown output schema `task_spce`",
+            "did you mean `task_spec`?",
+        ],
+    );
+}
+
+#[test]
+fn global_settings_are_validated_and_layered() {
+    let sb = Sandbox::initialized();
+    // An agent without a shell takes the default shell from the global settings.
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["planner"]
+            .as_object_mut()
+            .unwrap()
+            .remove("shell");
+    });
+    sb.write(
+        "../home/settings.json",
+        "{ \"default_shell\": \"codex\" }\n",
+    );
+    sb.modix().arg("validate").assert().success();
+    // The environment beats the settings file.
+    let out = sb
+        .modix()
+        .env("MODIX_DEFAULT_SHELL", "nope")
+        .arg("validate")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(output_text(&out).contains("unknown shell `nope` (the default shell from settings)"));
+    // A broken settings file is reported with its path.
+    sb.write("../home/settings.json", "{ \"colour\": \"never\" }\n");
+    let out = sb.modix().arg("validate").output().unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert_has(
+        &text,
+        &[
+            "settings.json:1:3",
+            "unknown key `colour`",
+            "did you mean `color`?",
+        ],
+    );
+}
