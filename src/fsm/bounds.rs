@@ -44,7 +44,7 @@ pub(crate) fn compute(m: &Input) -> WorstCase {
 type Config = (u32, Box<[u32]>);
 
 fn exact(m: &Input) -> Option<WorstCase> {
-    let relevant = relevant_slots(m);
+    let (relevant, groups) = relevant_slots(m);
     let canon = |state: u32, mut c: Box<[u32]>| -> Config {
         let rel = &relevant[state as usize];
         for (slot, v) in c.iter_mut().enumerate() {
@@ -105,17 +105,37 @@ fn exact(m: &Input) -> Option<WorstCase> {
             .max()
             .unwrap_or(0);
     }
+    // A run cannot come back into a strongly connected group of states once it
+    // left it, so a state's visits all happen in one stay there: the DP only
+    // needs the configurations of that group, and a state in no cycle is entered once.
+    let mut by_group: Vec<Vec<usize>> = vec![Vec::new(); groups.count];
+    for &v in order.iter().rev() {
+        by_group[groups.of[configs[v].0 as usize]].push(v);
+    }
     let mut visits = Vec::new();
     let mut dv = vec![0u64; configs.len()];
     for (sid, st) in m.states.iter().enumerate() {
         if st.agent().is_none() {
             continue;
         }
-        for &v in order.iter().rev() {
-            let here = u64::from(configs[v].0 as usize == sid);
-            dv[v] = here + succ[v].iter().map(|&s| dv[s as usize]).max().unwrap_or(0);
+        let group = groups.of[sid];
+        if !groups.cyclic[group] {
+            visits.push((StateId(sid as u32), 1));
+            continue;
         }
-        visits.push((StateId(sid as u32), dv[0]));
+        let mut best = 0;
+        for &v in &by_group[group] {
+            let here = u64::from(configs[v].0 as usize == sid);
+            let inside = succ[v]
+                .iter()
+                .filter(|&&s| groups.of[configs[s as usize].0 as usize] == group)
+                .map(|&s| dv[s as usize])
+                .max()
+                .unwrap_or(0);
+            dv[v] = here + inside;
+            best = best.max(dv[v]);
+        }
+        visits.push((StateId(sid as u32), best));
     }
     Some(WorstCase {
         transitions: dist[0],
@@ -146,12 +166,32 @@ fn topo_order(succ: &[Vec<u32>]) -> Option<Vec<usize>> {
     (order.len() == succ.len()).then_some(order)
 }
 
-/// Per state, a bitset of the bounded transitions still reachable from it.
-fn relevant_slots(m: &Input) -> Vec<Vec<u64>> {
+/// Strongly connected groups of states (over all edges, redirects included).
+struct Groups {
+    count: usize,
+    /// Group of each state.
+    of: Vec<usize>,
+    /// Whether a run can enter the group more than once per state (has a cycle).
+    cyclic: Vec<bool>,
+}
+
+/// Per state, a bitset of the bounded transitions still reachable from it; and the groups.
+fn relevant_slots(m: &Input) -> (Vec<Vec<u64>>, Groups) {
     let words = m.slots.div_ceil(64).max(1);
     let mut per_state = vec![vec![0u64; words]; m.states.len()];
+    let mut groups = Groups {
+        count: 0,
+        of: vec![0; m.states.len()],
+        cyclic: Vec::new(),
+    };
     // SCCs come sinks first, so successors are done before their predecessors.
     for scc in tarjan_scc(m.graph) {
+        let cyclic = scc.len() > 1 || m.graph.find_edge(scc[0], scc[0]).is_some();
+        for &n in &scc {
+            groups.of[n.index()] = groups.count;
+        }
+        groups.cyclic.push(cyclic);
+        groups.count += 1;
         let mut bits = vec![0u64; words];
         for &n in &scc {
             for &ti in &m.outgoing[n.index()] {
@@ -160,7 +200,7 @@ fn relevant_slots(m: &Input) -> Vec<Vec<u64>> {
                 }
             }
             for succ in m.graph.neighbors(n) {
-                if !scc.contains(&succ) {
+                if groups.of[succ.index()] != groups.count - 1 {
                     for (b, s) in bits.iter_mut().zip(&per_state[succ.index()]) {
                         *b |= s;
                     }
@@ -171,7 +211,7 @@ fn relevant_slots(m: &Input) -> Vec<Vec<u64>> {
             per_state[n.index()].clone_from(&bits);
         }
     }
-    per_state
+    (per_state, groups)
 }
 
 /// Between two bounded firings a run follows the acyclic graph of unbounded
