@@ -3,10 +3,9 @@
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
-use super::{Cli, Output, project_paths};
+use super::{Cli, Output, load_project};
 use crate::doctor::{self, Report};
 use crate::exit;
-use crate::project::load_checked;
 
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
@@ -16,18 +15,9 @@ pub struct DoctorArgs {
 }
 
 pub fn run(cli: &Cli, args: &DoctorArgs, out: &Output) -> u8 {
-    let paths = match project_paths(cli, out) {
+    let project = match load_project(cli, out, "readiness cannot be checked") {
         Ok(p) => p,
         Err(code) => return code,
-    };
-    let (project, diags) = load_checked(&paths);
-    let Some(project) = project else {
-        out.diagnostics(&diags);
-        out.error(
-            "the configuration has errors, so readiness cannot be checked",
-            Some("run `modix validate` and fix what it reports"),
-        );
-        return exit::USAGE;
     };
     let report = doctor::diagnose(&project);
     if args.json {

@@ -6,10 +6,9 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{Cli, Output, project_paths};
+use super::{Cli, Output, load_project};
 use crate::exit;
 use crate::orchestrator::{self, Observer, OrchestratorError, RunOptions, RunReport};
-use crate::project::load_checked;
 use crate::store::TransitionRecord;
 
 #[derive(Debug, clap::Args)]
@@ -66,18 +65,9 @@ fn execute(
         &mut dyn Observer,
     ) -> Result<RunReport, OrchestratorError>,
 ) -> u8 {
-    let paths = match project_paths(cli, out) {
+    let project = match load_project(cli, out, "nothing was run") {
         Ok(p) => p,
         Err(code) => return code,
-    };
-    let (project, diags) = load_checked(&paths);
-    let Some(project) = project else {
-        out.diagnostics(&diags);
-        out.error(
-            "the configuration has errors",
-            Some("run `modix validate` and fix what it reports"),
-        );
-        return exit::USAGE;
     };
     let opts = RunOptions {
         workflow: None,

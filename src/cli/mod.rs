@@ -160,3 +160,20 @@ fn project_paths(cli: &Cli, out: &Output) -> Result<crate::config::ProjectPaths,
         exit::USAGE
     })
 }
+
+/// The project loaded and cross-checked. Warnings are shown; on errors they
+/// are shown with why `doing` cannot go on, and the exit code is returned.
+fn load_project(cli: &Cli, out: &Output, doing: &str) -> Result<crate::project::LoadedProject, u8> {
+    let paths = project_paths(cli, out)?;
+    let (project, diags) = crate::project::load_checked(&paths);
+    if !diags.is_empty() {
+        out.diagnostics(&diags);
+    }
+    project.ok_or_else(|| {
+        out.error(
+            format!("the configuration has errors, so {doing}"),
+            Some("run `modix validate` and fix what it reports"),
+        );
+        exit::USAGE
+    })
+}

@@ -120,57 +120,19 @@ pub fn shells(
                 ),
             }
         }
-        if let Err(msg) = check_placeholders(&shell.args) {
+        if let Err(e) = crate::shell::placeholders_in(&shell.args) {
             let p = if entry.args.is_some() {
                 format!("{ptr}/args")
             } else {
                 ptr.clone()
             };
-            diags.push(at(src, "config::placeholder", &p, msg).with_help(
+            diags.push(at(src, "config::placeholder", &p, e.to_string()).with_help(
                 "use only {prompt} {model} {system_prompt} {workdir} {output_schema} {endpoint} {role}; write {{ and }} for literal braces",
             ));
         }
         out.insert(name.clone(), shell);
     }
     out
-}
-
-/// Placeholders a shell's `args` may use.
-pub const PLACEHOLDERS: [&str; 7] = [
-    "prompt",
-    "model",
-    "system_prompt",
-    "workdir",
-    "output_schema",
-    "endpoint",
-    "role",
-];
-
-fn check_placeholders(args: &[String]) -> Result<(), String> {
-    for arg in args {
-        let mut rest = arg.as_str();
-        while let Some(i) = rest.find(['{', '}']) {
-            let tail = &rest[i..];
-            if tail.starts_with("{{") || tail.starts_with("}}") {
-                rest = &tail[2..];
-                continue;
-            }
-            if tail.starts_with('}') {
-                return Err(format!("unmatched `}}` in argument `{arg}`"));
-            }
-            let Some(end) = tail.find('}') else {
-                return Err(format!("unclosed `{{` in argument `{arg}`"));
-            };
-            let name = &tail[1..end];
-            if !PLACEHOLDERS.contains(&name) {
-                return Err(format!(
-                    "unknown placeholder `{{{name}}}` in argument `{arg}`"
-                ));
-            }
-            rest = &tail[end + 1..];
-        }
-    }
-    Ok(())
 }
 
 pub fn brains(
@@ -417,21 +379,5 @@ fn check_manifest(
             )
             .with_help(unknown_name_help(id, "output schema", outputs)),
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn placeholders_are_checked() {
-        assert!(check_placeholders(&["{prompt}".into(), "x{{y}}".into()]).is_ok());
-        assert!(
-            check_placeholders(&["{promt}".into()])
-                .unwrap_err()
-                .contains("promt")
-        );
-        assert!(check_placeholders(&["{prompt".into()]).is_err());
     }
 }

@@ -2,7 +2,6 @@
 //! hostile epics, and resuming after kill -9.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::util::{GoResult, Sandbox, output_text};
@@ -331,22 +330,7 @@ fn walk_has(dir: &Path, name: &str) -> bool {
 
 /// Starts `modix go` in the background and waits until `marker` exists.
 fn start_go_until(sb: &Sandbox, epic: &str, marker: &Path) -> std::process::Child {
-    let bin = assert_cmd::cargo::cargo_bin("modix");
-    let mut cmd = std::process::Command::new(bin);
-    let template = sb.modix();
-    cmd.current_dir(sb.root());
-    for (k, v) in template.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    let child = cmd
-        .args(["go", "--json", epic])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = sb.spawn(&["go", "--json", epic]);
     let deadline = Instant::now() + Duration::from_secs(30);
     while !marker.exists() {
         assert!(
@@ -493,23 +477,8 @@ fn ctrl_c_interrupts_kills_the_agent_and_resume_completes() {
 #[test]
 fn two_runs_at_once_on_one_project_both_finish() {
     let sb = Sandbox::example();
-    let spawn = |epic: &str| {
-        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("modix"));
-        for (k, v) in sb.modix().get_envs() {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
-        }
-        cmd.current_dir(sb.root())
-            .args(["go", "--json", epic])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let a = spawn("first");
-    let b = spawn("second");
+    let a = sb.spawn(&["go", "--json", "first"]);
+    let b = sb.spawn(&["go", "--json", "second"]);
     for child in [a, b] {
         let out = child.wait_with_output().unwrap();
         let r = GoResult::parse(&out);

@@ -69,6 +69,25 @@ impl Sandbox {
         cmd
     }
 
+    /// `modix ARGS` started in the background, with the same environment as
+    /// [`Sandbox::modix`] and piped output (for signals and concurrency tests).
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("modix"));
+        for (k, v) in self.modix().get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        cmd.current_dir(self.root())
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn modix")
+    }
+
     /// Writes a file under the project root (parents created).
     pub fn write(&self, rel: &str, text: &str) {
         write_file(&self.root().join(rel), text);

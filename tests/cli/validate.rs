@@ -315,3 +315,22 @@ fn state_json_is_optional_but_checked_when_present() {
     let text = invalid(&sb);
     assert_has(&text, &[".modix/state.json:1:10", "/run"]);
 }
+
+#[test]
+fn unknown_placeholder_in_shell_args() {
+    let sb = Sandbox::initialized();
+    sb.write(
+        ".modix/shells.json",
+        "{\n  \"shells\": {\n    \"claude\": { \"preset\": \"claude\" },\n    \"codex\": { \"preset\": \"codex\" },\n    \"gemini\": { \"preset\": \"gemini\" },\n    \"aider\": { \"preset\": \"aider\" },\n    \"mine\": { \"binary\": \"x\", \"args\": [\"--model\", \"{modle}\"] }\n  }\n}\n",
+    );
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            ".modix/shells.json:7:38",
+            "config::placeholder",
+            "{modle}",
+            "use only {prompt} {model}",
+        ],
+    );
+}
