@@ -127,6 +127,7 @@ pub fn resume(
     }
     store.claim_run(&run.id, std::process::id())?;
     store.abandon_open_invocations(&run.id)?;
+    store.set_status(&run.id, RunStatus::Running, Some("resumed"))?;
     observer.run_started(&run.id, machine.id(), true);
     drive(project, machine, store, run, opts, observer)
 }
@@ -252,13 +253,7 @@ impl Driver<'_> {
                 );
             }
             let to = self.machine.state(fired.to);
-            let status = match &to.kind {
-                StateKind::Terminal {
-                    outcome: Outcome::Success,
-                } => RunStatus::Succeeded,
-                StateKind::Terminal { .. } => RunStatus::Failed,
-                _ => RunStatus::Running,
-            };
+            let status = status_in(&to.kind);
             let from_name = self.machine.state(fired.from).name.clone();
             let record = self.store.record_step(
                 &self.run.id,
@@ -299,6 +294,11 @@ impl Driver<'_> {
                 source,
             },
         )?;
+        let shown = dir.display().to_string();
+        if self.run.workdir != shown {
+            self.store.set_workdir(&self.run.id, &shown)?;
+            self.run.workdir = shown;
+        }
         Ok(dir)
     }
 
@@ -314,17 +314,12 @@ impl Driver<'_> {
     }
 
     fn report(&self, final_state: &str, reason: Option<String>) -> RunReport {
-        let status = match self
+        let status = self
             .machine
             .state_id(final_state)
-            .map(|s| &self.machine.state(s).kind)
-        {
-            Some(StateKind::Terminal {
-                outcome: Outcome::Success,
-            }) => RunStatus::Succeeded,
-            Some(StateKind::Terminal { .. }) => RunStatus::Failed,
-            _ => RunStatus::Running,
-        };
+            .map_or(RunStatus::Running, |s| {
+                status_in(&self.machine.state(s).kind)
+            });
         RunReport {
             run_id: self.run.id.clone(),
             workflow: self.machine.id().to_owned(),
@@ -576,6 +571,17 @@ impl Driver<'_> {
         })?;
         render_prompt(&format!("{MODIX_DIR}/{rel}"), &text, ctx)
             .map_err(|e| OrchestratorError::Agent(e.to_string()))
+    }
+}
+
+/// The run's status while it is in a state of this kind.
+fn status_in(kind: &StateKind) -> RunStatus {
+    match kind {
+        StateKind::Terminal {
+            outcome: Outcome::Success,
+        } => RunStatus::Succeeded,
+        StateKind::Terminal { .. } => RunStatus::Failed,
+        _ => RunStatus::Running,
     }
 }
 

@@ -227,6 +227,25 @@ impl Store {
         tx.commit().ctx(path, "committing a run's status")
     }
 
+    /// Record where the run's agents work (known once the workspace exists,
+    /// which for a copied workspace is after the run has its id).
+    pub fn set_workdir(&mut self, run_id: &str, workdir: &str) -> Result<(), StoreError> {
+        let (tx, path) = self.write_tx()?;
+        let changed = tx
+            .execute(
+                "UPDATE runs SET workdir = ?2 WHERE id = ?1",
+                params![run_id, workdir],
+            )
+            .ctx(path, "setting a run's workdir")?;
+        if changed == 0 {
+            return Err(StoreError::NotFound {
+                path: path.to_path_buf(),
+                what: format!("run {run_id}"),
+            });
+        }
+        tx.commit().ctx(path, "committing a run's workdir")
+    }
+
     /// Mark `owner_pid` as the process executing the run. Refused with
     /// [`StoreError::Busy`] while another live process owns the run and it
     /// is Running; a dead owner (killed with -9, say) is taken over.

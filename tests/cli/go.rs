@@ -76,6 +76,11 @@ fn example_reaches_done_through_one_retry_and_stays_unchanged() {
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let workdir = v["run"]["workdir"].as_str().unwrap();
+    assert!(
+        workdir.ends_with(&format!(".modix/runs/{}/workspace", r.run_id())),
+        "{workdir}"
+    );
     let kinds: Vec<&str> = v["messages"]
         .as_array()
         .unwrap()
