@@ -615,3 +615,107 @@ fn verbose_streams_agent_output_redacted() {
     );
     assert!(!text.contains(secret));
 }
+
+#[test]
+fn unknown_workflow_is_a_usage_error_and_a_custom_one_runs() {
+    let sb = Sandbox::example();
+    let out = sb
+        .modix()
+        .args(["go", "--workflow", "plan_exec_test", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let text = output_text(&out);
+    assert!(text.contains("unknown workflow `plan_exec_test`"), "{text}");
+    assert!(text.contains("did you mean `plan_execute_test`?"), "{text}");
+
+    // A project workflow: plan, then test straight away.
+    sb.write(
+        ".modix/fsm/plan_test.toml",
+        r#"id = "plan_test"
+version = "1.0.0"
+description = "Plan, then run the tests."
+initial = "INIT"
+
+[states.INIT]
+kind = "input"
+event = "epic_received"
+
+[states.PLANNING]
+kind = "agent"
+agent = "planner"
+output = "task_spec"
+emit = [
+  { on = "output", event = "planned" },
+  { on = "invalid_output", event = "failed" },
+  { on = "process_error", event = "failed" },
+  { on = "timeout", event = "failed" },
+]
+
+[states.TESTING]
+kind = "agent"
+agent = "tester"
+output = "test_result"
+emit = [
+  { on = "output", when = "passed == true", event = "passed" },
+  { on = "output", event = "failed" },
+  { on = "invalid_output", event = "failed" },
+  { on = "process_error", event = "failed" },
+  { on = "timeout", event = "failed" },
+]
+
+[states.DONE]
+kind = "terminal"
+outcome = "success"
+
+[states.FAILED]
+kind = "terminal"
+outcome = "failure"
+
+[[transitions]]
+from = "INIT"
+event = "epic_received"
+to = "PLANNING"
+
+[[transitions]]
+from = "PLANNING"
+event = "planned"
+to = "TESTING"
+
+[[transitions]]
+from = "PLANNING"
+event = "failed"
+to = "FAILED"
+
+[[transitions]]
+from = "TESTING"
+event = "passed"
+to = "DONE"
+
+[[transitions]]
+from = "TESTING"
+event = "failed"
+to = "FAILED"
+"#,
+    );
+    let out = sb
+        .modix()
+        .args(["go", "--json", "--workflow", "plan_test", "check only"])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(
+        r.code,
+        Some(1),
+        "the example's tests fail before the fix: {}",
+        r.stderr
+    );
+    assert_eq!(
+        r.path(),
+        [
+            "INIT -epic_received-> PLANNING",
+            "PLANNING -planned-> TESTING",
+            "TESTING -failed-> FAILED"
+        ]
+    );
+}
