@@ -50,3 +50,17 @@ fn toml_parse_only(bencher: divan::Bencher, n: usize) {
     let text = bench_support::chain_machine(n);
     bencher.bench(|| toml::from_str::<toml::Table>(divan::black_box(&text)).is_ok());
 }
+
+/// The TOML parser's own document tree (spans kept), without serde.
+#[divan::bench(args = [1000])]
+fn toml_detable_only(bencher: divan::Bencher, n: usize) {
+    let text = bench_support::chain_machine(n);
+    bencher.bench(|| toml::de::DeTable::parse(divan::black_box(&text)).is_ok());
+}
+
+/// modix's parse step (TOML text to the raw file, spans kept).
+#[divan::bench(args = [1000])]
+fn spec_parse_only(bencher: divan::Bencher, n: usize) {
+    let text = bench_support::chain_machine(n);
+    bencher.bench(|| bench_support::parse_only(divan::black_box(&text)));
+}

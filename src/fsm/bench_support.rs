@@ -61,3 +61,8 @@ pub fn chain_machine(n: usize) -> String {
     }
     t
 }
+
+/// The parse step alone (TOML text to the raw file), for the benchmarks.
+pub fn parse_only(text: &str) -> bool {
+    super::spec::parse(text, "bench.toml").is_ok()
+}

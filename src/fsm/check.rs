@@ -227,8 +227,8 @@ fn initial(
 }
 
 fn states(raw: &RawFile, cx: &mut Ctx) -> Vec<State> {
-    raw.states_in_order()
-        .into_iter()
+    raw.states
+        .iter()
         .map(|(name, st)| {
             if !is_name(name.get_ref()) {
                 cx.error(
