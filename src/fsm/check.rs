@@ -23,6 +23,8 @@ use crate::diagnostics::{Diagnostic, Diagnostics, unknown_name_help};
 /// Where diagnostics go, with the text they point into.
 pub(crate) struct Ctx<'a> {
     pub text: &'a str,
+    /// `text` again, shared rather than copied into the machine.
+    pub shared: Arc<str>,
     pub file: &'a str,
     pub diags: &'a mut Diagnostics,
 }
@@ -93,7 +95,7 @@ pub(crate) fn compile(
         transitions: &transitions,
         outgoing: &outgoing,
         graph: &graph,
-        emit_spans: &emit_event_spans(&raw),
+        raw: &raw,
     };
     // A dropped transition would make the graph checks report follow-on noise
     // (unreachable, unhandled); fix the references first.
@@ -128,7 +130,7 @@ pub(crate) fn compile(
         description: raw.description.map(|d| d.into_inner()).unwrap_or_default(),
         source,
         content_hash: sha256_hex(cx.text),
-        text: Arc::from(cx.text),
+        text: Arc::clone(&cx.shared),
         id_span,
         initial,
         states,
@@ -434,22 +436,16 @@ fn emit_rules(st: &RawState, cx: &mut Ctx) -> Vec<EmitRule> {
     out
 }
 
-/// Spans of each agent state's emitted events, by (state name, event), first rule wins.
-fn emit_event_spans(raw: &RawFile) -> HashMap<(String, String), Range<usize>> {
-    let mut out = HashMap::new();
-    for (name, st) in &raw.states {
-        if let Some(rules) = &st.emit {
-            for r in rules.get_ref() {
-                let key = (name.get_ref().clone(), r.get_ref().event.get_ref().clone());
-                out.entry(key).or_insert_with(|| r.get_ref().event.span());
-            }
-        }
-        if let Some(ev) = &st.event {
-            out.entry((name.get_ref().clone(), ev.get_ref().clone()))
-                .or_insert_with(|| ev.span());
-        }
-    }
-    out
+/// Span of the first emit rule (or input `event`) of state `index` that emits
+/// `event`; looked up only when a check reports it.
+pub(crate) fn emit_event_span(raw: &RawFile, index: usize, event: &str) -> Option<Range<usize>> {
+    let (_, st) = raw.states.get(index)?;
+    let rules = st.emit.iter().flat_map(|r| r.get_ref());
+    rules
+        .map(|r| &r.get_ref().event)
+        .chain(&st.event)
+        .find(|e| e.get_ref() == event)
+        .map(Spanned::span)
 }
 
 fn transitions(

@@ -19,6 +19,7 @@ mod spec;
 mod proptests;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::diagnostics::{Diagnostic, Diagnostics};
 
@@ -101,7 +102,9 @@ pub(crate) fn compile_with_id(
     opts: &CompileOptions,
 ) -> (Option<Machine>, Diagnostics, Option<String>) {
     let mut diags = Diagnostics::new();
-    diags.add_source(display_name, text);
+    // One copy of the text, shared by the diagnostics and the machine.
+    let shared: Arc<str> = Arc::from(text);
+    diags.add_source(display_name, Arc::clone(&shared));
     let raw = match spec::parse(text, display_name) {
         Ok(raw) => raw,
         Err(d) => {
@@ -112,6 +115,7 @@ pub(crate) fn compile_with_id(
     let id = raw.id.as_ref().map(|i| i.get_ref().clone());
     let mut cx = check::Ctx {
         text,
+        shared,
         file: display_name,
         diags: &mut diags,
     };
