@@ -11,7 +11,7 @@
 use std::ops::Range;
 
 use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::{DeString, DeTable, DeValue};
 
 use crate::diagnostics::Diagnostic;
 
@@ -99,152 +99,157 @@ const STATE_KEYS: &[&str] = &[
 const EMIT_KEYS: &[&str] = &["on", "when", "event"];
 const TRANSITION_KEYS: &[&str] = &["from", "event", "to", "max", "exhausted"];
 
+// Each table is read in one pass over its entries, as serde's derive would.
+
 fn raw_file(doc: &Spanned<DeTable>) -> Shaped<RawFile> {
-    let t = Fields::new(doc.get_ref(), doc.span(), FILE_KEYS)?;
-    let mut states = Vec::new();
-    if let Some(v) = t.get("states") {
-        for (name, st) in table(v)? {
-            let name = Spanned::new(name.span(), name.get_ref().to_string());
-            states.push((name, raw_state(st)?));
+    let mut f = RawFile {
+        id: None,
+        version: None,
+        description: None,
+        initial: None,
+        states: Vec::new(),
+        transitions: Vec::new(),
+    };
+    for (key, v) in doc.get_ref() {
+        match key.get_ref().as_ref() {
+            "id" => f.id = Some(string(v)?),
+            "version" => f.version = Some(string(v)?),
+            "description" => f.description = Some(string(v)?),
+            "initial" => f.initial = Some(string(v)?),
+            "states" => {
+                for (name, st) in table(v)? {
+                    let name = Spanned::new(name.span(), name.get_ref().to_string());
+                    f.states.push((name, raw_state(st)?));
+                }
+            }
+            "transitions" => {
+                for t in array(v, "an array of tables")? {
+                    f.transitions
+                        .push(Spanned::new(t.span(), raw_transition(t)?));
+                }
+            }
+            _ => return Err(unknown_key(key, FILE_KEYS)),
         }
     }
-    // toml keeps keys sorted; the spans give the file order back.
-    states.sort_by_key(|(k, _)| k.span().start);
-    let transitions = match t.get("transitions") {
-        Some(v) => array(v, "an array of tables")?
-            .iter()
-            .map(|v| Ok(Spanned::new(v.span(), raw_transition(v)?)))
-            .collect::<Shaped<_>>()?,
-        None => Vec::new(),
-    };
-    Ok(RawFile {
-        id: t.string("id")?,
-        version: t.string("version")?,
-        description: t.string("description")?,
-        initial: t.string("initial")?,
-        states,
-        transitions,
-    })
+    // toml may keep keys sorted; the spans give the file order back.
+    f.states.sort_by_key(|(k, _)| k.span().start);
+    Ok(f)
 }
 
 fn raw_state(v: &Value) -> Shaped<RawState> {
-    let t = Fields::of(v, STATE_KEYS)?;
-    let emit = match t.get("emit") {
-        Some(v) => {
-            let rules = array(v, "an array of inline tables")?
-                .iter()
-                .map(|r| Ok(Spanned::new(r.span(), raw_emit(r)?)))
-                .collect::<Shaped<_>>()?;
-            Some(Spanned::new(v.span(), rules))
+    let mut kind = None;
+    let mut st = RawState {
+        kind: Spanned::new(0..0, String::new()),
+        event: None,
+        agent: None,
+        output: None,
+        timeout_secs: None,
+        emit: None,
+        outcome: None,
+        on_enter: Vec::new(),
+    };
+    for (key, v) in table(v)? {
+        match key.get_ref().as_ref() {
+            "kind" => kind = Some(string(v)?),
+            "event" => st.event = Some(string(v)?),
+            "agent" => st.agent = Some(string(v)?),
+            "output" => st.output = Some(string(v)?),
+            "timeout_secs" => st.timeout_secs = Some(integer(v)?),
+            "emit" => {
+                let rules = array(v, "an array of inline tables")?
+                    .iter()
+                    .map(|r| Ok(Spanned::new(r.span(), raw_emit(r)?)))
+                    .collect::<Shaped<_>>()?;
+                st.emit = Some(Spanned::new(v.span(), rules));
+            }
+            "outcome" => st.outcome = Some(string(v)?),
+            "on_enter" => {
+                st.on_enter = array(v, "an array of strings")?
+                    .iter()
+                    .map(string)
+                    .collect::<Shaped<_>>()?;
+            }
+            _ => return Err(unknown_key(key, STATE_KEYS)),
         }
-        None => None,
-    };
-    let on_enter = match t.get("on_enter") {
-        Some(v) => array(v, "an array of strings")?
-            .iter()
-            .map(string)
-            .collect::<Shaped<_>>()?,
-        None => Vec::new(),
-    };
-    Ok(RawState {
-        kind: t.required_string("kind")?,
-        event: t.string("event")?,
-        agent: t.string("agent")?,
-        output: t.string("output")?,
-        timeout_secs: t.integer("timeout_secs")?,
-        emit,
-        outcome: t.string("outcome")?,
-        on_enter,
-    })
+    }
+    st.kind = required(kind, "kind", v)?;
+    Ok(st)
 }
 
 fn raw_emit(v: &Value) -> Shaped<RawEmit> {
-    let t = Fields::of(v, EMIT_KEYS)?;
+    let (mut on, mut when, mut event) = (None, None, None);
+    for (key, v) in table(v)? {
+        match key.get_ref().as_ref() {
+            "on" => on = Some(string(v)?),
+            "when" => when = Some(string(v)?),
+            "event" => event = Some(string(v)?),
+            _ => return Err(unknown_key(key, EMIT_KEYS)),
+        }
+    }
     Ok(RawEmit {
-        on: t.required_string("on")?,
-        when: t.string("when")?,
-        event: t.required_string("event")?,
+        on: required(on, "on", v)?,
+        when,
+        event: required(event, "event", v)?,
     })
 }
 
 fn raw_transition(v: &Value) -> Shaped<RawTransition> {
-    let t = Fields::of(v, TRANSITION_KEYS)?;
+    let (mut from, mut event, mut to, mut max, mut exhausted) = (None, None, None, None, None);
+    for (key, v) in table(v)? {
+        match key.get_ref().as_ref() {
+            "from" => from = Some(string(v)?),
+            "event" => event = Some(string(v)?),
+            "to" => to = Some(string(v)?),
+            "max" => max = Some(integer(v)?),
+            "exhausted" => exhausted = Some(string(v)?),
+            _ => return Err(unknown_key(key, TRANSITION_KEYS)),
+        }
+    }
     Ok(RawTransition {
-        from: t.required_string("from")?,
-        event: t.required_string("event")?,
-        to: t.required_string("to")?,
-        max: t.integer("max")?,
-        exhausted: t.string("exhausted")?,
+        from: required(from, "from", v)?,
+        event: required(event, "event", v)?,
+        to: required(to, "to", v)?,
+        max,
+        exhausted,
     })
 }
 
-/// The keys of one table, checked against the keys it accepts.
-struct Fields<'a, 'i> {
-    table: &'a DeTable<'i>,
-    span: Range<usize>,
+fn unknown_key(key: &Spanned<DeString>, expected: &[&str]) -> ShapeError {
+    let expected: Vec<String> = expected.iter().map(|k| format!("`{k}`")).collect();
+    ShapeError {
+        code: "fsm::unknown-key",
+        message: format!(
+            "unknown field `{}`, expected one of {}",
+            key.get_ref(),
+            expected.join(", ")
+        ),
+        help: "remove the key or fix its spelling; see docs/fsm.md for the keys each table accepts",
+        span: key.span(),
+    }
 }
 
-impl<'a, 'i> Fields<'a, 'i> {
-    fn new(table: &'a DeTable<'i>, span: Range<usize>, allowed: &[&str]) -> Shaped<Self> {
-        if let Some((key, _)) = table
-            .iter()
-            .find(|(k, _)| !allowed.contains(&k.get_ref().as_ref()))
-        {
-            let expected: Vec<String> = allowed.iter().map(|k| format!("`{k}`")).collect();
-            return Err(ShapeError {
-                code: "fsm::unknown-key",
-                message: format!(
-                    "unknown field `{}`, expected one of {}",
-                    key.get_ref(),
-                    expected.join(", ")
-                ),
-                help: "remove the key or fix its spelling; see docs/fsm.md for the keys each table accepts",
-                span: key.span(),
-            });
-        }
-        Ok(Fields { table, span })
-    }
+/// A key the table must have; the error points at the whole table.
+fn required<T>(field: Option<T>, key: &str, table: &Value) -> Shaped<T> {
+    field.ok_or_else(|| ShapeError {
+        code: "fsm::invalid-field",
+        message: format!("missing field `{key}`"),
+        help: "add the missing key; see docs/fsm.md for the keys each table needs",
+        span: table.span(),
+    })
+}
 
-    fn of(v: &'a Value<'i>, allowed: &[&str]) -> Shaped<Self> {
-        Fields::new(table(v)?, v.span(), allowed)
-    }
-
-    fn get(&self, key: &str) -> Option<&'a Value<'i>> {
-        self.table
-            .iter()
-            .find(|(k, _)| k.get_ref().as_ref() == key)
-            .map(|(_, v)| v)
-    }
-
-    fn string(&self, key: &str) -> Shaped<Option<Spanned<String>>> {
-        self.get(key).map(string).transpose()
-    }
-
-    fn required_string(&self, key: &str) -> Shaped<Spanned<String>> {
-        self.string(key)?.ok_or_else(|| ShapeError {
-            code: "fsm::invalid-field",
-            message: format!("missing field `{key}`"),
-            help: "add the missing key; see docs/fsm.md for the keys each table needs",
-            span: self.span.clone(),
-        })
-    }
-
-    fn integer(&self, key: &str) -> Shaped<Option<Spanned<i64>>> {
-        let Some(v) = self.get(key) else {
-            return Ok(None);
-        };
-        let DeValue::Integer(i) = v.get_ref() else {
-            return Err(wrong_type(v, "an integer"));
-        };
-        match i64::from_str_radix(i.as_str(), i.radix()) {
-            Ok(n) => Ok(Some(Spanned::new(v.span(), n))),
-            Err(_) => Err(ShapeError {
-                code: "fsm::syntax",
-                message: format!("integer `{}` is out of range", i.as_str()),
-                help: "fix the TOML syntax or value type at this position",
-                span: v.span(),
-            }),
-        }
+fn integer(v: &Value) -> Shaped<Spanned<i64>> {
+    let DeValue::Integer(i) = v.get_ref() else {
+        return Err(wrong_type(v, "an integer"));
+    };
+    match i64::from_str_radix(i.as_str(), i.radix()) {
+        Ok(n) => Ok(Spanned::new(v.span(), n)),
+        Err(_) => Err(ShapeError {
+            code: "fsm::syntax",
+            message: format!("integer `{}` is out of range", i.as_str()),
+            help: "fix the TOML syntax or value type at this position",
+            span: v.span(),
+        }),
     }
 }
 
