@@ -44,13 +44,6 @@ fn fire_one_step(bencher: divan::Bencher) {
     bencher.bench(|| m.fire(divan::black_box(&pos), divan::black_box("epic_received")));
 }
 
-/// TOML parsing alone, to tell the parser's share from the checks'.
-#[divan::bench(args = [1000])]
-fn toml_parse_only(bencher: divan::Bencher, n: usize) {
-    let text = bench_support::chain_machine(n);
-    bencher.bench(|| toml::from_str::<toml::Table>(divan::black_box(&text)).is_ok());
-}
-
 /// The TOML parser's own document tree (spans kept), without serde.
 #[divan::bench(args = [1000])]
 fn toml_detable_only(bencher: divan::Bencher, n: usize) {

@@ -17,7 +17,7 @@ use super::bounds;
 use super::emit::{AgentState, Condition, EmitRule, OutcomeKind};
 use super::graph_checks;
 use super::machine::{Edge, Machine, Outcome, Source, State, StateId, StateKind, Transition};
-use super::spec::{RawFile, RawState};
+use super::spec::{RawFile, RawState, Text};
 use crate::diagnostics::{Diagnostic, Diagnostics, unknown_name_help};
 
 /// Where diagnostics go, with the text they point into.
@@ -127,7 +127,10 @@ pub(crate) fn compile(
     Some(Machine {
         id,
         version: version?,
-        description: raw.description.map(|d| d.into_inner()).unwrap_or_default(),
+        description: raw
+            .description
+            .map(|d| d.into_inner().to_owned())
+            .unwrap_or_default(),
         source,
         content_hash: sha256_hex(cx.text),
         text: Arc::clone(&cx.shared),
@@ -174,7 +177,7 @@ fn header_id(raw: &RawFile, cx: &mut Ctx) -> Option<(String, Range<usize>)> {
         );
         return None;
     }
-    Some((id.get_ref().clone(), id.span()))
+    Some((id.get_ref().to_string(), id.span()))
 }
 
 fn header_version(raw: &RawFile, cx: &mut Ctx) -> Option<semver::Version> {
@@ -216,7 +219,7 @@ fn initial(
         );
         return None;
     };
-    let found = lookup.get(init.get_ref().as_str()).copied();
+    let found = lookup.get(init.get_ref()).copied();
     if found.is_none() {
         cx.error(
             "fsm::unknown-initial",
@@ -245,11 +248,11 @@ fn states(raw: &RawFile, cx: &mut Ctx) -> Vec<State> {
                 .iter()
                 .map(|n| {
                     nonempty(n, "on_enter notification", cx);
-                    n.get_ref().clone()
+                    n.get_ref().to_string()
                 })
                 .collect();
             State {
-                name: name.get_ref().clone(),
+                name: name.get_ref().to_string(),
                 kind: state_kind(name.get_ref(), st, cx),
                 on_enter,
                 span: name.span(),
@@ -258,7 +261,7 @@ fn states(raw: &RawFile, cx: &mut Ctx) -> Vec<State> {
         .collect()
 }
 
-fn nonempty(s: &Spanned<String>, what: &str, cx: &mut Ctx) {
+fn nonempty(s: &Text, what: &str, cx: &mut Ctx) {
     if s.get_ref().trim().is_empty() {
         cx.error(
             "fsm::invalid-field",
@@ -271,7 +274,7 @@ fn nonempty(s: &Spanned<String>, what: &str, cx: &mut Ctx) {
 
 // The placeholder keeps going after an error so later checks still run.
 fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
-    let kind = st.kind.get_ref().as_str();
+    let kind = *st.kind.get_ref();
     let allowed: &[&str] = match kind {
         "input" => &["event"],
         "agent" => &["agent", "output", "timeout_secs", "emit"],
@@ -310,11 +313,11 @@ fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
         }
     }
     let kind_span = st.kind.span();
-    let required = |field: &Option<Spanned<String>>, key: &str, cx: &mut Ctx| -> String {
+    let required = |field: &Option<Text>, key: &str, cx: &mut Ctx| -> String {
         match field {
             Some(v) => {
                 nonempty(v, &format!("`{key}`"), cx);
-                v.get_ref().clone()
+                v.get_ref().to_string()
             }
             None => {
                 cx.error(
@@ -342,11 +345,7 @@ fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
             })
         }
         "terminal" => {
-            let outcome = match st
-                .outcome
-                .as_ref()
-                .map(|o| (o.get_ref().as_str(), o.span()))
-            {
+            let outcome = match st.outcome.as_ref().map(|o| (*o.get_ref(), o.span())) {
                 Some(("success", _)) => Outcome::Success,
                 Some(("failure", _)) => Outcome::Failure,
                 Some((other, span)) => {
@@ -430,7 +429,7 @@ fn emit_rules(st: &RawState, cx: &mut Ctx) -> Vec<EmitRule> {
         out.push(EmitRule {
             on,
             when,
-            event: r.event.get_ref().clone(),
+            event: r.event.get_ref().to_string(),
         });
     }
     out
@@ -444,7 +443,7 @@ pub(crate) fn emit_event_span(raw: &RawFile, index: usize, event: &str) -> Optio
     rules
         .map(|r| &r.get_ref().event)
         .chain(&st.event)
-        .find(|e| e.get_ref() == event)
+        .find(|e| *e.get_ref() == event)
         .map(Spanned::span)
 }
 
@@ -461,8 +460,8 @@ fn transitions(
     for t in &raw.transitions {
         let span = t.span();
         let t = t.get_ref();
-        let resolve = |s: &Spanned<String>, role: &str, cx: &mut Ctx| {
-            let found = lookup.get(s.get_ref().as_str()).copied();
+        let resolve = |s: &Text, role: &str, cx: &mut Ctx| {
+            let found = lookup.get(s.get_ref()).copied();
             if found.is_none() {
                 cx.error(
                     "fsm::unknown-state",
@@ -523,7 +522,7 @@ fn transitions(
             );
             continue;
         }
-        let event = t.event.get_ref().as_str();
+        let event = *t.event.get_ref();
         if let Some(&prev) = seen.get(&(from, event)) {
             let p: &Transition = &out[prev];
             if p.to == to {

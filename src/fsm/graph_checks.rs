@@ -20,7 +20,7 @@ pub(crate) struct Graph<'a> {
     pub outgoing: &'a [Vec<usize>],
     pub graph: &'a DiGraph<StateId, Edge>,
     /// The file as written, for the span of an unhandled emitted event.
-    pub raw: &'a RawFile,
+    pub raw: &'a RawFile<'a>,
 }
 
 pub(crate) fn reachability(g: &Graph, initial: StateId, cx: &mut Ctx) {

@@ -105,14 +105,19 @@ pub(crate) fn compile_with_id(
     // One copy of the text, shared by the diagnostics and the machine.
     let shared: Arc<str> = Arc::from(text);
     diags.add_source(display_name, Arc::clone(&shared));
-    let raw = match spec::parse(text, display_name) {
+    let raw = spec::parse(text, display_name);
+    let raw = match &raw {
+        Ok(doc) => spec::raw(doc, text, display_name),
+        Err(d) => Err(d.clone()),
+    };
+    let raw = match raw {
         Ok(raw) => raw,
         Err(d) => {
             diags.push(*d);
             return (None, diags, None);
         }
     };
-    let id = raw.id.as_ref().map(|i| i.get_ref().clone());
+    let id = raw.id.as_ref().map(|i| (*i.get_ref()).to_owned());
     let mut cx = check::Ctx {
         text,
         shared,

@@ -15,52 +15,66 @@ use toml::de::{DeString, DeTable, DeValue};
 
 use crate::diagnostics::Diagnostic;
 
+/// A string value (or key) of the file, borrowed from the parsed document.
+pub(crate) type Text<'a> = Spanned<&'a str>;
+
 #[derive(Debug)]
-pub(crate) struct RawFile {
-    pub id: Option<Spanned<String>>,
-    pub version: Option<Spanned<String>>,
-    pub description: Option<Spanned<String>>,
-    pub initial: Option<Spanned<String>>,
+pub(crate) struct RawFile<'a> {
+    pub id: Option<Text<'a>>,
+    pub version: Option<Text<'a>>,
+    pub description: Option<Text<'a>>,
+    pub initial: Option<Text<'a>>,
     /// In file order.
-    pub states: Vec<(Spanned<String>, RawState)>,
-    pub transitions: Vec<Spanned<RawTransition>>,
+    pub states: Vec<(Text<'a>, RawState<'a>)>,
+    pub transitions: Vec<Spanned<RawTransition<'a>>>,
 }
 
 // One flat struct for every kind, rather than an enum per kind, so that `check`
 // can say which key does not belong to which kind.
 #[derive(Debug)]
-pub(crate) struct RawState {
-    pub kind: Spanned<String>,
-    pub event: Option<Spanned<String>>,
-    pub agent: Option<Spanned<String>>,
-    pub output: Option<Spanned<String>>,
+pub(crate) struct RawState<'a> {
+    pub kind: Text<'a>,
+    pub event: Option<Text<'a>>,
+    pub agent: Option<Text<'a>>,
+    pub output: Option<Text<'a>>,
     // Signed so a negative value gets our own message.
     pub timeout_secs: Option<Spanned<i64>>,
-    pub emit: Option<Spanned<Vec<Spanned<RawEmit>>>>,
-    pub outcome: Option<Spanned<String>>,
-    pub on_enter: Vec<Spanned<String>>,
+    pub emit: Option<Spanned<Vec<Spanned<RawEmit<'a>>>>>,
+    pub outcome: Option<Text<'a>>,
+    pub on_enter: Vec<Text<'a>>,
 }
 
 #[derive(Debug)]
-pub(crate) struct RawEmit {
-    pub on: Spanned<String>,
-    pub when: Option<Spanned<String>>,
-    pub event: Spanned<String>,
+pub(crate) struct RawEmit<'a> {
+    pub on: Text<'a>,
+    pub when: Option<Text<'a>>,
+    pub event: Text<'a>,
 }
 
 #[derive(Debug)]
-pub(crate) struct RawTransition {
-    pub from: Spanned<String>,
-    pub event: Spanned<String>,
-    pub to: Spanned<String>,
+pub(crate) struct RawTransition<'a> {
+    pub from: Text<'a>,
+    pub event: Text<'a>,
+    pub to: Text<'a>,
     pub max: Option<Spanned<i64>>,
-    pub exhausted: Option<Spanned<String>>,
+    pub exhausted: Option<Text<'a>>,
 }
 
-/// Parses TOML text into the raw file, or the one diagnostic explaining why not.
-pub(crate) fn parse(text: &str, file: &str) -> Result<RawFile, Box<Diagnostic>> {
-    let doc = DeTable::parse(text).map_err(|e| Box::new(syntax_diagnostic(&e, text, file)))?;
-    raw_file(&doc).map_err(|e| {
+/// Parses TOML text into toml's document tree, which the raw file borrows from.
+pub(crate) fn parse<'t>(
+    text: &'t str,
+    file: &str,
+) -> Result<Spanned<DeTable<'t>>, Box<Diagnostic>> {
+    DeTable::parse(text).map_err(|e| Box::new(syntax_diagnostic(&e, text, file)))
+}
+
+/// Reads the document into the raw file, or the one diagnostic explaining why not.
+pub(crate) fn raw<'a>(
+    doc: &'a Spanned<DeTable<'_>>,
+    text: &str,
+    file: &str,
+) -> Result<RawFile<'a>, Box<Diagnostic>> {
+    raw_file(doc).map_err(|e| {
         let d = Diagnostic::error(e.code, file, e.message).with_help(e.help);
         Box::new(d.with_span(text, clamp(e.span, text.len())))
     })
@@ -101,7 +115,7 @@ const TRANSITION_KEYS: &[&str] = &["from", "event", "to", "max", "exhausted"];
 
 // Each table is read in one pass over its entries, as serde's derive would.
 
-fn raw_file(doc: &Spanned<DeTable>) -> Shaped<RawFile> {
+fn raw_file<'a>(doc: &'a Spanned<DeTable<'_>>) -> Shaped<RawFile<'a>> {
     let mut f = RawFile {
         id: None,
         version: None,
@@ -118,7 +132,7 @@ fn raw_file(doc: &Spanned<DeTable>) -> Shaped<RawFile> {
             "initial" => f.initial = Some(string(v)?),
             "states" => {
                 for (name, st) in table(v)? {
-                    let name = Spanned::new(name.span(), name.get_ref().to_string());
+                    let name = Spanned::new(name.span(), name.get_ref().as_ref());
                     f.states.push((name, raw_state(st)?));
                 }
             }
@@ -136,10 +150,10 @@ fn raw_file(doc: &Spanned<DeTable>) -> Shaped<RawFile> {
     Ok(f)
 }
 
-fn raw_state(v: &Value) -> Shaped<RawState> {
+fn raw_state<'a>(v: &'a Value<'_>) -> Shaped<RawState<'a>> {
     let mut kind = None;
     let mut st = RawState {
-        kind: Spanned::new(0..0, String::new()),
+        kind: Spanned::new(0..0, ""),
         event: None,
         agent: None,
         output: None,
@@ -176,7 +190,7 @@ fn raw_state(v: &Value) -> Shaped<RawState> {
     Ok(st)
 }
 
-fn raw_emit(v: &Value) -> Shaped<RawEmit> {
+fn raw_emit<'a>(v: &'a Value<'_>) -> Shaped<RawEmit<'a>> {
     let (mut on, mut when, mut event) = (None, None, None);
     for (key, v) in table(v)? {
         match key.get_ref().as_ref() {
@@ -193,7 +207,7 @@ fn raw_emit(v: &Value) -> Shaped<RawEmit> {
     })
 }
 
-fn raw_transition(v: &Value) -> Shaped<RawTransition> {
+fn raw_transition<'a>(v: &'a Value<'_>) -> Shaped<RawTransition<'a>> {
     let (mut from, mut event, mut to, mut max, mut exhausted) = (None, None, None, None, None);
     for (key, v) in table(v)? {
         match key.get_ref().as_ref() {
@@ -253,9 +267,9 @@ fn integer(v: &Value) -> Shaped<Spanned<i64>> {
     }
 }
 
-fn string(v: &Value) -> Shaped<Spanned<String>> {
+fn string<'a>(v: &'a Value<'_>) -> Shaped<Text<'a>> {
     match v.get_ref() {
-        DeValue::String(s) => Ok(Spanned::new(v.span(), s.to_string())),
+        DeValue::String(s) => Ok(Spanned::new(v.span(), s.as_ref())),
         _ => Err(wrong_type(v, "a string")),
     }
 }
