@@ -316,7 +316,9 @@ fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
     let required = |field: &Option<Text>, key: &str, cx: &mut Ctx| -> String {
         match field {
             Some(v) => {
-                nonempty(v, &format!("`{key}`"), cx);
+                if v.get_ref().trim().is_empty() {
+                    nonempty(v, &format!("`{key}`"), cx);
+                }
                 v.get_ref().to_string()
             }
             None => {
@@ -456,7 +458,7 @@ fn transitions(
     cx: &mut Ctx,
 ) -> Vec<Transition> {
     let mut out: Vec<Transition> = Vec::new();
-    let mut seen: HashMap<(StateId, &str), usize> = HashMap::new();
+    let mut seen: HashMap<(StateId, &str), usize> = HashMap::with_capacity(raw.transitions.len());
     for t in &raw.transitions {
         let span = t.span();
         let t = t.get_ref();
