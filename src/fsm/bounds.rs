@@ -7,7 +7,7 @@
 //! loops do not multiply the space. Past [`CONFIG_LIMIT`] configurations it
 //! falls back to an upper bound and says so.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 
 use petgraph::algo::{tarjan_scc, toposort};
 use petgraph::graph::{DiGraph, NodeIndex};

@@ -4,7 +4,8 @@
 //! Field checks and references are in this file; the graph checks
 //! (determinism, reachability, completeness, termination) are in `graph_checks`.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
+use foldhash::HashMapExt as _;
 use std::ops::Range;
 use std::sync::Arc;
 
