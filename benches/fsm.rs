@@ -44,9 +44,16 @@ fn fire_one_step(bencher: divan::Bencher) {
     bencher.bench(|| m.fire(divan::black_box(&pos), divan::black_box("epic_received")));
 }
 
-/// TOML parsing alone, to tell the parser's share from the checks'.
+/// The TOML parser's own document tree (spans kept), without serde.
 #[divan::bench(args = [1000])]
-fn toml_parse_only(bencher: divan::Bencher, n: usize) {
+fn toml_detable_only(bencher: divan::Bencher, n: usize) {
     let text = bench_support::chain_machine(n);
-    bencher.bench(|| toml::from_str::<toml::Table>(divan::black_box(&text)).is_ok());
+    bencher.bench(|| toml::de::DeTable::parse(divan::black_box(&text)).is_ok());
+}
+
+/// modix's parse step (TOML text to the raw file, spans kept).
+#[divan::bench(args = [1000])]
+fn spec_parse_only(bencher: divan::Bencher, n: usize) {
+    let text = bench_support::chain_machine(n);
+    bencher.bench(|| bench_support::parse_only(divan::black_box(&text)));
 }

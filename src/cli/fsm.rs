@@ -44,7 +44,13 @@ pub fn run(cli: &Cli, cmd: &FsmCommand, out: &Output) -> u8 {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let project = crate::config::find_project(cli.project.as_deref(), &cwd);
     let fsm_dir = project.as_ref().map(|p| p.modix_dir.join("fsm"));
-    let opts = CompileOptions::default();
+    // The project's loop bound, as `validate` and `go` compile with it.
+    let opts = project
+        .as_ref()
+        .and_then(crate::config::peek_loop_bound)
+        .map_or_else(CompileOptions::default, |default_max| CompileOptions {
+            default_max,
+        });
     let (catalog, diags) = Catalog::load(fsm_dir.as_deref(), &opts);
     let shown = |m: &Machine| match m.source() {
         Source::Builtin(_) => "built-in".to_owned(),

@@ -61,3 +61,9 @@ pub fn chain_machine(n: usize) -> String {
     }
     t
 }
+
+/// The parse step alone (TOML text to the raw file), for the benchmarks.
+pub fn parse_only(text: &str) -> bool {
+    let doc = super::spec::parse(text, "bench.toml");
+    doc.is_ok_and(|doc| super::spec::raw(&doc, text, "bench.toml").is_ok())
+}

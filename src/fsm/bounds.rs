@@ -7,7 +7,7 @@
 //! loops do not multiply the space. Past [`CONFIG_LIMIT`] configurations it
 //! falls back to an upper bound and says so.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 
 use petgraph::algo::{tarjan_scc, toposort};
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -41,35 +41,40 @@ pub(crate) fn compute(m: &Input) -> WorstCase {
     exact(m).unwrap_or_else(|| upper_bound(m))
 }
 
-type Config = (u32, Box<[u32]>);
+/// A state and the non-zero counters of the bounded transitions still
+/// reachable from it, as (slot, count) sorted by slot. Sparse, because a run
+/// is usually inside one loop at a time: a dense vector of every slot would make
+/// hashing and copying a configuration cost as much as the machine is large.
+type Config = (u32, Box<[(u32, u32)]>);
 
 fn exact(m: &Input) -> Option<WorstCase> {
     let (relevant, groups) = relevant_slots(m);
-    let canon = |state: u32, mut c: Box<[u32]>| -> Config {
-        let rel = &relevant[state as usize];
-        for (slot, v) in c.iter_mut().enumerate() {
-            if rel[slot / 64] & (1 << (slot % 64)) == 0 {
-                *v = 0;
-            }
-        }
-        (state, c)
-    };
-    let start = canon(m.initial.0, vec![0; m.slots].into_boxed_slice());
+    let start: Config = (m.initial.0, Box::new([]));
     let mut index: HashMap<Config, u32> = HashMap::new();
     let mut configs: Vec<Config> = vec![start.clone()];
     let mut succ: Vec<Vec<u32>> = Vec::new();
     index.insert(start, 0);
     let mut next = 0;
+    let mut counters: Vec<(u32, u32)> = Vec::new();
     while next < configs.len() {
-        let (state, counters) = configs[next].clone();
+        let state = configs[next].0;
         let mut out = Vec::new();
         for &ti in &m.outgoing[state as usize] {
             let t = &m.transitions[ti];
-            let mut c = counters.clone();
+            counters.clear();
+            counters.extend_from_slice(&configs[next].1);
             let to = match (t.slot, t.max, t.exhausted) {
                 (Some(slot), Some(max), Some(ex)) => {
-                    if c[slot] < max {
-                        c[slot] += 1;
+                    let slot = slot as u32;
+                    let i = match counters.binary_search_by_key(&slot, |&(s, _)| s) {
+                        Ok(i) => i,
+                        Err(i) => {
+                            counters.insert(i, (slot, 0));
+                            i
+                        }
+                    };
+                    if counters[i].1 < max {
+                        counters[i].1 += 1;
                         t.to
                     } else {
                         ex
@@ -77,7 +82,16 @@ fn exact(m: &Input) -> Option<WorstCase> {
                 }
                 _ => t.to,
             };
-            let key = canon(to.0, c);
+            // Forget the counters the run can no longer reach.
+            let rel = &relevant[to.index()];
+            let key: Config = (
+                to.0,
+                counters
+                    .iter()
+                    .filter(|&&(s, n)| n > 0 && rel[s as usize / 64] & (1 << (s % 64)) != 0)
+                    .copied()
+                    .collect(),
+            );
             let id = match index.get(&key) {
                 Some(&id) => id,
                 None => {

@@ -4,7 +4,8 @@
 //! Field checks and references are in this file; the graph checks
 //! (determinism, reachability, completeness, termination) are in `graph_checks`.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
+use foldhash::HashMapExt as _;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -17,12 +18,14 @@ use super::bounds;
 use super::emit::{AgentState, Condition, EmitRule, OutcomeKind};
 use super::graph_checks;
 use super::machine::{Edge, Machine, Outcome, Source, State, StateId, StateKind, Transition};
-use super::spec::{RawFile, RawState};
+use super::spec::{RawFile, RawState, Text};
 use crate::diagnostics::{Diagnostic, Diagnostics, unknown_name_help};
 
 /// Where diagnostics go, with the text they point into.
 pub(crate) struct Ctx<'a> {
     pub text: &'a str,
+    /// `text` again, shared rather than copied into the machine.
+    pub shared: Arc<str>,
     pub file: &'a str,
     pub diags: &'a mut Diagnostics,
 }
@@ -93,7 +96,7 @@ pub(crate) fn compile(
         transitions: &transitions,
         outgoing: &outgoing,
         graph: &graph,
-        emit_spans: &emit_event_spans(&raw),
+        raw: &raw,
     };
     // A dropped transition would make the graph checks report follow-on noise
     // (unreachable, unhandled); fix the references first.
@@ -125,10 +128,13 @@ pub(crate) fn compile(
     Some(Machine {
         id,
         version: version?,
-        description: raw.description.map(|d| d.into_inner()).unwrap_or_default(),
+        description: raw
+            .description
+            .map(|d| d.into_inner().to_owned())
+            .unwrap_or_default(),
         source,
         content_hash: sha256_hex(cx.text),
-        text: Arc::from(cx.text),
+        text: Arc::clone(&cx.shared),
         id_span,
         initial,
         states,
@@ -172,7 +178,7 @@ fn header_id(raw: &RawFile, cx: &mut Ctx) -> Option<(String, Range<usize>)> {
         );
         return None;
     }
-    Some((id.get_ref().clone(), id.span()))
+    Some((id.get_ref().to_string(), id.span()))
 }
 
 fn header_version(raw: &RawFile, cx: &mut Ctx) -> Option<semver::Version> {
@@ -214,7 +220,7 @@ fn initial(
         );
         return None;
     };
-    let found = lookup.get(init.get_ref().as_str()).copied();
+    let found = lookup.get(init.get_ref()).copied();
     if found.is_none() {
         cx.error(
             "fsm::unknown-initial",
@@ -227,8 +233,8 @@ fn initial(
 }
 
 fn states(raw: &RawFile, cx: &mut Ctx) -> Vec<State> {
-    raw.states_in_order()
-        .into_iter()
+    raw.states
+        .iter()
         .map(|(name, st)| {
             if !is_name(name.get_ref()) {
                 cx.error(
@@ -243,11 +249,11 @@ fn states(raw: &RawFile, cx: &mut Ctx) -> Vec<State> {
                 .iter()
                 .map(|n| {
                     nonempty(n, "on_enter notification", cx);
-                    n.get_ref().clone()
+                    n.get_ref().to_string()
                 })
                 .collect();
             State {
-                name: name.get_ref().clone(),
+                name: name.get_ref().to_string(),
                 kind: state_kind(name.get_ref(), st, cx),
                 on_enter,
                 span: name.span(),
@@ -256,7 +262,7 @@ fn states(raw: &RawFile, cx: &mut Ctx) -> Vec<State> {
         .collect()
 }
 
-fn nonempty(s: &Spanned<String>, what: &str, cx: &mut Ctx) {
+fn nonempty(s: &Text, what: &str, cx: &mut Ctx) {
     if s.get_ref().trim().is_empty() {
         cx.error(
             "fsm::invalid-field",
@@ -269,7 +275,7 @@ fn nonempty(s: &Spanned<String>, what: &str, cx: &mut Ctx) {
 
 // The placeholder keeps going after an error so later checks still run.
 fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
-    let kind = st.kind.get_ref().as_str();
+    let kind = *st.kind.get_ref();
     let allowed: &[&str] = match kind {
         "input" => &["event"],
         "agent" => &["agent", "output", "timeout_secs", "emit"],
@@ -308,11 +314,13 @@ fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
         }
     }
     let kind_span = st.kind.span();
-    let required = |field: &Option<Spanned<String>>, key: &str, cx: &mut Ctx| -> String {
+    let required = |field: &Option<Text>, key: &str, cx: &mut Ctx| -> String {
         match field {
             Some(v) => {
-                nonempty(v, &format!("`{key}`"), cx);
-                v.get_ref().clone()
+                if v.get_ref().trim().is_empty() {
+                    nonempty(v, &format!("`{key}`"), cx);
+                }
+                v.get_ref().to_string()
             }
             None => {
                 cx.error(
@@ -340,11 +348,7 @@ fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
             })
         }
         "terminal" => {
-            let outcome = match st
-                .outcome
-                .as_ref()
-                .map(|o| (o.get_ref().as_str(), o.span()))
-            {
+            let outcome = match st.outcome.as_ref().map(|o| (*o.get_ref(), o.span())) {
                 Some(("success", _)) => Outcome::Success,
                 Some(("failure", _)) => Outcome::Failure,
                 Some((other, span)) => {
@@ -428,28 +432,22 @@ fn emit_rules(st: &RawState, cx: &mut Ctx) -> Vec<EmitRule> {
         out.push(EmitRule {
             on,
             when,
-            event: r.event.get_ref().clone(),
+            event: r.event.get_ref().to_string(),
         });
     }
     out
 }
 
-/// Spans of each agent state's emitted events, by (state name, event), first rule wins.
-fn emit_event_spans(raw: &RawFile) -> HashMap<(String, String), Range<usize>> {
-    let mut out = HashMap::new();
-    for (name, st) in &raw.states {
-        if let Some(rules) = &st.emit {
-            for r in rules.get_ref() {
-                let key = (name.get_ref().clone(), r.get_ref().event.get_ref().clone());
-                out.entry(key).or_insert_with(|| r.get_ref().event.span());
-            }
-        }
-        if let Some(ev) = &st.event {
-            out.entry((name.get_ref().clone(), ev.get_ref().clone()))
-                .or_insert_with(|| ev.span());
-        }
-    }
-    out
+/// Span of the first emit rule (or input `event`) of state `index` that emits
+/// `event`; looked up only when a check reports it.
+pub(crate) fn emit_event_span(raw: &RawFile, index: usize, event: &str) -> Option<Range<usize>> {
+    let (_, st) = raw.states.get(index)?;
+    let rules = st.emit.iter().flat_map(|r| r.get_ref());
+    rules
+        .map(|r| &r.get_ref().event)
+        .chain(&st.event)
+        .find(|e| *e.get_ref() == event)
+        .map(Spanned::span)
 }
 
 fn transitions(
@@ -461,12 +459,12 @@ fn transitions(
     cx: &mut Ctx,
 ) -> Vec<Transition> {
     let mut out: Vec<Transition> = Vec::new();
-    let mut seen: HashMap<(StateId, &str), usize> = HashMap::new();
+    let mut seen: HashMap<(StateId, &str), usize> = HashMap::with_capacity(raw.transitions.len());
     for t in &raw.transitions {
         let span = t.span();
         let t = t.get_ref();
-        let resolve = |s: &Spanned<String>, role: &str, cx: &mut Ctx| {
-            let found = lookup.get(s.get_ref().as_str()).copied();
+        let resolve = |s: &Text, role: &str, cx: &mut Ctx| {
+            let found = lookup.get(s.get_ref()).copied();
             if found.is_none() {
                 cx.error(
                     "fsm::unknown-state",
@@ -527,7 +525,7 @@ fn transitions(
             );
             continue;
         }
-        let event = t.event.get_ref().as_str();
+        let event = *t.event.get_ref();
         if let Some(&prev) = seen.get(&(from, event)) {
             let p: &Transition = &out[prev];
             if p.to == to {

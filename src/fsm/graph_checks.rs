@@ -3,24 +3,24 @@
 //! state can emit is handled) and termination (every cycle is bounded).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::ops::Range;
 
 use petgraph::Direction;
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{Bfs, Reversed};
 
-use super::check::Ctx;
+use super::check::{Ctx, emit_event_span};
 use super::emit::OutcomeKind;
 use super::machine::{Edge, State, StateId, StateKind, Transition};
+use super::spec::RawFile;
 
 pub(crate) struct Graph<'a> {
     pub states: &'a [State],
     pub transitions: &'a [Transition],
     pub outgoing: &'a [Vec<usize>],
     pub graph: &'a DiGraph<StateId, Edge>,
-    /// (state, event) → span of the rule (or input `event`) that emits it.
-    pub emit_spans: &'a HashMap<(String, String), Range<usize>>,
+    /// The file as written, for the span of an unhandled emitted event.
+    pub raw: &'a RawFile<'a>,
 }
 
 pub(crate) fn reachability(g: &Graph, initial: StateId, cx: &mut Ctx) {
@@ -83,11 +83,7 @@ pub(crate) fn completeness(g: &Graph, cx: &mut Ctx) {
         };
         for ev in events {
             if !handled(ev) {
-                let span = g
-                    .emit_spans
-                    .get(&(s.name.clone(), ev.to_owned()))
-                    .cloned()
-                    .unwrap_or_else(|| s.span.clone());
+                let span = emit_event_span(g.raw, i, ev).unwrap_or_else(|| s.span.clone());
                 cx.error(
                     "fsm::unhandled-event",
                     span,

@@ -19,6 +19,7 @@ mod spec;
 mod proptests;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::diagnostics::{Diagnostic, Diagnostics};
 
@@ -101,17 +102,25 @@ pub(crate) fn compile_with_id(
     opts: &CompileOptions,
 ) -> (Option<Machine>, Diagnostics, Option<String>) {
     let mut diags = Diagnostics::new();
-    diags.add_source(display_name, text);
-    let raw = match spec::parse(text, display_name) {
+    // One copy of the text, shared by the diagnostics and the machine.
+    let shared: Arc<str> = Arc::from(text);
+    diags.add_source(display_name, Arc::clone(&shared));
+    let raw = spec::parse(text, display_name);
+    let raw = match &raw {
+        Ok(doc) => spec::raw(doc, text, display_name),
+        Err(d) => Err(d.clone()),
+    };
+    let raw = match raw {
         Ok(raw) => raw,
         Err(d) => {
             diags.push(*d);
             return (None, diags, None);
         }
     };
-    let id = raw.id.as_ref().map(|i| i.get_ref().clone());
+    let id = raw.id.as_ref().map(|i| (*i.get_ref()).to_owned());
     let mut cx = check::Ctx {
         text,
+        shared,
         file: display_name,
         diags: &mut diags,
     };

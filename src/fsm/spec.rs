@@ -1,83 +1,308 @@
-//! The FSM file format as written: serde structs that mirror the TOML with a
-//! span on every value, and the parse step that turns TOML syntax errors (and
-//! unknown keys) into diagnostics with line and column.
+//! The FSM file format as written: plain structs that mirror the TOML with a
+//! span on every value, and the parse step that turns TOML syntax errors,
+//! unknown keys, missing keys and wrong value types into diagnostics with line
+//! and column.
 //!
+//! The text is parsed once into toml's span-keeping document tree
+//! ([`DeTable`]) and walked by hand: serde's derive would rebuild every value
+//! through `Spanned` wrappers, which costs more than the walk itself.
 //! Nothing here judges meaning; `check` does that on the [`RawFile`].
 
-use std::collections::BTreeMap;
 use std::ops::Range;
 
-use serde::Deserialize;
 use toml::Spanned;
+use toml::de::{DeString, DeTable, DeValue};
 
 use crate::diagnostics::Diagnostic;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawFile {
-    pub id: Option<Spanned<String>>,
-    pub version: Option<Spanned<String>>,
-    pub description: Option<Spanned<String>>,
-    pub initial: Option<Spanned<String>>,
-    // A map loses file order; the key spans give it back (sorted in `states_in_order`).
-    #[serde(default)]
-    pub states: BTreeMap<Spanned<String>, RawState>,
-    #[serde(default)]
-    pub transitions: Vec<Spanned<RawTransition>>,
+/// A string value (or key) of the file, borrowed from the parsed document.
+pub(crate) type Text<'a> = Spanned<&'a str>;
+
+#[derive(Debug)]
+pub(crate) struct RawFile<'a> {
+    pub id: Option<Text<'a>>,
+    pub version: Option<Text<'a>>,
+    pub description: Option<Text<'a>>,
+    pub initial: Option<Text<'a>>,
+    /// In file order.
+    pub states: Vec<(Text<'a>, RawState<'a>)>,
+    pub transitions: Vec<Spanned<RawTransition<'a>>>,
 }
 
-// One flat struct for every kind, rather than a tagged enum: serde's internally
-// tagged enums buffer their content and would lose the spans.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawState {
-    pub kind: Spanned<String>,
-    pub event: Option<Spanned<String>>,
-    pub agent: Option<Spanned<String>>,
-    pub output: Option<Spanned<String>>,
-    // Signed so a negative value gets our own message instead of a serde one.
+// One flat struct for every kind, rather than an enum per kind, so that `check`
+// can say which key does not belong to which kind.
+#[derive(Debug)]
+pub(crate) struct RawState<'a> {
+    pub kind: Text<'a>,
+    pub event: Option<Text<'a>>,
+    pub agent: Option<Text<'a>>,
+    pub output: Option<Text<'a>>,
+    // Signed so a negative value gets our own message.
     pub timeout_secs: Option<Spanned<i64>>,
-    pub emit: Option<Spanned<Vec<Spanned<RawEmit>>>>,
-    pub outcome: Option<Spanned<String>>,
-    #[serde(default)]
-    pub on_enter: Vec<Spanned<String>>,
+    pub emit: Option<Spanned<Vec<Spanned<RawEmit<'a>>>>>,
+    pub outcome: Option<Text<'a>>,
+    pub on_enter: Vec<Text<'a>>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawEmit {
-    pub on: Spanned<String>,
-    pub when: Option<Spanned<String>>,
-    pub event: Spanned<String>,
+#[derive(Debug)]
+pub(crate) struct RawEmit<'a> {
+    pub on: Text<'a>,
+    pub when: Option<Text<'a>>,
+    pub event: Text<'a>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawTransition {
-    pub from: Spanned<String>,
-    pub event: Spanned<String>,
-    pub to: Spanned<String>,
+#[derive(Debug)]
+pub(crate) struct RawTransition<'a> {
+    pub from: Text<'a>,
+    pub event: Text<'a>,
+    pub to: Text<'a>,
     pub max: Option<Spanned<i64>>,
-    pub exhausted: Option<Spanned<String>>,
+    pub exhausted: Option<Text<'a>>,
 }
 
-impl RawFile {
-    /// States in the order they appear in the file.
-    pub fn states_in_order(&self) -> Vec<(&Spanned<String>, &RawState)> {
-        let mut v: Vec<_> = self.states.iter().collect();
-        v.sort_by_key(|(k, _)| k.span().start);
-        v
+/// Parses TOML text into toml's document tree, which the raw file borrows from.
+pub(crate) fn parse<'t>(
+    text: &'t str,
+    file: &str,
+) -> Result<Spanned<DeTable<'t>>, Box<Diagnostic>> {
+    DeTable::parse(text).map_err(|e| Box::new(syntax_diagnostic(&e, text, file)))
+}
+
+/// Reads the document into the raw file, or the one diagnostic explaining why not.
+pub(crate) fn raw<'a>(
+    doc: &'a Spanned<DeTable<'_>>,
+    text: &str,
+    file: &str,
+) -> Result<RawFile<'a>, Box<Diagnostic>> {
+    raw_file(doc).map_err(|e| {
+        let d = Diagnostic::error(e.code, file, e.message).with_help(e.help);
+        Box::new(d.with_span(text, clamp(e.span, text.len())))
+    })
+}
+
+type Value<'i> = Spanned<DeValue<'i>>;
+
+/// A value of the wrong shape: an unknown or missing key, or a wrong type.
+struct ShapeError {
+    code: &'static str,
+    message: String,
+    help: &'static str,
+    span: Range<usize>,
+}
+
+type Shaped<T> = Result<T, ShapeError>;
+
+const FILE_KEYS: &[&str] = &[
+    "id",
+    "version",
+    "description",
+    "initial",
+    "states",
+    "transitions",
+];
+const STATE_KEYS: &[&str] = &[
+    "kind",
+    "event",
+    "agent",
+    "output",
+    "timeout_secs",
+    "emit",
+    "outcome",
+    "on_enter",
+];
+const EMIT_KEYS: &[&str] = &["on", "when", "event"];
+const TRANSITION_KEYS: &[&str] = &["from", "event", "to", "max", "exhausted"];
+
+// Each table is read in one pass over its entries, as serde's derive would.
+
+fn raw_file<'a>(doc: &'a Spanned<DeTable<'_>>) -> Shaped<RawFile<'a>> {
+    let mut f = RawFile {
+        id: None,
+        version: None,
+        description: None,
+        initial: None,
+        states: Vec::new(),
+        transitions: Vec::new(),
+    };
+    for (key, v) in doc.get_ref() {
+        match key.get_ref().as_ref() {
+            "id" => f.id = Some(string(v)?),
+            "version" => f.version = Some(string(v)?),
+            "description" => f.description = Some(string(v)?),
+            "initial" => f.initial = Some(string(v)?),
+            "states" => {
+                for (name, st) in table(v)? {
+                    let name = Spanned::new(name.span(), name.get_ref().as_ref());
+                    f.states.push((name, raw_state(st)?));
+                }
+            }
+            "transitions" => {
+                for t in array(v, "an array of tables")? {
+                    f.transitions
+                        .push(Spanned::new(t.span(), raw_transition(t)?));
+                }
+            }
+            _ => return Err(unknown_key(key, FILE_KEYS)),
+        }
+    }
+    // toml may keep keys sorted; the spans give the file order back.
+    f.states.sort_by_key(|(k, _)| k.span().start);
+    Ok(f)
+}
+
+fn raw_state<'a>(v: &'a Value<'_>) -> Shaped<RawState<'a>> {
+    let mut kind = None;
+    let mut st = RawState {
+        kind: Spanned::new(0..0, ""),
+        event: None,
+        agent: None,
+        output: None,
+        timeout_secs: None,
+        emit: None,
+        outcome: None,
+        on_enter: Vec::new(),
+    };
+    for (key, v) in table(v)? {
+        match key.get_ref().as_ref() {
+            "kind" => kind = Some(string(v)?),
+            "event" => st.event = Some(string(v)?),
+            "agent" => st.agent = Some(string(v)?),
+            "output" => st.output = Some(string(v)?),
+            "timeout_secs" => st.timeout_secs = Some(integer(v)?),
+            "emit" => {
+                let rules = array(v, "an array of inline tables")?
+                    .iter()
+                    .map(|r| Ok(Spanned::new(r.span(), raw_emit(r)?)))
+                    .collect::<Shaped<_>>()?;
+                st.emit = Some(Spanned::new(v.span(), rules));
+            }
+            "outcome" => st.outcome = Some(string(v)?),
+            "on_enter" => {
+                st.on_enter = array(v, "an array of strings")?
+                    .iter()
+                    .map(string)
+                    .collect::<Shaped<_>>()?;
+            }
+            _ => return Err(unknown_key(key, STATE_KEYS)),
+        }
+    }
+    st.kind = required(kind, "kind", v)?;
+    Ok(st)
+}
+
+fn raw_emit<'a>(v: &'a Value<'_>) -> Shaped<RawEmit<'a>> {
+    let (mut on, mut when, mut event) = (None, None, None);
+    for (key, v) in table(v)? {
+        match key.get_ref().as_ref() {
+            "on" => on = Some(string(v)?),
+            "when" => when = Some(string(v)?),
+            "event" => event = Some(string(v)?),
+            _ => return Err(unknown_key(key, EMIT_KEYS)),
+        }
+    }
+    Ok(RawEmit {
+        on: required(on, "on", v)?,
+        when,
+        event: required(event, "event", v)?,
+    })
+}
+
+fn raw_transition<'a>(v: &'a Value<'_>) -> Shaped<RawTransition<'a>> {
+    let (mut from, mut event, mut to, mut max, mut exhausted) = (None, None, None, None, None);
+    for (key, v) in table(v)? {
+        match key.get_ref().as_ref() {
+            "from" => from = Some(string(v)?),
+            "event" => event = Some(string(v)?),
+            "to" => to = Some(string(v)?),
+            "max" => max = Some(integer(v)?),
+            "exhausted" => exhausted = Some(string(v)?),
+            _ => return Err(unknown_key(key, TRANSITION_KEYS)),
+        }
+    }
+    Ok(RawTransition {
+        from: required(from, "from", v)?,
+        event: required(event, "event", v)?,
+        to: required(to, "to", v)?,
+        max,
+        exhausted,
+    })
+}
+
+fn unknown_key(key: &Spanned<DeString>, expected: &[&str]) -> ShapeError {
+    let expected: Vec<String> = expected.iter().map(|k| format!("`{k}`")).collect();
+    ShapeError {
+        code: "fsm::unknown-key",
+        message: format!(
+            "unknown field `{}`, expected one of {}",
+            key.get_ref(),
+            expected.join(", ")
+        ),
+        help: "remove the key or fix its spelling; see docs/fsm.md for the keys each table accepts",
+        span: key.span(),
     }
 }
 
-/// Parses TOML text into the raw file, or the one diagnostic explaining why not.
-pub(crate) fn parse(text: &str, file: &str) -> Result<RawFile, Box<Diagnostic>> {
-    toml::from_str::<RawFile>(text).map_err(|e| Box::new(syntax_diagnostic(&e, text, file)))
+/// A key the table must have; the error points at the whole table.
+fn required<T>(field: Option<T>, key: &str, table: &Value) -> Shaped<T> {
+    field.ok_or_else(|| ShapeError {
+        code: "fsm::invalid-field",
+        message: format!("missing field `{key}`"),
+        help: "add the missing key; see docs/fsm.md for the keys each table needs",
+        span: table.span(),
+    })
+}
+
+fn integer(v: &Value) -> Shaped<Spanned<i64>> {
+    let DeValue::Integer(i) = v.get_ref() else {
+        return Err(wrong_type(v, "an integer"));
+    };
+    match i64::from_str_radix(i.as_str(), i.radix()) {
+        Ok(n) => Ok(Spanned::new(v.span(), n)),
+        Err(_) => Err(ShapeError {
+            code: "fsm::syntax",
+            message: format!("integer `{}` is out of range", i.as_str()),
+            help: "fix the TOML syntax or value type at this position",
+            span: v.span(),
+        }),
+    }
+}
+
+fn string<'a>(v: &'a Value<'_>) -> Shaped<Text<'a>> {
+    match v.get_ref() {
+        DeValue::String(s) => Ok(Spanned::new(v.span(), s.as_ref())),
+        _ => Err(wrong_type(v, "a string")),
+    }
+}
+
+fn table<'a, 'i>(v: &'a Value<'i>) -> Shaped<&'a DeTable<'i>> {
+    match v.get_ref() {
+        DeValue::Table(t) => Ok(t),
+        _ => Err(wrong_type(v, "a table")),
+    }
+}
+
+fn array<'a, 'i>(v: &'a Value<'i>, expected: &str) -> Shaped<&'a [Value<'i>]> {
+    match v.get_ref() {
+        DeValue::Array(a) => Ok(a),
+        _ => Err(wrong_type(v, expected)),
+    }
+}
+
+fn wrong_type(v: &Value, expected: &str) -> ShapeError {
+    ShapeError {
+        code: "fsm::syntax",
+        message: format!(
+            "invalid type: {}, expected {expected}",
+            v.get_ref().type_str()
+        ),
+        help: "fix the TOML syntax or value type at this position",
+        span: v.span(),
+    }
 }
 
 fn syntax_diagnostic(e: &toml::de::Error, text: &str, file: &str) -> Diagnostic {
     let mut message = e.message().trim().replace('\n', "; ");
-    let (mut code, mut help) = classify(&message);
+    let (mut code, mut help) = ("fsm::syntax", "fix the TOML syntax at this position");
     // toml reports a repeated `[states.X]` table as a plain duplicate key.
     if let Some(name) = duplicate_state(e, text) {
         code = "fsm::duplicate-state";
@@ -104,24 +329,4 @@ fn duplicate_state(e: &toml::de::Error, text: &str) -> Option<String> {
 
 fn clamp(span: Range<usize>, len: usize) -> Range<usize> {
     span.start.min(len)..span.end.min(len)
-}
-
-// serde and toml only give a message; its wording tells the cases apart.
-fn classify(message: &str) -> (&'static str, &'static str) {
-    if message.contains("unknown field") {
-        (
-            "fsm::unknown-key",
-            "remove the key or fix its spelling; see docs/fsm.md for the keys each table accepts",
-        )
-    } else if message.contains("missing field") {
-        (
-            "fsm::invalid-field",
-            "add the missing key; see docs/fsm.md for the keys each table needs",
-        )
-    } else {
-        (
-            "fsm::syntax",
-            "fix the TOML syntax or value type at this position",
-        )
-    }
 }

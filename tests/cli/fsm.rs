@@ -334,6 +334,37 @@ fn exhausted_without_max_takes_the_default_bound() {
 }
 
 #[test]
+fn exhausted_without_max_takes_the_projects_loop_bound() {
+    let text = appended(
+        "[[transitions]]\nfrom = \"B\"\nevent = \"retry\"\nto = \"A\"\nexhausted = \"FAIL\"\n",
+    );
+    let dir = project(&[("loop.toml", &text)]);
+    std::fs::write(
+        dir.path().join(".modix/runtimes.json"),
+        r#"{"loops": {"default_max": 5}}"#,
+    )
+    .expect("write runtimes.json");
+    let r = run(dir.path(), &["fsm", "show", "t"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("| B    | retry | A    | 5   | FAIL      |"),
+        "{}",
+        r.stdout
+    );
+    // A → B, five rounds B → A → B, then the sixth retry redirected to FAIL.
+    let r = run(dir.path(), &["fsm", "check", "t"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains(
+            "t 1.0.0: ok — worst case exactly 12 transitions; agent invocations at most: B 6"
+        ),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
 fn shipped_machine_worst_case_is_exact() {
     let dir = tempfile::tempdir().expect("temp dir");
     let r = run(dir.path(), &["fsm", "check"]);
