@@ -27,52 +27,15 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(12);
-    let samples = runs * (LOOPS as usize + 2);
+    let per_run = LOOPS as usize + 2;
     let tmp = tempfile::tempdir().expect("tempdir");
-
-    let spawn = median(samples, || {
-        let out = Command::new("echo")
-            .arg(ANSWER)
-            .stdin(Stdio::null())
-            .output()
-            .expect("spawn");
-        assert!(out.status.success());
-    });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
     let echo = which::which("echo").expect("echo on PATH");
-    let runner = median(samples, || {
-        let spec = ProcessSpec {
-            program: echo.clone(),
-            args: vec![ANSWER.into()],
-            cwd: tmp.path().to_path_buf(),
-            env: vec![],
-            stdin: None,
-            timeout: Duration::from_secs(10),
-            idle_timeout: None,
-            kill_grace: Duration::from_secs(1),
-            capture: CaptureLimits::default(),
-            echo: None,
-        };
-        let out = runtime
-            .block_on(run_process(spec, cancel.clone()))
-            .expect("spawn");
-        assert!(out.success());
-    });
     let conn = open_db(&tmp.path().join("floor.db"));
-    let commit = median(samples, || insert_commit(&conn, "{}"));
-    let floor = median(samples, || {
-        let out = Command::new("echo")
-            .arg(ANSWER)
-            .stdin(Stdio::null())
-            .output()
-            .expect("spawn");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-        insert_commit(&conn, &v.to_string());
-    });
 
     let project_root = tmp.path().join("project");
     write_project(&project_root);
@@ -84,61 +47,119 @@ fn main() {
         workflow: Some("bench_loop".into()),
         stream: false,
     };
-    let per_run = median(runs, || {
+
+    let mut spawn = Samples::default();
+    let mut runner = Samples::default();
+    let mut commit = Samples::default();
+    let mut floor = Samples::default();
+    let mut engine = Samples::default();
+    // Interleaved, one engine run then as many samples of each floor, so
+    // neighbour load drifting over the minutes hits every figure alike.
+    for round in 0..=runs {
+        let t = Instant::now();
         let report = orchestrator::start(&project, "benchmark", &opts, &mut Silent).expect("run");
-        assert_eq!(report.transitions, LOOPS as usize + 2, "{report:?}");
-    });
-    let per_transition = per_run / (LOOPS + 2);
+        assert_eq!(report.transitions, per_run, "{report:?}");
+        let warm_up = round == 0;
+        engine.add(t.elapsed() / per_run as u32, warm_up);
+        for _ in 0..per_run {
+            spawn.time(warm_up, || {
+                let out = Command::new("echo")
+                    .arg(ANSWER)
+                    .stdin(Stdio::null())
+                    .output()
+                    .expect("spawn");
+                assert!(out.status.success());
+            });
+            runner.time(warm_up, || {
+                let out = runtime
+                    .block_on(run_process(echo_spec(&echo, tmp.path()), cancel.clone()))
+                    .expect("spawn");
+                assert!(out.success());
+            });
+            commit.time(warm_up, || insert_commit(&conn, "{}"));
+            floor.time(warm_up, || {
+                let out = Command::new("echo")
+                    .arg(ANSWER)
+                    .stdin(Stdio::null())
+                    .output()
+                    .expect("spawn");
+                let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+                insert_commit(&conn, &v.to_string());
+            });
+        }
+    }
+    let (floor, per_transition) = (floor.median(), engine.median());
 
     println!(
-        "modix transition benchmark ({runs} runs of {} transitions; medians)",
-        LOOPS + 2
+        "modix transition benchmark ({runs} runs of {per_run} transitions, interleaved; medians)"
     );
     println!(
-        "  bare spawn (echo)                          {:>9.1} µs",
-        us(spawn)
+        "  bare spawn (echo)                           {:>9.1} µs",
+        us(spawn.median())
     );
     println!(
-        "  modix's runner spawn (process group, caps) {:>9.1} µs",
-        us(runner)
+        "  modix's runner spawn (process group, caps)  {:>9.1} µs",
+        us(runner.median())
     );
     println!(
-        "  bare SQLite insert + commit (WAL, FULL)    {:>9.1} µs",
-        us(commit)
+        "  bare SQLite insert + commit (WAL, FULL)     {:>9.1} µs",
+        us(commit.median())
     );
     println!(
-        "  floor: spawn + parse JSON + insert + commit {:>8.1} µs",
+        "  floor: spawn + parse JSON + insert + commit {:>9.1} µs",
         us(floor)
     );
     println!(
-        "  modix: one agent-invoking transition       {:>9.1} µs",
+        "  modix: one agent-invoking transition        {:>9.1} µs",
         us(per_transition)
     );
     println!(
-        "  ratio modix / floor                        {:>9.2}×  (engine overhead {:+.1} µs per transition)",
+        "  ratio modix / floor                         {:>9.2}×  (engine overhead {:+.1} µs per transition)",
         per_transition.as_secs_f64() / floor.as_secs_f64(),
         us(per_transition) - us(floor)
     );
 }
 
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
+/// Timings of one measurement; warm-up samples are dropped.
+#[derive(Default)]
+struct Samples(Vec<Duration>);
+
+impl Samples {
+    fn add(&mut self, d: Duration, warm_up: bool) {
+        if !warm_up {
+            self.0.push(d);
+        }
+    }
+
+    fn time(&mut self, warm_up: bool, f: impl FnOnce()) {
+        let t = Instant::now();
+        f();
+        self.add(t.elapsed(), warm_up);
+    }
+
+    fn median(&mut self) -> Duration {
+        self.0.sort_unstable();
+        self.0[self.0.len() / 2]
+    }
 }
 
-/// Median wall time of `n` calls of `f`, after a short warm-up.
-fn median(n: usize, mut f: impl FnMut()) -> Duration {
-    for _ in 0..(n / 10).max(2) {
-        f();
+fn echo_spec(echo: &Path, cwd: &Path) -> ProcessSpec {
+    ProcessSpec {
+        program: echo.to_path_buf(),
+        args: vec![ANSWER.into()],
+        cwd: cwd.to_path_buf(),
+        env: vec![],
+        stdin: None,
+        timeout: Duration::from_secs(10),
+        idle_timeout: None,
+        kill_grace: Duration::from_secs(1),
+        capture: CaptureLimits::default(),
+        echo: None,
     }
-    let mut times: Vec<Duration> = (0..n)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    times.sort_unstable();
-    times[times.len() / 2]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
 }
 
 fn open_db(path: &Path) -> Connection {

@@ -174,8 +174,10 @@ fn drive(
             stream: opts.stream,
             started: Instant::now(),
             history: Vec::new(),
+            state_write: None,
         };
         let result = driver.go(observer).await;
+        driver.flush_state_file().await;
         signals.abort();
         let report = match result {
             Ok(report) => report,
@@ -208,6 +210,8 @@ struct Driver<'a> {
     started: Instant,
     /// The run's recorded transitions, kept in step with the store.
     history: Vec<TransitionRecord>,
+    /// The `state.json` write still in flight.
+    state_write: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Driver<'_> {
@@ -252,7 +256,8 @@ impl Driver<'_> {
                     self.machine.state(fired.to).name
                 );
             }
-            let to = self.machine.state(fired.to);
+            let machine = Arc::clone(&self.machine);
+            let to = machine.state(fired.to);
             let status = status_in(&to.kind);
             let from_name = self.machine.state(fired.from).name.clone();
             let record = self.store.record_step(
@@ -333,7 +338,10 @@ impl Driver<'_> {
     }
 
     /// `state.json`: a pointer for humans and scripts; SQLite stays the truth.
-    fn write_state_file(&self, state: &str, status: RunStatus) {
+    /// Rewrites `state.json` in the background, while the next agent runs:
+    /// creating the temp file costs as much as a commit on some disks, and no
+    /// agent reads it. Writes stay in order: each waits for the one before.
+    fn write_state_file(&mut self, state: &str, status: RunStatus) {
         let v = json!({
             "run": self.run.id,
             "workflow": self.machine.id(),
@@ -342,8 +350,24 @@ impl Driver<'_> {
             "updated_at": jiff::Timestamp::now().to_string(),
         });
         let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
-        if let Err(e) = write_replace(&self.config.paths.file("state.json"), text.as_bytes()) {
-            tracing::warn!("cannot update {MODIX_DIR}/state.json: {e}");
+        let path = self.config.paths.file("state.json");
+        let previous = self.state_write.take();
+        self.state_write = Some(tokio::spawn(async move {
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
+            let written =
+                tokio::task::spawn_blocking(move || write_replace(&path, text.as_bytes())).await;
+            if let Ok(Err(e)) = written {
+                tracing::warn!("cannot update {MODIX_DIR}/state.json: {e}");
+            }
+        }));
+    }
+
+    /// Waits for the last `state.json` write.
+    async fn flush_state_file(&mut self) {
+        if let Some(write) = self.state_write.take() {
+            let _ = write.await;
         }
     }
 }
@@ -431,7 +455,7 @@ impl Driver<'_> {
         // reads it, and each invocation's context is also kept in the store.
         let ctx_path = run_dir.join("context.json");
         let ctx_text = serde_json::to_string_pretty(&ctx_value).unwrap_or_default() + "\n";
-        std::fs::write(&ctx_path, ctx_text).map_err(|source| OrchestratorError::Io {
+        overwrite(&ctx_path, ctx_text.as_bytes()).map_err(|source| OrchestratorError::Io {
             what: format!("cannot write {}", ctx_path.display()),
             source,
         })?;
@@ -572,6 +596,20 @@ impl Driver<'_> {
         render_prompt(&format!("{MODIX_DIR}/{rel}"), &text, ctx)
             .map_err(|e| OrchestratorError::Agent(e.to_string()))
     }
+}
+
+/// Writes `bytes` over the file's old content, then cuts what is left: unlike
+/// truncating first, this reuses the file's blocks instead of freeing and
+/// allocating them on every invocation.
+fn overwrite(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.set_len(bytes.len() as u64)
 }
 
 /// The run's status while it is in a state of this kind.
