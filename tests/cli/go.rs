@@ -35,6 +35,24 @@ esac
 const EXECUTOR_OK: &str =
     r#"    echo '{"outcome":"success","summary":"done","files_changed":[],"error":null}'"#;
 
+/// A tester that always passes (`true`).
+fn passing_tester(sb: &Sandbox) {
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+}
+
+/// A brain keyed by ANTHROPIC_API_KEY and an executor that prints the key to
+/// stderr after `words`, then succeeds.
+fn executor_printing_its_key(sb: &Sandbox, words: &str) {
+    sb.edit_json(".modix/brains.json", |v| {
+        v["brains"]["scripted"]["api_key_env"] = "ANTHROPIC_API_KEY".into()
+    });
+    sb.agent_script(&script(&format!(
+        "    echo \"{words} $ANTHROPIC_API_KEY\" >&2\n{EXECUTOR_OK}\n"
+    )));
+}
+
 fn history_json(sb: &Sandbox, run: &str) -> Vec<serde_json::Value> {
     let out = sb
         .modix()
@@ -273,9 +291,7 @@ fn megabytes_of_output_are_capped_and_the_run_goes_on() {
     sb.agent_script(&script(
         "    head -c 6000000 /dev/zero | tr '\\0' 'x'\n    echo\n    echo '{\"outcome\":\"success\",\"summary\":\"big\",\"files_changed\":[],\"error\":null}'\n",
     ));
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    passing_tester(&sb);
     let r = sb.go_json("talk a lot");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let out = sb
@@ -354,9 +370,7 @@ fn slow_first_executor(sb: &Sandbox, marker: &Path) {
         "    if [ ! -e {m} ]; then touch {m}; sleep 30; fi\n{EXECUTOR_OK}\n",
         m = marker.display()
     )));
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    passing_tester(&sb);
 }
 
 #[test]
@@ -500,15 +514,8 @@ fn two_runs_at_once_on_one_project_both_finish() {
 fn api_keys_never_reach_the_record() {
     let sb = Sandbox::example();
     let secret = "sk-ant-api03-THIS-IS-A-TEST-SECRET-123456";
-    sb.edit_json(".modix/brains.json", |v| {
-        v["brains"]["scripted"]["api_key_env"] = "ANTHROPIC_API_KEY".into()
-    });
-    sb.agent_script(&script(&format!(
-        "    echo \"my key is $ANTHROPIC_API_KEY\" >&2\n{EXECUTOR_OK}\n"
-    )));
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    executor_printing_its_key(&sb, "my key is");
+    passing_tester(&sb);
     let out = sb
         .modix()
         .env("ANTHROPIC_API_KEY", secret)
@@ -592,15 +599,8 @@ fn empty_epic_is_a_usage_error() {
 fn verbose_streams_agent_output_redacted() {
     let sb = Sandbox::example();
     let secret = "sk-ant-api03-ANOTHER-TEST-SECRET-987654";
-    sb.edit_json(".modix/brains.json", |v| {
-        v["brains"]["scripted"]["api_key_env"] = "ANTHROPIC_API_KEY".into()
-    });
-    sb.agent_script(&script(&format!(
-        "    echo \"working with $ANTHROPIC_API_KEY\" >&2\n{EXECUTOR_OK}\n"
-    )));
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    executor_printing_its_key(&sb, "working with");
+    passing_tester(&sb);
     let out = sb
         .modix()
         .env("ANTHROPIC_API_KEY", secret)
