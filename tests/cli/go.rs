@@ -370,7 +370,7 @@ fn slow_first_executor(sb: &Sandbox, marker: &Path) {
         "    if [ ! -e {m} ]; then touch {m}; sleep 30; fi\n{EXECUTOR_OK}\n",
         m = marker.display()
     )));
-    passing_tester(&sb);
+    passing_tester(sb);
 }
 
 #[test]
