@@ -719,3 +719,39 @@ to = "FAILED"
         ]
     );
 }
+
+#[test]
+fn on_a_terminal_a_live_line_shows_the_running_agent() {
+    if which::which("script").is_err() {
+        eprintln!("note: `script` (util-linux) not found; the terminal test is skipped");
+        return;
+    }
+    let sb = Sandbox::example();
+    let modix = assert_cmd::cargo::cargo_bin("modix");
+    // `script` gives modix a pseudo-terminal, as a person's shell would.
+    let mut cmd = std::process::Command::new("script");
+    for (k, v) in sb.modix().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd
+        .current_dir(sb.root())
+        .env("TERM", "xterm")
+        .args([
+            "-qec",
+            &format!("{} go 'Fix mean()'", modix.display()),
+            "/dev/null",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("EXECUTING: executor (attempt 2/6)"), "{text}");
+    // The live line is redrawn in place (indicatif), not printed line by line.
+    assert!(text.contains("\u{1b}[2K"), "no live line redraw: {text}");
+    assert!(!text.contains("  … EXECUTING"), "{text}");
+    assert!(text.contains("TESTING —tests_pass→ DONE"), "{text}");
+    assert!(text.contains("succeeded: reached DONE"), "{text}");
+}
