@@ -84,6 +84,9 @@ fn execute(
             observer.finish_bar();
             let help = match &e {
                 OrchestratorError::Store(_) => "see `modix history` for the run's record",
+                OrchestratorError::NotResumable(_) => {
+                    "start a new run with `modix go`, or restore the workflow definition the run started with"
+                }
                 _ => {
                     "fix the cause, then `modix resume <run>` continues from the last recorded state"
                 }

@@ -47,11 +47,23 @@ pub fn run(cli: &Cli, args: &HistoryArgs, out: &Output) -> u8 {
     match result {
         Ok(()) => exit::OK,
         Err(StoreError::NotFound { what, .. }) => {
-            let what = match &args.run {
-                Some(r) if what.starts_with("run") => format!("no run matches `{r}`"),
-                _ => format!("{what} not found"),
+            let (what, help) = match &args.run {
+                Some(r) if what.starts_with("run") => (
+                    format!("no run matches `{r}`"),
+                    "`modix history` lists the runs and their ids".to_owned(),
+                ),
+                Some(r) => (
+                    format!("{what} not found"),
+                    format!(
+                        "`modix history {r}` shows the run; its invocations are numbered from 1"
+                    ),
+                ),
+                None => (format!("{what} not found"), String::new()),
             };
-            out.error(what, Some("`modix history` lists the runs and their ids"));
+            out.error(
+                what,
+                Some(&help).filter(|h| !h.is_empty()).map(String::as_str),
+            );
             exit::USAGE
         }
         Err(e @ StoreError::Ambiguous { .. }) => {

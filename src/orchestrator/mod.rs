@@ -41,6 +41,9 @@ pub enum OrchestratorError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Workflow(String),
+    /// The run cannot be resumed (it ended, or its workflow is gone or changed).
+    #[error("{0}")]
+    NotResumable(String),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -99,7 +102,7 @@ pub fn resume(
     let mut store = Store::open(&db_path(&project.config))?;
     let run = store.run(run_ref)?;
     if run.status.is_terminal() {
-        return Err(OrchestratorError::Workflow(format!(
+        return Err(OrchestratorError::NotResumable(format!(
             "run {} already ended ({}, in {}); nothing to resume",
             run.id, run.status, run.current_state
         )));
@@ -109,14 +112,14 @@ pub fn resume(
         .get(&run.workflow_id)
         .cloned()
         .ok_or_else(|| {
-            OrchestratorError::Workflow(format!(
+            OrchestratorError::NotResumable(format!(
                 "run {} used workflow `{}`, which is no longer defined",
                 run.id, run.workflow_id
             ))
         })?;
     if machine.content_hash() != run.workflow_hash {
-        return Err(OrchestratorError::Workflow(format!(
-            "workflow `{}` changed since run {} started (recorded {} {}, now {} {}); resuming under different rules would make its history a lie — restore the old definition or start a new run",
+        return Err(OrchestratorError::NotResumable(format!(
+            "workflow `{}` changed since run {} started (recorded {} {}, now {} {}); resuming under different rules would make its history a lie",
             run.workflow_id,
             run.id,
             run.workflow_version,

@@ -755,3 +755,44 @@ fn on_a_terminal_a_live_line_shows_the_running_agent() {
     assert!(text.contains("TESTING —tests_pass→ DONE"), "{text}");
     assert!(text.contains("succeeded: reached DONE"), "{text}");
 }
+
+#[test]
+fn resume_refuses_a_run_whose_workflow_changed() {
+    let sb = Sandbox::example();
+    let marker = sb.dir.path().join("executing");
+    slow_first_executor(&sb, &marker);
+    let mut child = start_go_until(&sb, "change the rules", &marker);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    let out = sb.modix().args(["history", "--json"]).output().unwrap();
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = runs[0]["id"].as_str().unwrap().to_owned();
+
+    // The same workflow id, different rules: a project override.
+    let shipped = include_str!("../../fsm/plan_execute_test.toml");
+    sb.write(
+        ".modix/fsm/plan_execute_test.toml",
+        &shipped.replace("max = 3", "max = 5"),
+    );
+    let out = sb.modix().args(["resume", &run]).output().unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("workflow `plan_execute_test` changed since run"),
+        "{text}"
+    );
+    assert!(text.contains("start a new run with `modix go`"), "{text}");
+
+    std::fs::remove_file(sb.root().join(".modix/fsm/plan_execute_test.toml")).unwrap();
+    let out = sb
+        .modix()
+        .args(["resume", "--json", &run])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
