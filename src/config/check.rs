@@ -127,7 +127,7 @@ pub fn shells(
                 ptr.clone()
             };
             diags.push(at(src, "config::placeholder", &p, e.to_string()).with_help(
-                "use only {prompt} {model} {system_prompt} {workdir} {output_schema} {endpoint} {role}; write {{ and }} for literal braces",
+                "use only {prompt} {model} {system_prompt} {workdir} {output_schema} {endpoint} {role} {permission_mode}; write {{ and }} for literal braces",
             ));
         }
         out.insert(name.clone(), shell);
@@ -227,6 +227,24 @@ pub fn agents(
             }
         };
         check_manifest(src, &ptr, paths, &manifest, &entry.manifest, diags);
+        if let Binding::Shell { shell, .. } = &binding
+            && !manifest.permissions.write_files
+            && shells
+                .get(shell)
+                .is_some_and(|s| s.permission_modes.is_none())
+        {
+            let mut d = at(
+                src,
+                "config::permissions",
+                &ptr,
+                format!(
+                    "agent `{id}` may not write files, but shell `{shell}` has no read-only mode: nothing stops it"
+                ),
+            )
+            .with_help("give the shell `permission_modes` and use `{permission_mode}` in its args, or bind the agent to a shell that has them");
+            d.severity = crate::diagnostics::Severity::Warning;
+            diags.push(d);
+        }
         if let (Binding::Shell { shell, brain }, false) = (&binding, manifest.requires.is_empty())
             && let (Some(s), Some(b)) = (shells.get(shell), brains.get(brain))
         {

@@ -3,7 +3,9 @@
 //! spells out wins. Flags follow each CLI's headless mode; `requires` pins the
 //! versions those flags were checked against.
 
-use super::types::{OutputFormat, OutputSpec, PromptMode, Shell, ShellEntry, VersionProbe};
+use super::types::{
+    OutputFormat, OutputSpec, PermissionModes, PromptMode, Shell, ShellEntry, VersionProbe,
+};
 
 /// Names of every preset, in detection order for `modix init`.
 pub const PRESET_NAMES: [&str; 4] = ["claude", "codex", "gemini", "aider"];
@@ -40,6 +42,8 @@ pub fn preset(name: &str) -> Option<Shell> {
                 "{model}",
                 "--append-system-prompt",
                 "{system_prompt}",
+                "--permission-mode",
+                "{permission_mode}",
                 "--no-session-persistence",
             ]),
             prompt: PromptMode::Stdin,
@@ -50,6 +54,7 @@ pub fn preset(name: &str) -> Option<Shell> {
             },
             env: strings(&["ANTHROPIC_API_KEY", "CLAUDE_CODE_MAX_RETRIES"]),
             endpoint_env: Some("ANTHROPIC_BASE_URL".into()),
+            permission_modes: modes("acceptEdits", "plan"),
             capabilities: strings(&["code-edit", "json-output", "shell"]),
         },
         // Codex: `--full-auto` is gone since 0.147; `-` reads the prompt from stdin.
@@ -68,7 +73,7 @@ pub fn preset(name: &str) -> Option<Shell> {
                 "-m",
                 "{model}",
                 "-s",
-                "workspace-write",
+                "{permission_mode}",
                 "--output-schema",
                 "{output_schema}",
                 "--ephemeral",
@@ -82,6 +87,7 @@ pub fn preset(name: &str) -> Option<Shell> {
             },
             env: strings(&["OPENAI_API_KEY", "CODEX_API_KEY"]),
             endpoint_env: Some("OPENAI_BASE_URL".into()),
+            permission_modes: modes("workspace-write", "read-only"),
             capabilities: strings(&["code-edit", "json-output", "shell"]),
         },
         // Gemini: `--skip-trust` is required headless, or it exits 55.
@@ -98,7 +104,7 @@ pub fn preset(name: &str) -> Option<Shell> {
                 "{model}",
                 "--skip-trust",
                 "--approval-mode",
-                "auto_edit",
+                "{permission_mode}",
             ]),
             prompt: PromptMode::Stdin,
             output: OutputSpec {
@@ -108,6 +114,7 @@ pub fn preset(name: &str) -> Option<Shell> {
             },
             env: strings(&["GEMINI_API_KEY", "GOOGLE_API_KEY"]),
             endpoint_env: Some("GOOGLE_GEMINI_BASE_URL".into()),
+            permission_modes: modes("auto_edit", "plan"),
             capabilities: strings(&["code-edit", "json-output", "shell"]),
         },
         // Aider has no JSON mode: the answer is plain text with a ```json block.
@@ -135,6 +142,8 @@ pub fn preset(name: &str) -> Option<Shell> {
             },
             env: strings(&["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"]),
             endpoint_env: None,
+            // Aider has no read-only mode: a read-only agent must not be bound to it.
+            permission_modes: None,
             capabilities: strings(&["code-edit"]),
         },
         _ => return None,
@@ -185,11 +194,21 @@ pub fn resolve(name: &str, entry: &ShellEntry) -> Result<Shell, String> {
             .or(base.as_ref().map(|b| b.env.clone()))
             .unwrap_or_default(),
         endpoint_env: pick(&entry.endpoint_env, &base, |b| b.endpoint_env.clone()),
+        permission_modes: pick(&entry.permission_modes, &base, |b| {
+            b.permission_modes.clone()
+        }),
         capabilities: entry
             .capabilities
             .clone()
             .or(base.as_ref().map(|b| b.capabilities.clone()))
             .unwrap_or_default(),
+    })
+}
+
+fn modes(write: &str, read_only: &str) -> Option<PermissionModes> {
+    Some(PermissionModes {
+        write: write.to_owned(),
+        read_only: read_only.to_owned(),
     })
 }
 

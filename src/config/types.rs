@@ -39,7 +39,18 @@ pub struct ShellEntry {
     pub output: Option<OutputSpec>,
     pub env: Option<Vec<String>>,
     pub endpoint_env: Option<String>,
+    pub permission_modes: Option<PermissionModes>,
     pub capabilities: Option<Vec<String>>,
+}
+
+/// The values `{permission_mode}` takes, by the manifest's `write_files`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionModes {
+    /// For agents that may change files (e.g. Claude's `acceptEdits`).
+    pub write: String,
+    /// For agents that must not (e.g. Claude's `plan`).
+    pub read_only: String,
 }
 
 /// How to ask a CLI for its version.
@@ -89,6 +100,7 @@ pub struct Shell {
     pub output: OutputSpec,
     pub env: Vec<String>,
     pub endpoint_env: Option<String>,
+    pub permission_modes: Option<PermissionModes>,
     pub capabilities: Vec<String>,
 }
 

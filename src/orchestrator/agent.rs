@@ -163,6 +163,13 @@ pub fn prepare(inv: &Invocation, redactor: &Redactor) -> Result<Prepared, Prepar
                 output_schema: Some(inv.output_schema_path.display().to_string()),
                 endpoint: brain.and_then(|b| b.endpoint.clone()),
                 role: Some(inv.agent.role.clone()),
+                permission_mode: shell.permission_modes.as_ref().map(|m| {
+                    if inv.agent.manifest.permissions.write_files {
+                        m.write.clone()
+                    } else {
+                        m.read_only.clone()
+                    }
+                }),
             };
             let args =
                 shell::render_args(&shell.args, &values).map_err(|e| PrepareError::Args {

@@ -4,7 +4,7 @@
 //! Values are never split or re-parsed: a prompt full of spaces, quotes,
 //! `$(...)` and newlines becomes exactly one argv element, because the process
 //! is spawned directly, never through a shell. Optional inputs (system prompt,
-//! output schema, endpoint) can be left out: an argument that is exactly such
+//! output schema, endpoint, permission mode) can be left out: an argument that is exactly such
 //! a placeholder disappears, together with the flag right before it.
 
 use thiserror::Error;
@@ -18,11 +18,17 @@ pub const KNOWN_PLACEHOLDERS: &[&str] = &[
     "output_schema",
     "endpoint",
     "role",
+    "permission_mode",
 ];
 
 /// Placeholders that may have no value: a whole-argument use of one of these
 /// is dropped (with its flag) instead of being an error.
-const OPTIONAL_PLACEHOLDERS: &[&str] = &["system_prompt", "output_schema", "endpoint"];
+const OPTIONAL_PLACEHOLDERS: &[&str] = &[
+    "system_prompt",
+    "output_schema",
+    "endpoint",
+    "permission_mode",
+];
 
 /// Values for one invocation; `None` means "not available here".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,6 +40,9 @@ pub struct Placeholders {
     pub output_schema: Option<String>,
     pub endpoint: Option<String>,
     pub role: Option<String>,
+    /// The shell's mode for what the agent may do (e.g. Claude's
+    /// `acceptEdits` or `plan`), from the manifest's `permissions`.
+    pub permission_mode: Option<String>,
 }
 
 impl Placeholders {
@@ -46,6 +55,7 @@ impl Placeholders {
             "output_schema" => self.output_schema.as_deref(),
             "endpoint" => self.endpoint.as_deref(),
             "role" => self.role.as_deref(),
+            "permission_mode" => self.permission_mode.as_deref(),
             _ => None,
         }
     }
@@ -202,6 +212,7 @@ mod tests {
             output_schema: Some("{\"type\":\"object\"}".into()),
             endpoint: Some("http://localhost:8080".into()),
             role: Some("planner".into()),
+            permission_mode: Some("plan".into()),
         }
     }
 

@@ -126,6 +126,30 @@ fn example_reaches_done_through_one_retry_and_stays_unchanged() {
             .unwrap()
             .contains("tests failed")
     );
+    // The manifest's write permission picks the shell's permission mode.
+    let argv_of = |n: &str| {
+        let out = sb
+            .modix()
+            .args(["history", &r.run_id(), "--invocation", n, "--json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["argv"].clone()
+    };
+    let planner = argv_of("1");
+    assert!(
+        planner[0]
+            .as_str()
+            .unwrap()
+            .ends_with("agents/scripted-agent"),
+        "{planner}"
+    );
+    assert_eq!(
+        planner.as_array().unwrap()[1..],
+        serde_json::json!(["--model", "scripted-v1", "--mode", "read-only"])
+            .as_array()
+            .unwrap()[..]
+    );
+    assert_eq!(argv_of("2")[4], "write");
     // Invocations: planner, executor, tester, then the executor again (4th).
     let out = sb
         .modix()

@@ -334,3 +334,21 @@ fn unknown_placeholder_in_shell_args() {
         ],
     );
 }
+
+#[test]
+fn a_read_only_agent_on_a_shell_without_a_read_only_mode_is_warned_about() {
+    let sb = Sandbox::initialized();
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["planner"]["shell"] = "aider".into()
+    });
+    let out = sb.modix().arg("validate").output().unwrap();
+    let text = output_text(&out);
+    assert!(out.status.success(), "a warning does not fail: {text}");
+    assert_has(
+        &text,
+        &[
+            "warning[config::permissions]",
+            "agent `planner` may not write files, but shell `aider` has no read-only mode",
+        ],
+    );
+}
