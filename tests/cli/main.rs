@@ -5,5 +5,6 @@ mod doctor;
 mod fsm;
 mod go;
 mod init;
+mod presets;
 mod util;
 mod validate;

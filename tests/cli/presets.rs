@@ -1,0 +1,187 @@
+//! The built-in shell presets driven end to end against emulators that print
+//! exactly the shapes the real CLIs print in headless mode (no model API).
+
+use crate::util::{GoResult, Sandbox, output_text};
+
+const TASK_SPEC: &str = r#"{"title": "Fix mean()", "summary": "Divide by len(values).", "complexity": "low", "tasks": [{"id": "T1", "title": "Fix the divisor", "files": ["calc.py"], "acceptance": ["tests pass"]}]}"#;
+
+/// A fake `claude` that logs its argv and stdin under $HOME and answers in
+/// stream-json, the result text holding the TaskSpec in a ```json block.
+fn fake_claude(sb: &Sandbox, is_error: bool) {
+    sb.fake_bin(
+        "claude",
+        &format!(
+            r#"#!/usr/bin/env python3
+import json, os, sys
+if sys.argv[1:] == ["--version"]:
+    print("2.1.330 (Claude Code)")
+    sys.exit(0)
+home = os.environ["HOME"]
+with open(os.path.join(home, "claude-argv.json"), "w") as f:
+    json.dump(sys.argv[1:], f)
+with open(os.path.join(home, "claude-stdin.txt"), "w") as f:
+    f.write(sys.stdin.read())
+print(json.dumps({{"type": "system", "subtype": "init", "session_id": "s1", "model": "sonnet"}}))
+print(json.dumps({{"type": "assistant", "message": {{"content": [{{"type": "text", "text": "Let me plan."}}]}}}}))
+result = "Here is the plan:\n```json\n" + {spec:?} + "\n```\n"
+print(json.dumps({{"type": "result", "subtype": "success", "is_error": {is_error}, "result": result,
+                  "total_cost_usd": 0.01, "num_turns": 1, "session_id": "s1"}}))
+"#,
+            spec = TASK_SPEC,
+            is_error = if is_error { "True" } else { "False" },
+        ),
+    );
+}
+
+fn planner_on(sb: &Sandbox, shell: &str, brain: &str) {
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["planner"]["shell"] = shell.into();
+        v["agents"]["planner"]["brain"] = brain.into();
+        v["agents"]["planner"]["manifest"]
+            .as_object_mut()
+            .unwrap()
+            .remove("requires");
+    });
+}
+
+#[test]
+fn claude_preset_plans_through_stream_json() {
+    let sb = Sandbox::example();
+    fake_claude(&sb, false);
+    planner_on(&sb, "claude", "anthropic");
+    let out = sb
+        .modix()
+        .env("ANTHROPIC_API_KEY", "sk-ant-api03-emulator-key-000000")
+        .args(["go", "--json", "Fix mean() in calc.py"])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.path()[1], "PLANNING -task_spec_valid-> EXECUTING");
+
+    let home = sb.dir.path().join("home");
+    let argv: Vec<String> =
+        serde_json::from_str(&std::fs::read_to_string(home.join("claude-argv.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        argv,
+        [
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--model",
+            "sonnet",
+            "--permission-mode",
+            "plan",
+            "--no-session-persistence"
+        ],
+        "no system prompt: its flag is dropped; the planner may not write: plan mode"
+    );
+    let prompt = std::fs::read_to_string(home.join("claude-stdin.txt")).unwrap();
+    assert!(
+        prompt.contains("Fix mean() in calc.py"),
+        "the prompt goes on stdin: {prompt}"
+    );
+
+    let out = sb
+        .modix()
+        .args(["history", &r.run_id(), "--invocation", "1", "--json"])
+        .output()
+        .unwrap();
+    let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(inv["parsed_output"]["title"], "Fix mean()");
+}
+
+#[test]
+fn claude_is_error_with_exit_zero_is_a_failed_invocation() {
+    let sb = Sandbox::example();
+    fake_claude(&sb, true);
+    planner_on(&sb, "claude", "anthropic");
+    let out = sb
+        .modix()
+        .env("ANTHROPIC_API_KEY", "k")
+        .args(["go", "--json", "plan"])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(r.path()[1], "PLANNING -task_spec_invalid-> FAILED");
+    let reason = r.transitions[1]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("the CLI reported an error (/is_error is true)"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn codex_preset_reads_the_last_agent_message_and_gets_the_schema_file() {
+    let sb = Sandbox::example();
+    sb.fake_bin(
+        "codex",
+        &format!(
+            r#"#!/usr/bin/env python3
+import json, os, sys
+if sys.argv[1:] == ["--version"]:
+    print("codex-cli 0.169.0")
+    sys.exit(0)
+args = sys.argv[1:]
+home = os.environ["HOME"]
+with open(os.path.join(home, "codex-argv.json"), "w") as f:
+    json.dump(args, f)
+schema = json.load(open(args[args.index("--output-schema") + 1]))
+assert schema["title"].startswith("TaskSpec"), schema
+assert args[-1] == "-" and "Fix" in sys.stdin.read()
+print(json.dumps({{"type": "thread.started", "thread_id": "t1"}}))
+print(json.dumps({{"type": "item.completed", "item": {{"id": "i0", "type": "reasoning", "text": "thinking"}}}}))
+print(json.dumps({{"type": "item.completed", "item": {{"id": "i1", "type": "agent_message", "text": {spec:?}}}}}))
+print(json.dumps({{"type": "turn.completed", "usage": {{"input_tokens": 10, "output_tokens": 20}}}}))
+"#,
+            spec = TASK_SPEC
+        ),
+    );
+    sb.edit_json(".modix/shells.json", |v| {
+        v["shells"]["codex"] = serde_json::json!({ "preset": "codex" })
+    });
+    sb.edit_json(".modix/brains.json", |v| {
+        v["brains"]["openai"] =
+            serde_json::json!({ "provider": "openai", "model": "gpt-5-codex", "api_key_env": "OPENAI_API_KEY" })
+    });
+    planner_on(&sb, "codex", "openai");
+    let out = sb
+        .modix()
+        .env("OPENAI_API_KEY", "sk-emulator-key-0000000000000000000000")
+        .args(["go", "--json", "Fix mean()"])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let argv: Vec<String> = serde_json::from_str(
+        &std::fs::read_to_string(sb.dir.path().join("home/codex-argv.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(&argv[..3], ["exec", "--json", "--skip-git-repo-check"]);
+    let sandbox = argv.iter().position(|a| a == "-s").unwrap();
+    assert_eq!(argv[sandbox + 1], "read-only");
+    assert_eq!(
+        argv[argv.iter().position(|a| a == "-m").unwrap() + 1],
+        "gpt-5-codex"
+    );
+}
+
+#[test]
+fn doctor_reads_the_emulators_versions() {
+    let sb = Sandbox::example();
+    fake_claude(&sb, false);
+    let out = sb.modix().args(["doctor", "--json"]).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", output_text(&out)));
+    let claude = report["shells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "claude")
+        .unwrap();
+    assert_eq!(claude["version"], "2.1.330");
+    assert_eq!(claude["requirement_met"], true);
+}
