@@ -102,8 +102,14 @@ pub fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// Colors: `--color`/`MODIX_COLOR` beat the settings file's `color`.
 fn color_enabled(choice: Option<ColorChoice>) -> bool {
-    match choice.unwrap_or(ColorChoice::Auto) {
+    let from_settings = || match crate::config::settings::color().as_deref() {
+        Some("always") => Some(ColorChoice::Always),
+        Some("never") => Some(ColorChoice::Never),
+        _ => None,
+    };
+    match choice.or_else(from_settings).unwrap_or(ColorChoice::Auto) {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
         ColorChoice::Auto => {

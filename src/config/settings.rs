@@ -56,8 +56,20 @@ fn apply_env(s: &mut Settings) {
 
 /// The log level from the settings file alone (flags and `MODIX_LOG` are read by the CLI).
 pub fn log_level() -> Option<String> {
+    peek("log_level")
+}
+
+/// `auto`, `always` or `never` from the settings file alone (the flag and
+/// `MODIX_COLOR` are read by the CLI).
+pub fn color() -> Option<String> {
+    peek("color")
+}
+
+/// One string field of the settings file, read leniently: these are needed
+/// before any command runs, and a broken file is reported by the full load.
+fn peek(key: &str) -> Option<String> {
     let path = home_dir()?.join("settings.json");
     let text = std::fs::read_to_string(path).ok()?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    value.get("log_level")?.as_str().map(str::to_owned)
+    value.get(key)?.as_str().map(str::to_owned)
 }

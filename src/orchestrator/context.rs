@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::Project;
+use crate::config::{ContextMode, Project};
 
 /// Everything an agent is told about the run it takes part in.
 #[derive(Debug, Clone, Serialize)]
@@ -27,6 +27,12 @@ pub struct ContextPackage {
     pub previous_result: Option<Value>,
     /// Why this state is visited again (test failures, why a result was rejected).
     pub feedback: Option<String>,
+    /// `isolated`: only the fields above. `shared`: also `history`.
+    pub context_mode: ContextMode,
+    /// With `shared`, every message of the run so far, oldest first
+    /// (`seq`, `kind`, `state`, `payload`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<Vec<Value>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -118,6 +124,8 @@ mod tests {
             task_spec: Some(serde_json::json!({"title": "t"})),
             previous_result: None,
             feedback: Some("2 tests failed".into()),
+            context_mode: ContextMode::Isolated,
+            history: None,
         }
     }
 

@@ -23,7 +23,7 @@ pub use agent::Verdict;
 pub use context::{ContextPackage, render_prompt};
 pub use observer::{Observer, RunReport, Silent};
 
-use crate::config::{Agent, Binding, Config, MODIX_DIR};
+use crate::config::{Agent, Binding, Config, ContextMode, MODIX_DIR};
 use crate::fsm::{AgentState, Catalog, Fired, Machine, Outcome, Position, StateKind};
 use crate::fsutil::write_replace;
 use crate::project::LoadedProject;
@@ -434,6 +434,23 @@ impl Driver<'_> {
                         .map(str::to_owned)
                 }),
         };
+        // The manifest's mode, else the global default: `shared` hands the
+        // agent every message of the run, `isolated` only what its role needs.
+        let context_mode = agent
+            .manifest
+            .context
+            .or(config.settings.context_mode)
+            .unwrap_or_default();
+        let history = match context_mode {
+            ContextMode::Isolated => None,
+            ContextMode::Shared => Some(
+                self.store
+                    .messages(&self.run.id)?
+                    .into_iter()
+                    .map(|m| json!({ "seq": m.seq, "kind": m.kind, "state": m.state, "payload": m.payload }))
+                    .collect(),
+            ),
+        };
         let ctx = ContextPackage {
             epic: self.run.epic.clone(),
             run_id: self.run.id.clone(),
@@ -450,6 +467,8 @@ impl Driver<'_> {
             task_spec: task_spec.clone(),
             previous_result,
             feedback,
+            context_mode,
+            history,
         };
         let ctx_value = self
             .redactor

@@ -162,6 +162,24 @@ fn example_reaches_done_through_one_retry_and_stays_unchanged() {
         (Some("EXECUTING"), Some(2))
     );
     let ctx = &inv["context"];
+    // The executor's manifest says `shared`: it sees every message so far.
+    assert_eq!(ctx["context_mode"], "shared");
+    let kinds: Vec<&str> = ctx["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "epic",
+            "task_spec",
+            "execution_result",
+            "test_result",
+            "feedback"
+        ]
+    );
     assert!(
         ctx["feedback"]
             .as_str()
@@ -819,4 +837,35 @@ fn resume_refuses_a_run_whose_workflow_changed() {
         .unwrap();
     let r = GoResult::parse(&out);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
+#[test]
+fn context_mode_defaults_from_the_global_settings() {
+    let sb = Sandbox::example();
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["planner"]["manifest"]
+            .as_object_mut()
+            .unwrap()
+            .remove("context");
+    });
+    let planner_context = |sb: &Sandbox| {
+        let r = sb.go_json("Fix mean()");
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let out = sb
+            .modix()
+            .args(["history", &r.run_id(), "--invocation", "1", "--json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["context"].clone()
+    };
+    let ctx = planner_context(&sb);
+    assert_eq!(ctx["context_mode"], "isolated");
+    assert!(ctx.get("history").is_none());
+    sb.write(
+        "../home/settings.json",
+        "{ \"context_mode\": \"shared\" }\n",
+    );
+    let ctx = planner_context(&sb);
+    assert_eq!(ctx["context_mode"], "shared");
+    assert_eq!(ctx["history"][0]["kind"], "epic");
 }
