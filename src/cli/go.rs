@@ -195,6 +195,19 @@ impl Observer for Progress {
         self.step_started = Instant::now();
     }
 
+    fn notification(&mut self, run_id: &str, state: &str, name: &str) {
+        if self.json {
+            self.out.json_line(&serde_json::json!({
+                "type": "notification",
+                "run": run_id,
+                "state": state,
+                "name": name,
+            }));
+        } else {
+            tracing::info!("{state}: {name}");
+        }
+    }
+
     fn run_finished(&mut self, r: &RunReport) {
         self.finish_bar();
         if self.json {

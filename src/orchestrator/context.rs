@@ -23,6 +23,10 @@ pub struct ContextPackage {
     pub output_schema: String,
     pub output_schema_path: String,
     pub project: ProjectContext,
+    /// For shell agents: the brain's name, provider, model, endpoint and
+    /// `params` (temperature, max_tokens, …), for CLIs or wrappers that use them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub brain: Option<Value>,
     pub task_spec: Option<Value>,
     pub previous_result: Option<Value>,
     /// Why this state is visited again (test failures, why a result was rejected).
@@ -121,6 +125,7 @@ mod tests {
                 conventions: vec![],
                 commands: Value::Null,
             },
+            brain: None,
             task_spec: Some(serde_json::json!({"title": "t"})),
             previous_result: None,
             feedback: Some("2 tests failed".into()),

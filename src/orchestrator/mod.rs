@@ -221,6 +221,12 @@ impl Driver<'_> {
     async fn go(&mut self, observer: &mut dyn Observer) -> Result<RunReport, OrchestratorError> {
         self.history = self.store.transitions(&self.run.id)?;
         let mut pos = history::replay(&self.machine, &self.history)?;
+        if self.history.is_empty() {
+            let initial = self.machine.state(pos.state());
+            for name in &initial.on_enter {
+                observer.notification(&self.run.id, &initial.name, name);
+            }
+        }
         let workdir = self.workdir()?;
         loop {
             if *self.cancel.borrow() {
@@ -283,6 +289,9 @@ impl Driver<'_> {
             )?;
             self.write_state_file(&to.name, status);
             observer.transition(&self.run.id, &record);
+            for name in &to.on_enter {
+                observer.notification(&self.run.id, &to.name, name);
+            }
             self.history.push(record);
             pos = fired.position;
         }
@@ -464,6 +473,18 @@ impl Driver<'_> {
             output_schema: output_schema.to_owned(),
             output_schema_path: schema_path.display().to_string(),
             project: context::ProjectContext::from(&config.project),
+            brain: match &agent.binding {
+                Binding::Shell { brain, .. } => config.brains.get(brain).map(|b| {
+                    json!({
+                        "name": brain,
+                        "provider": b.provider,
+                        "model": b.model,
+                        "endpoint": b.endpoint,
+                        "params": b.params,
+                    })
+                }),
+                Binding::Command { .. } => None,
+            },
             task_spec: task_spec.clone(),
             previous_result,
             feedback,

@@ -22,6 +22,8 @@ pub trait Observer {
     /// An agent is about to be invoked.
     fn agent_started(&mut self, _state: &str, _agent: &str, _attempt: u32, _bound: Option<u64>) {}
     fn transition(&mut self, _run_id: &str, _t: &TransitionRecord) {}
+    /// A state's `on_enter` notification, as the run enters that state.
+    fn notification(&mut self, _run_id: &str, _state: &str, _name: &str) {}
     fn run_finished(&mut self, _report: &RunReport) {}
 }
 

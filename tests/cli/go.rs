@@ -75,6 +75,8 @@ fn example_reaches_done_through_one_retry_and_stays_unchanged() {
     assert_eq!(r.path(), DONE_PATH);
     assert_eq!(r.summary["status"], "succeeded");
     assert_eq!(r.summary["final_state"], "DONE");
+    // The shipped workflow's `on_enter` notifications reach observers.
+    assert_eq!(r.notifications, ["INIT:run_started", "DONE:run_succeeded"]);
     assert_eq!(sb.read("calc.py"), before, "the run must work on a copy");
 
     let history = history_json(&sb, &r.run_id());
@@ -164,6 +166,7 @@ fn example_reaches_done_through_one_retry_and_stays_unchanged() {
     let ctx = &inv["context"];
     // The executor's manifest says `shared`: it sees every message so far.
     assert_eq!(ctx["context_mode"], "shared");
+    assert_eq!(ctx["brain"]["model"], "scripted-v1");
     let kinds: Vec<&str> = ctx["history"]
         .as_array()
         .unwrap()

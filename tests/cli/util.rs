@@ -194,6 +194,8 @@ impl Sandbox {
 pub struct GoResult {
     pub code: Option<i32>,
     pub transitions: Vec<serde_json::Value>,
+    /// `on_enter` notifications as `STATE:name`.
+    pub notifications: Vec<String>,
     pub summary: serde_json::Value,
     pub stderr: String,
 }
@@ -202,18 +204,25 @@ impl GoResult {
     pub fn parse(out: &std::process::Output) -> Self {
         let mut transitions = Vec::new();
         let mut summary = serde_json::Value::Null;
+        let mut notifications = Vec::new();
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let v: serde_json::Value = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("not JSON ({e}): {line}\n{}", output_text(out)));
             match v["type"].as_str() {
                 Some("transition") => transitions.push(v),
                 Some("summary") => summary = v,
+                Some("notification") => notifications.push(format!(
+                    "{}:{}",
+                    v["state"].as_str().unwrap_or_default(),
+                    v["name"].as_str().unwrap_or_default()
+                )),
                 _ => panic!("unexpected line {line}"),
             }
         }
         GoResult {
             code: out.status.code(),
             transitions,
+            notifications,
             summary,
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
