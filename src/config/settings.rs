@@ -65,11 +65,14 @@ pub fn color() -> Option<String> {
     peek("color")
 }
 
-/// One string field of the settings file, read leniently: these are needed
-/// before any command runs, and a broken file is reported by the full load.
+/// One string field of the settings file, read leniently (once per process):
+/// these are needed before any command runs, and a broken file is reported by
+/// the full load.
 fn peek(key: &str) -> Option<String> {
-    let path = home_dir()?.join("settings.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    value.get(key)?.as_str().map(str::to_owned)
+    static FILE: std::sync::OnceLock<Option<serde_json::Value>> = std::sync::OnceLock::new();
+    let value = FILE.get_or_init(|| {
+        let text = std::fs::read_to_string(home_dir()?.join("settings.json")).ok()?;
+        serde_json::from_str(&text).ok()
+    });
+    value.as_ref()?.get(key)?.as_str().map(str::to_owned)
 }
