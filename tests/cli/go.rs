@@ -129,15 +129,8 @@ fn example_reaches_done_through_one_retry_and_stays_unchanged() {
             .contains("tests failed")
     );
     // The manifest's write permission picks the shell's permission mode.
-    let argv_of = |n: &str| {
-        let out = sb
-            .modix()
-            .args(["history", &r.run_id(), "--invocation", n, "--json"])
-            .output()
-            .unwrap();
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["argv"].clone()
-    };
-    let planner = argv_of("1");
+    let argv_of = |n: u32| sb.invocation(&r.run_id(), n)["argv"].clone();
+    let planner = argv_of(1);
     assert!(
         planner[0]
             .as_str()
@@ -151,14 +144,9 @@ fn example_reaches_done_through_one_retry_and_stays_unchanged() {
             .as_array()
             .unwrap()[..]
     );
-    assert_eq!(argv_of("2")[4], "write");
+    assert_eq!(argv_of(2)[4], "write");
     // Invocations: planner, executor, tester, then the executor again (4th).
-    let out = sb
-        .modix()
-        .args(["history", &r.run_id(), "--invocation", "4", "--json"])
-        .output()
-        .unwrap();
-    let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let inv = sb.invocation(&r.run_id(), 4);
     assert_eq!(
         (inv["state"].as_str(), inv["attempt"].as_u64()),
         (Some("EXECUTING"), Some(2))
@@ -266,12 +254,7 @@ fn invalid_task_spec_fails_planning_with_the_errors_recorded() {
         history[1]
     );
 
-    let out = sb
-        .modix()
-        .args(["history", &r.run_id(), "--invocation", "1", "--json"])
-        .output()
-        .unwrap();
-    let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let inv = sb.invocation(&r.run_id(), 1);
     let errors = inv["validation_errors"].as_array().unwrap();
     assert!(
         errors.iter().any(|e| e
@@ -339,12 +322,7 @@ fn megabytes_of_output_are_capped_and_the_run_goes_on() {
     passing_tester(&sb);
     let r = sb.go_json("talk a lot");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let out = sb
-        .modix()
-        .args(["history", &r.run_id(), "--invocation", "2", "--json"])
-        .output()
-        .unwrap();
-    let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let inv = sb.invocation(&r.run_id(), 2);
     assert!(inv["stdout_bytes"].as_u64().unwrap() > 6_000_000);
     assert!(
         inv["stdout"].as_str().unwrap().len() < 300_000,
@@ -381,8 +359,7 @@ fn shell_metacharacters_in_the_epic_are_passed_intact_and_never_run() {
     }
     let runs = sb.root().join(".modix/runs");
     assert!(!walk_has(&runs, "pwned"));
-    let out = sb.modix().args(["history", "--json"]).output().unwrap();
-    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = sb.runs();
     assert_eq!(runs[0]["epic"], epic);
 }
 
@@ -409,6 +386,21 @@ fn start_go_until(sb: &Sandbox, epic: &str, marker: &Path) -> std::process::Chil
     child
 }
 
+/// Starts a run whose first executor stalls, kills `modix go` with SIGKILL
+/// while it does, and returns the run's id.
+fn crash_while_executing(sb: &Sandbox, epic: &str) -> String {
+    let marker = sb.dir.path().join("executing");
+    slow_first_executor(sb, &marker);
+    let mut child = start_go_until(sb, epic, &marker);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    sb.runs()[0]["id"].as_str().unwrap().to_owned()
+}
+
 /// An executor that announces itself in `marker`, then (first time only) sleeps.
 fn slow_first_executor(sb: &Sandbox, marker: &Path) {
     sb.agent_script(&script(&format!(
@@ -421,19 +413,8 @@ fn slow_first_executor(sb: &Sandbox, marker: &Path) {
 #[test]
 fn kill_dash_nine_then_resume_finishes_with_gapless_history() {
     let sb = Sandbox::example();
-    let marker = sb.dir.path().join("executing");
-    slow_first_executor(&sb, &marker);
-    let mut child = start_go_until(&sb, "survive a crash", &marker);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    child.wait().unwrap();
-
-    let out = sb.modix().args(["history", "--json"]).output().unwrap();
-    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let run = runs[0]["id"].as_str().unwrap().to_owned();
+    let run = crash_while_executing(&sb, "survive a crash");
+    let runs = sb.runs();
     assert_eq!(runs[0]["status"], "running");
     assert_eq!(runs[0]["current_state"], "EXECUTING");
 
@@ -467,12 +448,7 @@ fn kill_dash_nine_then_resume_finishes_with_gapless_history() {
         ]
     );
     // The interrupted invocation is on record as abandoned; the planner was not run again.
-    let out = sb
-        .modix()
-        .args(["history", &run, "--invocation", "2", "--json"])
-        .output()
-        .unwrap();
-    let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let inv = sb.invocation(&run, 2);
     assert_eq!(inv["status"], "abandoned");
     // planner, abandoned executor, executor again, tester: the planner ran once.
     let out = sb
@@ -487,19 +463,9 @@ fn kill_dash_nine_then_resume_finishes_with_gapless_history() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
-    let out = sb
-        .modix()
-        .args(["history", &run, "--invocation", "1", "--json"])
-        .output()
-        .unwrap();
-    let first: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = sb.invocation(&run, 1);
     assert_eq!(first["state"], "PLANNING");
-    let out = sb
-        .modix()
-        .args(["history", &run, "--invocation", "3", "--json"])
-        .output()
-        .unwrap();
-    let third: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let third = sb.invocation(&run, 3);
     assert_eq!(
         (third["state"].as_str(), third["status"].as_str()),
         (Some("EXECUTING"), Some("completed"))
@@ -550,8 +516,7 @@ fn two_runs_at_once_on_one_project_both_finish() {
         assert!(!r.stderr.contains("locked"), "{}", r.stderr);
         assert_eq!(r.path(), DONE_PATH);
     }
-    let out = sb.modix().args(["history", "--json"]).output().unwrap();
-    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = sb.runs();
     assert_eq!(runs.as_array().unwrap().len(), 2);
 }
 
@@ -569,12 +534,7 @@ fn api_keys_never_reach_the_record() {
         .unwrap();
     let r = GoResult::parse(&out);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    let out = sb
-        .modix()
-        .args(["history", &r.run_id(), "--invocation", "2", "--json"])
-        .output()
-        .unwrap();
-    let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let inv = sb.invocation(&r.run_id(), 2);
     assert!(
         inv["stderr"]
             .as_str()
@@ -804,18 +764,7 @@ fn on_a_terminal_a_live_line_shows_the_running_agent() {
 #[test]
 fn resume_refuses_a_run_whose_workflow_changed() {
     let sb = Sandbox::example();
-    let marker = sb.dir.path().join("executing");
-    slow_first_executor(&sb, &marker);
-    let mut child = start_go_until(&sb, "change the rules", &marker);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    child.wait().unwrap();
-    let out = sb.modix().args(["history", "--json"]).output().unwrap();
-    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let run = runs[0]["id"].as_str().unwrap().to_owned();
+    let run = crash_while_executing(&sb, "change the rules");
 
     // The same workflow id, different rules: a project override.
     let shipped = include_str!("../../fsm/plan_execute_test.toml");
@@ -854,12 +803,7 @@ fn context_mode_defaults_from_the_global_settings() {
     let planner_context = |sb: &Sandbox| {
         let r = sb.go_json("Fix mean()");
         assert_eq!(r.code, Some(0), "{}", r.stderr);
-        let out = sb
-            .modix()
-            .args(["history", &r.run_id(), "--invocation", "1", "--json"])
-            .output()
-            .unwrap();
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["context"].clone()
+        sb.invocation(&r.run_id(), 1)["context"].clone()
     };
     let ctx = planner_context(&sb);
     assert_eq!(ctx["context_mode"], "isolated");

@@ -84,12 +84,7 @@ fn claude_preset_plans_through_stream_json() {
         "the prompt goes on stdin: {prompt}"
     );
 
-    let out = sb
-        .modix()
-        .args(["history", &r.run_id(), "--invocation", "1", "--json"])
-        .output()
-        .unwrap();
-    let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let inv = sb.invocation(&r.run_id(), 1);
     assert_eq!(inv["parsed_output"]["title"], "Fix mean()");
 }
 

@@ -88,6 +88,28 @@ impl Sandbox {
             .expect("spawn modix")
     }
 
+    /// `modix history RUN --invocation N --json`, which must succeed.
+    pub fn invocation(&self, run: &str, n: u32) -> serde_json::Value {
+        let out = self
+            .modix()
+            .args(["history", run, "--invocation", &n.to_string(), "--json"])
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{}", output_text(&out));
+        serde_json::from_slice(&out.stdout).expect("json")
+    }
+
+    /// `modix history --json`: the runs, newest first.
+    pub fn runs(&self) -> serde_json::Value {
+        let out = self
+            .modix()
+            .args(["history", "--json"])
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{}", output_text(&out));
+        serde_json::from_slice(&out.stdout).expect("json")
+    }
+
     /// Writes a file under the project root (parents created).
     pub fn write(&self, rel: &str, text: &str) {
         write_file(&self.root().join(rel), text);
