@@ -13,9 +13,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use modix::orchestrator::{self, RunOptions, Silent};
-use modix::project::load_checked;
-use modix::shell::{CaptureLimits, ProcessSpec, run_process};
+use modix::bench::{CaptureLimits, ProcessSpec, run_process};
 use rusqlite::Connection;
 
 /// Loop bound of the benchmark workflow: one run = LOOPS + 2 transitions.
@@ -39,14 +37,7 @@ fn main() {
 
     let project_root = tmp.path().join("project");
     write_project(&project_root);
-    let paths = modix::config::ProjectPaths::at(&project_root);
-    let (project, diags) = load_checked(&paths);
-    let project =
-        project.unwrap_or_else(|| panic!("bench project invalid:\n{}", diags.render_human(false)));
-    let opts = RunOptions {
-        workflow: Some("bench_loop".into()),
-        stream: false,
-    };
+    let project = modix::bench::Project::load(&project_root);
 
     let mut spawn = Samples::default();
     let mut runner = Samples::default();
@@ -57,8 +48,8 @@ fn main() {
     // neighbour load drifting over the minutes hits every figure alike.
     for round in 0..=runs {
         let t = Instant::now();
-        let report = orchestrator::start(&project, "benchmark", &opts, &mut Silent).expect("run");
-        assert_eq!(report.transitions, per_run, "{report:?}");
+        let transitions = project.run("bench_loop", "benchmark");
+        assert_eq!(transitions as usize, per_run);
         let warm_up = round == 0;
         engine.add(t.elapsed() / per_run as u32, warm_up);
         for _ in 0..per_run {

@@ -173,10 +173,6 @@ impl Diagnostics {
         self.items.push(d);
     }
 
-    pub fn extend(&mut self, ds: impl IntoIterator<Item = Diagnostic>) {
-        self.items.extend(ds);
-    }
-
     /// Merges another batch, sources included.
     pub fn append(&mut self, other: Diagnostics) {
         self.items.extend(other.items);
@@ -186,6 +182,11 @@ impl Diagnostics {
     /// Remembers a file's text so its diagnostics can show a snippet.
     pub fn add_source(&mut self, file: impl Into<String>, text: impl Into<Arc<str>>) {
         self.sources.insert(file.into(), text.into());
+    }
+
+    /// A file's text remembered with [`Diagnostics::add_source`].
+    pub fn source(&self, file: &str) -> Option<Arc<str>> {
+        self.sources.get(file).cloned()
     }
 
     pub fn items(&self) -> &[Diagnostic] {

@@ -3,14 +3,15 @@
 //! agent the workflow needs can run.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::{Binding, Config, Shell};
-use crate::fsm::StateKind;
-use crate::project::LoadedProject;
+use crate::config::{Agent, Binding, Config, Shell};
+use crate::orchestrator::Engine;
+use crate::project::Project;
+use crate::shell::find_binary;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ShellCheck {
@@ -55,14 +56,24 @@ pub struct Report {
     pub ready: bool,
 }
 
-/// Runs every check. Spawns each shell's version probe (bounded in time).
-pub fn diagnose(project: &LoadedProject) -> Report {
+/// Runs every check. Spawns each shell's version probe (bounded in time),
+/// all at once on the engine's runtime.
+pub fn diagnose(engine: &Engine, project: &Project) -> Report {
     let config = &project.config;
-    let shells: Vec<ShellCheck> = config
-        .shells
-        .values()
-        .map(|s| check_shell(config, s))
-        .collect();
+    let shells: Vec<ShellCheck> = engine.block_on(async {
+        // Probes run concurrently: each is its own process with its own timeout.
+        let mut set = tokio::task::JoinSet::new();
+        for (i, shell) in config.shells.values().enumerate() {
+            let (root, shell) = (config.paths.root.clone(), shell.clone());
+            set.spawn(async move { (i, check_shell(&root, &shell).await) });
+        }
+        let mut out = Vec::new();
+        while let Some(Ok(done)) = set.join_next().await {
+            out.push(done);
+        }
+        out.sort_by_key(|(i, _)| *i);
+        out.into_iter().map(|(_, c)| c).collect()
+    });
     let brains: Vec<BrainCheck> = config
         .brains
         .iter()
@@ -77,53 +88,10 @@ pub fn diagnose(project: &LoadedProject) -> Report {
     let used = workflow_agents(project);
     let shell_by_name: BTreeMap<&str, &ShellCheck> =
         shells.iter().map(|s| (s.name.as_str(), s)).collect();
-    let brain_by_name: BTreeMap<&str, &BrainCheck> =
-        brains.iter().map(|b| (b.name.as_str(), b)).collect();
     let agents: Vec<AgentCheck> = config
         .agents
         .values()
-        .map(|a| {
-            let mut problems = Vec::new();
-            let binding = match &a.binding {
-                Binding::Shell { shell, brain } => {
-                    match shell_by_name.get(shell.as_str()) {
-                        Some(s) if s.ok => {}
-                        Some(s) => problems.push(format!(
-                            "shell `{shell}`: {}",
-                            s.problem.as_deref().unwrap_or("not ready")
-                        )),
-                        None => problems.push(format!("shell `{shell}` is not defined")),
-                    }
-                    if let Some(b) = brain_by_name.get(brain.as_str())
-                        && b.key_present == Some(false)
-                    {
-                        problems.push(format!(
-                            "brain `{brain}`: ${} is not set",
-                            b.api_key_env.as_deref().unwrap_or_default()
-                        ));
-                    }
-                    format!("{shell} + {brain}")
-                }
-                Binding::Command { argv } => {
-                    let program = argv.first().map(String::as_str).unwrap_or_default();
-                    if find_binary(&config.paths.root, program).is_none() {
-                        problems.push(format!("command `{program}` not found"));
-                    }
-                    format!("command: {}", argv.join(" "))
-                }
-            };
-            if project.catalog.get(&a.fsm).is_none() {
-                problems.push(format!("lifecycle FSM `{}` not found", a.fsm));
-            }
-            AgentCheck {
-                id: a.id.clone(),
-                role: a.role.clone(),
-                binding,
-                used_by_workflow: used.contains(&a.id),
-                ready: problems.is_empty(),
-                problems,
-            }
-        })
+        .map(|a| check_agent(config, a, &shell_by_name, used.contains(&a.id)))
         .collect();
     let ready = agents
         .iter()
@@ -138,42 +106,68 @@ pub fn diagnose(project: &LoadedProject) -> Report {
     }
 }
 
+fn check_agent(
+    config: &Config,
+    a: &Agent,
+    shells: &BTreeMap<&str, &ShellCheck>,
+    used_by_workflow: bool,
+) -> AgentCheck {
+    let mut problems = Vec::new();
+    match &a.binding {
+        Binding::Shell { shell, brain } => {
+            match shells.get(shell.name.as_str()) {
+                Some(s) if s.ok => {}
+                Some(s) => problems.push(format!(
+                    "shell `{}`: {}",
+                    shell.name,
+                    s.problem.as_deref().unwrap_or("not ready")
+                )),
+                None => problems.push(format!("shell `{}` is not defined", shell.name)),
+            }
+            if let Some(var) = &brain.api_key_env
+                && !env_set(var)
+            {
+                problems.push(format!("brain `{}`: ${var} is not set", brain.name));
+            }
+        }
+        Binding::Command { argv } => {
+            let program = argv.first().map(String::as_str).unwrap_or_default();
+            if find_binary(&config.paths.root, program).is_none() {
+                problems.push(format!("command `{program}` not found"));
+            }
+        }
+    }
+    AgentCheck {
+        id: a.id.clone(),
+        role: a.role.clone(),
+        binding: a.binding.describe(),
+        used_by_workflow,
+        ready: problems.is_empty(),
+        problems,
+    }
+}
+
 fn env_set(name: &str) -> bool {
     std::env::var_os(name).is_some_and(|v| !v.is_empty())
 }
 
 /// Ids of the agents the project's default workflow invokes.
-fn workflow_agents(project: &LoadedProject) -> Vec<String> {
-    let Ok(machine) = project.workflow(None) else {
+fn workflow_agents(project: &Project) -> Vec<String> {
+    let Ok(workflow) = project.workflow(None) else {
         return Vec::new();
     };
-    machine
+    workflow
+        .machine
         .states()
-        .filter_map(|(_, s)| match &s.kind {
-            StateKind::Agent(a) => project
-                .config
-                .agent_for(&a.agent)
-                .ok()
-                .map(|a| a.id.clone()),
-            _ => None,
-        })
+        .filter_map(|(id, _)| workflow.agent(id).map(|a| a.id.clone()))
         .collect()
 }
 
-/// A program name looked up on PATH, or a path relative to the project root.
-pub fn find_binary(root: &Path, program: &str) -> Option<PathBuf> {
-    if program.contains('/') {
-        let p = root.join(program);
-        return p.is_file().then_some(p);
-    }
-    which::which(program).ok()
-}
-
-fn check_shell(config: &Config, shell: &Shell) -> ShellCheck {
+async fn check_shell(root: &std::path::Path, shell: &Shell) -> ShellCheck {
     let mut check = ShellCheck {
         name: shell.name.clone(),
         binary: shell.binary.clone(),
-        path: find_binary(&config.paths.root, &shell.binary),
+        path: find_binary(root, &shell.binary),
         version_raw: None,
         version: None,
         requires: shell.requires.clone(),
@@ -189,7 +183,10 @@ fn check_shell(config: &Config, shell: &Shell) -> ShellCheck {
         check.ok = true;
         return check;
     };
-    match crate::shell::probe_version(&path, &probe.args, &probe.regex, Duration::from_secs(10)) {
+    let probed =
+        crate::shell::probe_version(&path, &probe.args, &probe.regex, Duration::from_secs(10))
+            .await;
+    match probed {
         Ok((raw, version)) => {
             check.version_raw = Some(raw);
             check.version = Some(version.to_string());

@@ -1,5 +1,5 @@
 //! The `modix` binary: everything lives in the library; this only hands over.
 
 fn main() -> std::process::ExitCode {
-    modix::cli::main()
+    modix::main()
 }

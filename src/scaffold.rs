@@ -32,15 +32,8 @@ pub enum FileAction {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ScaffoldError {
-    #[error("unknown shell `{0}`")]
-    UnknownShell(String),
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: String,
-        source: std::io::Error,
-    },
-}
+#[error("unknown shell `{0}`")]
+pub struct UnknownShell(String);
 
 /// The brain a preset shell talks to by default.
 fn brain_for(shell: &str) -> &'static str {
@@ -56,7 +49,7 @@ pub fn choose_binding(
     root: &Path,
     wanted: Option<&str>,
     default: Option<&str>,
-) -> Result<Binding, ScaffoldError> {
+) -> Result<Binding, UnknownShell> {
     let detected: Vec<(String, PathBuf)> = presets::PRESET_NAMES
         .iter()
         .filter_map(|name| {
@@ -66,7 +59,7 @@ pub fn choose_binding(
         .collect();
     let shell = match wanted.or(default) {
         Some(s) if presets::PRESET_NAMES.contains(&s) => s.to_owned(),
-        Some(s) if wanted.is_some() => return Err(ScaffoldError::UnknownShell(s.to_owned())),
+        Some(s) if wanted.is_some() => return Err(UnknownShell(s.to_owned())),
         _ => detected
             .first()
             .map_or_else(|| "claude".to_owned(), |(n, _)| n.clone()),
@@ -185,18 +178,16 @@ pub fn write(
     root: &Path,
     files: &[(String, Vec<u8>)],
     force: bool,
-) -> Result<Vec<(String, FileAction)>, ScaffoldError> {
+) -> Result<Vec<(String, FileAction)>, crate::error::Error> {
     let mut done = Vec::new();
     for (name, bytes) in files {
         let path = root.join(MODIX_DIR).join(name);
-        let shown = format!("{MODIX_DIR}/{name}");
+        let shown = crate::config::discover::shown(name);
         let action = match (path.exists(), force) {
             (true, false) => FileAction::Kept,
             (exists, _) => {
-                write_durable(&path, bytes).map_err(|source| ScaffoldError::Write {
-                    path: shown.clone(),
-                    source,
-                })?;
+                write_durable(&path, bytes)
+                    .map_err(|e| crate::error::Error::io(format!("cannot write {shown}"), e))?;
                 if exists {
                     FileAction::Rewritten
                 } else {

@@ -1,11 +1,11 @@
 //! `modix doctor`: what is installed, what is set, and whether the agents the
 //! workflow needs can run.
 
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-
-use super::{Cli, Output, load_project};
+use super::output::table;
+use super::{Ctx, Output};
 use crate::doctor::{self, Report};
-use crate::exit;
+use crate::error::{Error, Exit};
+use crate::orchestrator::{Engine, SCHEMA_VERSION};
 
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
@@ -14,29 +14,22 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-pub fn run(cli: &Cli, args: &DoctorArgs, out: &Output) -> u8 {
-    let project = match load_project(cli, out, "readiness cannot be checked") {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let report = doctor::diagnose(&project);
+pub fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<Exit, Error> {
+    let project = ctx.project("readiness cannot be checked")?;
+    let engine = Engine::new()?;
+    let report = doctor::diagnose(&engine, &project);
     if args.json {
-        out.json(&serde_json::to_value(&report).unwrap_or_default());
+        let mut v = serde_json::to_value(&report).unwrap_or_default();
+        v["schema_version"] = SCHEMA_VERSION.into();
+        ctx.out.json(&v);
     } else {
-        print_report(&report, out);
+        print_report(&report, &ctx.out);
     }
-    if report.ready { exit::OK } else { exit::FAILED }
-}
-
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED)
-        .set_header(header.to_vec());
-    t
+    Ok(if report.ready { Exit::Ok } else { Exit::Failed })
 }
 
 fn print_report(r: &Report, out: &Output) {
-    let mut shells = table(&["shell", "found", "version", "requires", "status"]);
+    let mut shells = table(["shell", "found", "version", "requires", "status"]);
     for s in &r.shells {
         shells.add_row(vec![
             s.name.clone(),
@@ -53,7 +46,7 @@ fn print_report(r: &Report, out: &Output) {
         ]);
     }
     out.line(format!("Shells (agent CLIs)\n{shells}"));
-    let mut brains = table(&["brain", "provider", "model", "key"]);
+    let mut brains = table(["brain", "provider", "model", "key"]);
     for b in &r.brains {
         let key = match (&b.api_key_env, b.key_present) {
             (Some(var), Some(true)) => format!("${var} is set"),
@@ -68,7 +61,7 @@ fn print_report(r: &Report, out: &Output) {
         ]);
     }
     out.line(format!("\nBrains (LLM profiles)\n{brains}"));
-    let mut agents = table(&["agent", "role", "runs with", "in workflow", "status"]);
+    let mut agents = table(["agent", "role", "runs with", "in workflow", "status"]);
     for a in &r.agents {
         agents.add_row(vec![
             a.id.clone(),

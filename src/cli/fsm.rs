@@ -1,14 +1,14 @@
 //! `modix fsm list|show|check|graph`: the workflow machines visible here
 //! (built-in and project), as tables, check reports and diagrams.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use comfy_table::Table;
 use serde_json::json;
 
-use super::{Cli, Output};
+use super::output::table;
+use super::{Ctx, Output};
 use crate::diagnostics::{Diagnostics, unknown_name_help};
-use crate::exit;
+use crate::error::{Error, Exit};
 use crate::fsm::render::{self, Format};
 use crate::fsm::{Catalog, CompileOptions, Machine, Source, StateKind, compile_file};
 
@@ -16,12 +16,15 @@ use crate::fsm::{Catalog, CompileOptions, Machine, Source, StateKind, compile_fi
 pub enum FsmCommand {
     /// List every visible machine (built-in and project).
     List {
+        /// Print the list as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Show a machine's states and transitions.
     Show {
+        /// The machine's id (`modix fsm list` shows them).
         id: String,
+        /// Print the machine as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -29,27 +32,43 @@ pub enum FsmCommand {
     Check {
         /// Machine ids or FSM file paths.
         targets: Vec<String>,
+        /// Print the findings as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Draw a machine as a Mermaid or Graphviz dot diagram.
     Graph {
+        /// The machine's id (`modix fsm list` shows them).
         id: String,
-        #[arg(long, value_enum, default_value = "mermaid")]
+        /// The diagram language: mermaid or dot.
+        #[arg(long, default_value = "mermaid", value_parser = super::enum_parser::<Format>())]
         format: Format,
     },
 }
 
-pub fn run(cli: &Cli, cmd: &FsmCommand, out: &Output) -> u8 {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let project = crate::config::find_project(cli.project.as_deref(), &cwd);
+impl FsmCommand {
+    pub fn json(&self) -> bool {
+        match self {
+            FsmCommand::List { json } | FsmCommand::Show { json, .. } => *json,
+            FsmCommand::Check { json, .. } => *json,
+            FsmCommand::Graph { .. } => false,
+        }
+    }
+}
+
+pub fn run(ctx: &Ctx, cmd: &FsmCommand) -> Result<Exit, Error> {
+    let out = &ctx.out;
+    let cwd =
+        std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
+    let project = crate::config::find_project(ctx.cli.project.as_deref(), &cwd);
     let fsm_dir = project.as_ref().map(|p| p.modix_dir.join("fsm"));
-    // The project's loop bound, as `validate` and `go` compile with it.
+    // The project's loop bound, as `validate` and `go` compile with it;
+    // problems in runtimes.json are `validate`'s to report.
     let opts = project
         .as_ref()
-        .and_then(crate::config::peek_loop_bound)
-        .map_or_else(CompileOptions::default, |default_max| CompileOptions {
-            default_max,
+        .and_then(|p| crate::config::read_runtimes(p, &mut Diagnostics::new()))
+        .map_or_else(CompileOptions::default, |r| CompileOptions {
+            default_max: r.loops.default_max,
         });
     let (catalog, diags) = Catalog::load(fsm_dir.as_deref(), &opts);
     let shown = |m: &Machine| match m.source() {
@@ -59,39 +78,32 @@ pub fn run(cli: &Cli, cmd: &FsmCommand, out: &Output) -> u8 {
             .map_or_else(|| p.display().to_string(), |pp| pp.display(p)),
     };
     match cmd {
-        FsmCommand::List { json } => list(&catalog, &diags, *json, &shown, out),
-        FsmCommand::Show { id, json } => match lookup(&catalog, id, out) {
-            Some(m) => show(m, *json, &shown, out),
-            None => exit::USAGE,
-        },
-        FsmCommand::Graph { id, format } => match lookup(&catalog, id, out) {
-            Some(m) => {
-                out.line(render::render(m, *format).trim_end());
-                exit::OK
-            }
-            None => exit::USAGE,
-        },
+        FsmCommand::List { json } => Ok(list(&catalog, &diags, *json, &shown, out)),
+        FsmCommand::Show { id, json } => Ok(show(lookup(&catalog, id)?, *json, &shown, out)),
+        FsmCommand::Graph { id, format } => {
+            out.line(render::render(lookup(&catalog, id)?, *format).trim_end());
+            Ok(Exit::Ok)
+        }
         FsmCommand::Check { targets, json } => {
             check(&catalog, &diags, targets, &cwd, &opts, *json, out)
         }
     }
 }
 
-fn lookup<'a>(catalog: &'a Catalog, id: &str, out: &Output) -> Option<&'a Machine> {
+fn lookup<'a>(catalog: &'a Catalog, id: &str) -> Result<&'a Machine, Error> {
     if let Some(m) = catalog.get(id) {
-        return Some(m);
+        return Ok(m);
     }
-    if let Some(e) = catalog.entry(id) {
-        out.diagnostics(&e.diagnostics);
-        out.error(
-            format!("machine `{id}` ({}) has errors", e.display),
-            Some("fix them; `modix fsm check` lists them all"),
-        );
-    } else {
-        let help = unknown_name_help(id, "machine", catalog.ids());
-        out.error(format!("no machine with id `{id}`"), Some(&help));
-    }
-    None
+    Err(match catalog.entry(id) {
+        Some(e) => Error::Config {
+            diagnostics: Box::new(e.diagnostics.clone()),
+            doing: "the machine cannot be shown; `modix fsm check` lists every problem",
+        },
+        None => Error::usage(
+            format!("no machine with id `{id}`"),
+            unknown_name_help(id, "machine", catalog.ids()),
+        ),
+    })
 }
 
 fn list(
@@ -100,7 +112,7 @@ fn list(
     json: bool,
     shown: &dyn Fn(&Machine) -> String,
     out: &Output,
-) -> u8 {
+) -> Exit {
     if json {
         let items: Vec<_> = catalog
             .machines()
@@ -113,8 +125,7 @@ fn list(
             .collect();
         out.json(&json!({ "machines": items, "problems": diags.to_json() }));
     } else {
-        let mut t = Table::new();
-        t.set_header(["id", "version", "source", "states", "description"]);
+        let mut t = table(["id", "version", "source", "states", "description"]);
         for m in catalog.machines() {
             t.add_row([
                 m.id().to_owned(),
@@ -129,7 +140,7 @@ fn list(
             out.warn("some FSM files have errors and are not listed; run `modix fsm check`");
         }
     }
-    exit::OK
+    Exit::Ok
 }
 
 fn kind_cells(kind: &StateKind) -> (String, String) {
@@ -142,7 +153,7 @@ fn kind_cells(kind: &StateKind) -> (String, String) {
     }
 }
 
-fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Output) -> u8 {
+fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Output) -> Exit {
     let name = |id: crate::fsm::StateId| m.state(id).name.clone();
     if json {
         let states: Vec<_> = m.states().map(|(_, s)| s).collect();
@@ -161,7 +172,7 @@ fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Outpu
             "source": shown(m), "initial": name(m.initial()), "content_hash": m.content_hash(),
             "states": states, "transitions": transitions, "worst_case": worst_json(m),
         }));
-        return exit::OK;
+        return Exit::Ok;
     }
     out.line(format!(
         "{} {} ({}) — {}",
@@ -170,8 +181,7 @@ fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Outpu
         shown(m),
         m.description()
     ));
-    let mut st = Table::new();
-    st.set_header(["state", "kind", "agent → output / outcome", "on_enter"]);
+    let mut st = table(["state", "kind", "agent → output / outcome", "on_enter"]);
     for (id, s) in m.states() {
         let (kind, detail) = kind_cells(&s.kind);
         let marker = if id == m.initial() { " (initial)" } else { "" };
@@ -183,8 +193,7 @@ fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Outpu
         ]);
     }
     out.line(st.to_string());
-    let mut tt = Table::new();
-    tt.set_header(["from", "event", "to", "max", "exhausted"]);
+    let mut tt = table(["from", "event", "to", "max", "exhausted"]);
     for t in m.transitions() {
         tt.add_row([
             name(t.from),
@@ -196,7 +205,7 @@ fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Outpu
     }
     out.line(tt.to_string());
     out.line(format!("worst case: {}", worst_text(m)));
-    exit::OK
+    Exit::Ok
 }
 
 fn worst_json(m: &Machine) -> serde_json::Value {
@@ -240,7 +249,7 @@ fn check(
     opts: &CompileOptions,
     json: bool,
     out: &Output,
-) -> u8 {
+) -> Result<Exit, Error> {
     // (label, machine if clean) per checked target, plus their diagnostics.
     let mut results: Vec<(String, Option<std::sync::Arc<Machine>>)> = Vec::new();
     let mut diags = Diagnostics::new();
@@ -264,19 +273,17 @@ fn check(
             diags.append(e.diagnostics.clone());
             results.push((e.display.clone(), e.machine.clone()));
         } else {
-            let help = unknown_name_help(target, "machine", catalog.ids());
-            out.error(
+            return Err(Error::usage(
                 format!("`{target}` is neither a file nor a known machine id"),
-                Some(&help),
-            );
-            return exit::USAGE;
+                unknown_name_help(target, "machine", catalog.ids()),
+            ));
         }
     }
     diags.sort();
     let code = if diags.has_errors() {
-        exit::USAGE
+        Exit::Usage
     } else {
-        exit::OK
+        Exit::Ok
     };
     if json {
         let machines: Vec<_> = results
@@ -292,7 +299,7 @@ fn check(
         let mut v = diags.to_json();
         v["machines"] = json!(machines);
         out.json(&v);
-        return code;
+        return Ok(code);
     }
     out.diagnostics(&diags);
     for (file, m) in &results {
@@ -313,5 +320,5 @@ fn check(
             diags.warning_count()
         ));
     }
-    code
+    Ok(code)
 }

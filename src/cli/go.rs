@@ -6,10 +6,12 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{Cli, Output, load_project};
-use crate::exit;
-use crate::orchestrator::{self, Observer, OrchestratorError, RunOptions, RunReport};
-use crate::store::TransitionRecord;
+use super::{Ctx, Output};
+use crate::error::{Error, Exit};
+use crate::orchestrator::{
+    self, Engine, EventSink, RunEvent, RunOptions, RunReport, SCHEMA_VERSION,
+};
+use crate::store::{RunStatus, TransitionRecord};
 
 #[derive(Debug, clap::Args)]
 pub struct GoArgs {
@@ -18,7 +20,7 @@ pub struct GoArgs {
     /// Workflow FSM id (default: the project's `workflow`).
     #[arg(long, value_name = "ID")]
     pub workflow: Option<String>,
-    /// One JSON object per transition on stdout, then the summary.
+    /// One JSON object per event on stdout, ending with the summary.
     #[arg(long)]
     pub json: bool,
 }
@@ -27,77 +29,75 @@ pub struct GoArgs {
 pub struct ResumeArgs {
     /// The run's id, or any unique prefix of it.
     pub run: String,
-    /// One JSON object per transition on stdout, then the summary.
+    /// One JSON object per event on stdout, ending with the summary.
     #[arg(long)]
     pub json: bool,
 }
 
-pub fn run(cli: &Cli, args: &GoArgs, out: &Output) -> u8 {
+pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
     if args.epic.trim().is_empty() {
-        out.error(
+        return Err(Error::usage(
             "the epic is empty",
-            Some("say what to do: modix go \"Add a --verbose flag\""),
+            "say what to do: modix go \"Add a --verbose flag\"",
+        ));
+    }
+    // Before anything else, so a Ctrl-C during start-up is never lost.
+    let engine = Engine::new()?;
+    let project = ctx.project("nothing was run")?;
+    let workflow = project.workflow(args.workflow.as_deref())?;
+    if engine.interrupted() {
+        ctx.out.error(
+            "interrupted before the run started; nothing was recorded",
+            None,
         );
-        return exit::USAGE;
+        return Ok(Exit::Interrupted);
     }
-    execute(cli, out, args.json, |project, opts, observer| {
-        let opts = RunOptions {
-            workflow: args.workflow.clone(),
-            ..opts
-        };
-        orchestrator::start(project, &args.epic, &opts, observer)
-    })
+    let mut sink = Progress::new(ctx.out, args.json);
+    let report = orchestrator::start(
+        &engine,
+        &project,
+        workflow,
+        &args.epic,
+        &options(ctx, args.json),
+        &mut sink,
+    );
+    finish(report, &mut sink)
 }
 
-pub fn resume(cli: &Cli, args: &ResumeArgs, out: &Output) -> u8 {
-    execute(cli, out, args.json, |project, opts, observer| {
-        orchestrator::resume(project, &args.run, &opts, observer)
-    })
+pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
+    let engine = Engine::new()?;
+    let project = ctx.project("nothing was run")?;
+    let mut sink = Progress::new(ctx.out, args.json);
+    let report = orchestrator::resume(
+        &engine,
+        &project,
+        &args.run,
+        &options(ctx, args.json),
+        &mut sink,
+    );
+    finish(report, &mut sink)
 }
 
-fn execute(
-    cli: &Cli,
-    out: &Output,
-    json: bool,
-    start: impl FnOnce(
-        &crate::project::LoadedProject,
-        RunOptions,
-        &mut dyn Observer,
-    ) -> Result<RunReport, OrchestratorError>,
-) -> u8 {
-    let project = match load_project(cli, out, "nothing was run") {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let opts = RunOptions {
-        workflow: None,
-        stream: cli.verbose > 0 && !json,
-    };
-    let mut observer = Progress::new(*out, json);
-    match start(&project, opts, &mut observer) {
-        Ok(report) => match report.status.as_str() {
-            "succeeded" => exit::OK,
-            "interrupted" => exit::INTERRUPTED,
-            _ => exit::FAILED,
-        },
-        Err(e) => {
-            observer.finish_bar();
-            let help = match &e {
-                OrchestratorError::Store(_) => "see `modix history` for the run's record",
-                OrchestratorError::NotResumable(_) => {
-                    "start a new run with `modix go`, or restore the workflow definition the run started with"
-                }
-                _ => {
-                    "fix the cause, then `modix resume <run>` continues from the last recorded state"
-                }
-            };
-            out.error(e.to_string(), Some(help));
-            exit::USAGE
-        }
+fn options(ctx: &Ctx, json: bool) -> RunOptions {
+    RunOptions {
+        stream: ctx.cli.verbose > 0 && !json,
     }
 }
 
-/// Live progress: a spinner line on a terminal, plain lines otherwise, or JSON.
+fn finish(
+    report: Result<RunReport, orchestrator::RunError>,
+    sink: &mut Progress,
+) -> Result<Exit, Error> {
+    sink.finish_bar();
+    Ok(match report?.status {
+        RunStatus::Succeeded => Exit::Ok,
+        RunStatus::Interrupted | RunStatus::Running => Exit::Interrupted,
+        RunStatus::Failed => Exit::Failed,
+    })
+}
+
+/// Live progress: a spinner line on a terminal, plain lines otherwise, or
+/// one JSON object per event.
 struct Progress {
     out: Output,
     json: bool,
@@ -136,15 +136,6 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
-}
-
-impl Observer for Progress {
-    fn run_started(&mut self, run_id: &str, workflow: &str, resumed: bool) {
-        if !self.json {
-            let verb = if resumed { "Resuming" } else { "Started" };
-            self.say(format!("{verb} run {run_id} (workflow {workflow})"));
-        }
-    }
 
     fn agent_started(&mut self, state: &str, agent: &str, attempt: u32, bound: Option<u64>) {
         self.step_started = Instant::now();
@@ -155,29 +146,11 @@ impl Observer for Progress {
                 bar.reset_elapsed();
                 bar.set_message(msg);
             }
-            None if !self.json => eprintln!("  … {msg}"),
-            None => {}
+            None => eprintln!("  … {msg}"),
         }
     }
 
-    fn transition(&mut self, run_id: &str, t: &TransitionRecord) {
-        if self.json {
-            self.out.json_line(&serde_json::json!({
-                "type": "transition",
-                "run": run_id,
-                "seq": t.seq,
-                "at": t.at,
-                "from": t.from,
-                "to": t.to,
-                "event": t.event,
-                "attempt": t.attempt,
-                "bound": t.bound,
-                "agent": t.agent,
-                "reason": t.reason,
-                "redirected": t.redirected,
-            }));
-            return;
-        }
+    fn transition(&mut self, t: &TransitionRecord) {
         let elapsed = self.step_started.elapsed().as_secs_f64();
         let agent = t
             .agent
@@ -195,37 +168,18 @@ impl Observer for Progress {
         self.step_started = Instant::now();
     }
 
-    fn notification(&mut self, run_id: &str, state: &str, name: &str) {
-        if self.json {
-            self.out.json_line(&serde_json::json!({
-                "type": "notification",
-                "run": run_id,
-                "state": state,
-                "name": name,
-            }));
-        } else {
-            tracing::info!("{state}: {name}");
-        }
-    }
-
-    fn run_finished(&mut self, r: &RunReport) {
+    fn summary(&mut self, r: &RunReport) {
         self.finish_bar();
-        if self.json {
-            let mut v = serde_json::to_value(r).unwrap_or_default();
-            v["type"] = "summary".into();
-            self.out.json_line(&v);
-            return;
-        }
         let secs = Duration::from_millis(r.duration_ms).as_secs_f64();
-        let headline = match r.status.as_str() {
-            "succeeded" => format!("Run {} succeeded: reached {}", r.run_id, r.final_state),
-            "interrupted" => format!(
+        let headline = match r.status {
+            RunStatus::Succeeded => format!("Run {} succeeded: reached {}", r.run_id, r.state),
+            RunStatus::Interrupted | RunStatus::Running => format!(
                 "Run {} interrupted in {}: `modix resume {}` continues it",
-                r.run_id, r.final_state, r.run_id
+                r.run_id, r.state, r.run_id
             ),
-            _ => format!(
+            RunStatus::Failed => format!(
                 "Run {} failed: ended in {} (a human steps in)",
-                r.run_id, r.final_state
+                r.run_id, r.state
             ),
         };
         self.out.line(format!(
@@ -233,4 +187,44 @@ impl Observer for Progress {
             r.transitions, r.run_id
         ));
     }
+}
+
+impl EventSink for Progress {
+    fn event(&mut self, event: &RunEvent) {
+        if self.json {
+            self.out.json_line(&Versioned {
+                schema_version: SCHEMA_VERSION,
+                event,
+            });
+            return;
+        }
+        match event {
+            RunEvent::RunStarted {
+                run_id,
+                workflow,
+                resumed,
+            } => {
+                let verb = if *resumed { "Resuming" } else { "Started" };
+                self.say(format!("{verb} run {run_id} (workflow {workflow})"));
+            }
+            RunEvent::AgentStarted {
+                state,
+                agent,
+                attempt,
+                bound,
+                ..
+            } => self.agent_started(state, agent, *attempt, *bound),
+            RunEvent::Transition(t) => self.transition(t),
+            RunEvent::Notification { .. } => {}
+            RunEvent::RunFinished(r) => self.summary(r),
+        }
+    }
+}
+
+/// An event as one `--json` line: the event's fields and the vocabulary's version.
+#[derive(serde::Serialize)]
+struct Versioned<'a> {
+    schema_version: u32,
+    #[serde(flatten)]
+    event: &'a RunEvent,
 }

@@ -1,10 +1,13 @@
 //! `modix history`: the record of runs, one run's transitions, one invocation.
 
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use serde_json::json;
 
-use super::{Cli, Output, project_paths};
-use crate::exit;
+use super::output::table;
+use super::{Ctx, Output};
+use crate::error::{Error, Exit};
+use crate::orchestrator::SCHEMA_VERSION;
 use crate::store::{Store, StoreError};
+use crate::text::one_line;
 
 #[derive(Debug, clap::Args)]
 pub struct HistoryArgs {
@@ -21,92 +24,53 @@ pub struct HistoryArgs {
     pub json: bool,
 }
 
-pub fn run(cli: &Cli, args: &HistoryArgs, out: &Output) -> u8 {
-    let paths = match project_paths(cli, out) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let db = paths.modix_dir.join("modix.db");
+pub fn run(ctx: &Ctx, args: &HistoryArgs) -> Result<Exit, Error> {
+    let paths = ctx.paths()?;
+    let db = paths.db();
     if !db.exists() {
-        if args.json && args.run.is_none() {
-            out.json(&serde_json::json!([]));
-        } else {
-            out.line("No runs yet. Start one with `modix go \"<epic>\"`.");
+        if args.run.is_some() {
+            return Err(StoreError::UnknownRun {
+                prefix: args.run.clone().unwrap_or_default(),
+            }
+            .into());
         }
-        return if args.run.is_some() {
-            exit::USAGE
-        } else {
-            exit::OK
-        };
+        empty_list(ctx, args.json);
+        return Ok(Exit::Ok);
     }
-    let result = Store::open(&db).and_then(|store| match (&args.run, args.invocation) {
-        (None, _) => list(&store, args, out),
-        (Some(run), None) => show_run(&store, run, args.json, out),
-        (Some(run), Some(n)) => show_invocation(&store, run, n, args.json, out),
-    });
-    match result {
-        Ok(()) => exit::OK,
-        Err(StoreError::NotFound { what, .. }) => {
-            let (what, help) = match &args.run {
-                Some(r) if what.starts_with("run") => (
-                    format!("no run matches `{r}`"),
-                    "`modix history` lists the runs and their ids".to_owned(),
-                ),
-                Some(r) => (
-                    format!("{what} not found"),
-                    format!(
-                        "`modix history {r}` shows the run; its invocations are numbered from 1"
-                    ),
-                ),
-                None => (format!("{what} not found"), String::new()),
-            };
-            out.error(
-                what,
-                Some(&help).filter(|h| !h.is_empty()).map(String::as_str),
-            );
-            exit::USAGE
-        }
-        Err(e @ StoreError::Ambiguous { .. }) => {
-            out.error(e.to_string(), Some("give more characters of the id"));
-            exit::USAGE
-        }
-        Err(e) => {
-            out.error(e.to_string(), None);
-            exit::USAGE
-        }
+    let store = Store::open(&db)?;
+    match (&args.run, args.invocation) {
+        (None, _) => list(&store, args, &ctx.out)?,
+        (Some(run), None) => show_run(&store, run, args.json, &ctx.out)?,
+        (Some(run), Some(n)) => show_invocation(&store, run, n, args.json, &ctx.out)?,
     }
+    Ok(Exit::Ok)
 }
 
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED)
-        .set_header(header.to_vec());
-    t
+fn empty_list(ctx: &Ctx, json: bool) {
+    if json {
+        ctx.out
+            .json(&json!({ "schema_version": SCHEMA_VERSION, "runs": [] }));
+    } else {
+        ctx.out
+            .line("No runs yet. Start one with `modix go \"<epic>\"`.");
+    }
 }
 
 fn secs(ms: Option<u64>) -> String {
     ms.map_or("-".into(), |ms| format!("{:.1}s", ms as f64 / 1000.0))
 }
 
-fn shorten(s: &str, max: usize) -> String {
-    let one_line = s.replace('\n', " ");
-    match one_line.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &one_line[..i]),
-        None => one_line,
-    }
-}
-
 fn list(store: &Store, args: &HistoryArgs, out: &Output) -> Result<(), StoreError> {
     let runs = store.runs(args.limit)?;
     if args.json {
-        out.json(&serde_json::to_value(&runs).unwrap_or_default());
+        out.json(&json!({ "schema_version": SCHEMA_VERSION, "runs": runs }));
         return Ok(());
     }
     if runs.is_empty() {
         out.line("No runs yet. Start one with `modix go \"<epic>\"`.");
         return Ok(());
     }
-    let mut t = table(&[
+    let mut t = table([
         "run",
         "started",
         "epic",
@@ -125,7 +89,7 @@ fn list(store: &Store, args: &HistoryArgs, out: &Output) -> Result<(), StoreErro
                 .take(19)
                 .collect::<String>()
                 .replace('T', " "),
-            shorten(&r.run.epic, 40),
+            one_line(&r.run.epic, 40),
             r.run.workflow_id.clone(),
             r.run.current_state.clone(),
             r.run.status.as_str().to_owned(),
@@ -142,9 +106,12 @@ fn show_run(store: &Store, run_ref: &str, json: bool, out: &Output) -> Result<()
     let transitions = store.transitions(&run.id)?;
     if json {
         let messages = store.messages(&run.id)?;
-        out.json(
-            &serde_json::json!({ "run": run, "transitions": transitions, "messages": messages }),
-        );
+        out.json(&json!({
+            "schema_version": SCHEMA_VERSION,
+            "run": run,
+            "transitions": transitions,
+            "messages": messages,
+        }));
         return Ok(());
     }
     out.line(format!(
@@ -160,7 +127,7 @@ fn show_run(store: &Store, run_ref: &str, json: bool, out: &Output) -> Result<()
             .unwrap_or_default(),
         run.epic
     ));
-    let mut t = table(&[
+    let mut t = table([
         "seq",
         "at",
         "from → to",
@@ -180,7 +147,7 @@ fn show_run(store: &Store, run_ref: &str, json: bool, out: &Output) -> Result<()
                 None => tr.attempt.to_string(),
             },
             tr.agent.clone().unwrap_or_default(),
-            shorten(tr.reason.as_deref().unwrap_or(""), 70),
+            one_line(tr.reason.as_deref().unwrap_or(""), 70),
         ]);
     }
     out.line(t.to_string());
@@ -201,13 +168,15 @@ fn show_invocation(
     let run = store.run(run_ref)?;
     let inv = store.invocation(&run.id, n)?;
     if json {
-        out.json(&serde_json::to_value(&inv).unwrap_or_default());
+        let mut v = serde_json::to_value(&inv).unwrap_or_default();
+        v["schema_version"] = SCHEMA_VERSION.into();
+        out.json(&v);
         return Ok(());
     }
     let outcome = inv.outcome.map_or("-", |o| o.as_str());
     out.line(format!(
         "Invocation {n} of run {}: {} in {} (attempt {})\nstatus: {}, outcome: {outcome}, exit code: {}, timed out: {}, took {}\nargv: {}",
-        run.id, inv.agent, inv.state, inv.attempt, inv.status.as_str(),
+        run.id, inv.agent, inv.state, inv.attempt, inv.status,
         inv.exit_code.map_or("-".into(), |c| c.to_string()),
         inv.timed_out, secs(inv.duration_ms),
         serde_json::to_string(&inv.argv).unwrap_or_default()

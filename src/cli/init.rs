@@ -1,9 +1,7 @@
 //! `modix init`: scaffold `.modix/` and say what was bound to what.
 
-use super::{Cli, Output};
-use crate::config::settings;
-use crate::diagnostics::Diagnostics;
-use crate::exit;
+use super::Ctx;
+use crate::error::{Error, Exit};
 use crate::scaffold::{self, FileAction};
 
 #[derive(Debug, clap::Args)]
@@ -16,53 +14,28 @@ pub struct InitArgs {
     pub shell: Option<String>,
 }
 
-pub fn run(cli: &Cli, args: &InitArgs, out: &Output) -> u8 {
-    let cwd = match std::env::current_dir() {
-        Ok(d) => d,
-        Err(e) => {
-            out.error(format!("cannot read the current directory: {e}"), None);
-            return exit::USAGE;
-        }
-    };
-    let root = match &cli.project {
-        Some(p) if p.is_absolute() => p.clone(),
-        Some(p) => cwd.join(p),
-        None => cwd,
-    };
+pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Exit, Error> {
+    let out = &ctx.out;
+    let root = ctx.target_dir()?;
     if !root.is_dir() {
-        out.error(
+        return Err(Error::usage(
             format!("{} is not a directory", root.display()),
-            Some("create it first, or pass an existing --project DIR"),
-        );
-        return exit::USAGE;
+            "create it first, or pass an existing --project DIR",
+        ));
     }
-    let mut diags = Diagnostics::new();
-    let settings = settings::load(&mut diags);
-    let binding = match scaffold::choose_binding(
+    let binding = scaffold::choose_binding(
         &root,
         args.shell.as_deref(),
-        settings.default_shell.as_deref(),
-    ) {
-        Ok(b) => b,
-        Err(e) => {
-            out.error(
-                e.to_string(),
-                Some("use one of: claude, codex, gemini, aider (add others to .modix/shells.json afterwards)"),
-            );
-            return exit::USAGE;
-        }
-    };
+        ctx.settings.default_shell.as_deref(),
+    )
+    .map_err(|e| {
+        Error::usage(
+            e.to_string(),
+            "use one of: claude, codex, gemini, aider (add others to .modix/shells.json afterwards)",
+        )
+    })?;
     let files = scaffold::render(&root, &binding);
-    let done = match scaffold::write(&root, &files, args.force) {
-        Ok(d) => d,
-        Err(e) => {
-            out.error(
-                e.to_string(),
-                Some("check the folder's permissions and free space"),
-            );
-            return exit::USAGE;
-        }
-    };
+    let done = scaffold::write(&root, &files, args.force)?;
     for (path, action) in &done {
         let verb = match action {
             FileAction::Created => "created",
@@ -77,7 +50,7 @@ pub fn run(cli: &Cli, args: &InitArgs, out: &Output) -> u8 {
             done.len(),
             root.join(crate::config::MODIX_DIR).display()
         ));
-        return exit::OK;
+        return Ok(Exit::Ok);
     }
     match &binding.found_at {
         Some(path) => out.line(format!(
@@ -103,5 +76,5 @@ pub fn run(cli: &Cli, args: &InitArgs, out: &Output) -> u8 {
         ));
     }
     out.line("Next: `modix validate` checks the config, `modix doctor` checks what is ready.");
-    exit::OK
+    Ok(Exit::Ok)
 }

@@ -1,6 +1,7 @@
-//! The command line: argument parsing, logging set-up, and dispatch to one
-//! module per command. Commands return an exit code; errors that reach here are
-//! rendered once, in one place.
+//! The command line: argument parsing, settings and logging set-up, and
+//! dispatch to one module per command. Commands return an [`Exit`] or an
+//! [`Error`]; errors are rendered here, in one place ([`Output::report`]),
+//! as text or — for commands given `--json` — as a JSON object.
 
 mod doctor;
 mod fsm;
@@ -13,10 +14,15 @@ mod validate;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::str::FromStr;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::builder::TypedValueParser as _;
+use clap::{Parser, Subcommand};
 
-use crate::exit;
+use crate::config::{ColorChoice, LogLevel, ProjectPaths, Settings, settings};
+use crate::diagnostics::Diagnostics;
+use crate::error::{Error, Exit};
+use crate::project::Project;
 
 pub use output::Output;
 
@@ -40,19 +46,22 @@ pub struct Cli {
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
 
-    /// When to use colors.
-    #[arg(long, global = true, value_enum, env = "MODIX_COLOR")]
+    /// When to use colors: auto, always, never.
+    #[arg(long, global = true, env = "MODIX_COLOR", value_parser = enum_parser::<ColorChoice>())]
     pub color: Option<ColorChoice>,
 
     #[command(subcommand)]
     pub command: Command,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    Auto,
-    Always,
-    Never,
+/// A clap parser for an enum whose string forms strum derives, so the CLI
+/// and the config files share one spelling of each value.
+fn enum_parser<T>() -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: FromStr + strum::VariantNames + Clone + Send + Sync + 'static,
+{
+    clap::builder::PossibleValuesParser::new(T::VARIANTS)
+        .try_map(|s| s.parse::<T>().map_err(|_| format!("unknown value `{s}`")))
 }
 
 #[derive(Debug, Subcommand)]
@@ -74,42 +83,75 @@ pub enum Command {
     History(history::HistoryArgs),
 }
 
+impl Command {
+    /// Whether the command was asked for JSON (errors then come as JSON too).
+    fn json(&self) -> bool {
+        match self {
+            Command::Init(_) => false,
+            Command::Validate(a) => a.json,
+            Command::Doctor(a) => a.json,
+            Command::Fsm(c) => c.json(),
+            Command::Go(a) => a.json,
+            Command::Resume(a) => a.json,
+            Command::History(a) => a.json,
+        }
+    }
+}
+
+/// What every command gets: the parsed command line, how to speak, and the
+/// global settings, layered once at start-up.
+pub struct Ctx {
+    pub cli: Cli,
+    pub out: Output,
+    pub settings: Settings,
+    /// Problems in the settings file, reported by commands that load a project.
+    pub settings_diags: Diagnostics,
+}
+
 /// Entry point used by `main.rs`.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
-                exit::USAGE
+                Exit::Usage
             } else {
-                exit::OK
+                Exit::Ok
             };
             let _ = e.print();
-            return ExitCode::from(code);
+            return code.into();
         }
     };
-    let out = Output::new(color_enabled(cli.color));
-    init_logging(&cli);
-    let code = match &cli.command {
-        Command::Init(args) => init::run(&cli, args, &out),
-        Command::Validate(args) => validate::run(&cli, args, &out),
-        Command::Doctor(args) => doctor::run(&cli, args, &out),
-        Command::Fsm(cmd) => fsm::run(&cli, cmd, &out),
-        Command::Go(args) => go::run(&cli, args, &out),
-        Command::Resume(args) => go::resume(&cli, args, &out),
-        Command::History(args) => history::run(&cli, args, &out),
+    let (settings, settings_diags) = settings::load();
+    let color = color_enabled(cli.color.or(settings.color));
+    init_logging(&cli, &settings, color);
+    let out = Output::new(color, cli.command.json());
+    let ctx = Ctx {
+        cli,
+        out,
+        settings,
+        settings_diags,
     };
-    ExitCode::from(code)
+    let result = match &ctx.cli.command {
+        Command::Init(args) => init::run(&ctx, args),
+        Command::Validate(args) => validate::run(&ctx, args),
+        Command::Doctor(args) => doctor::run(&ctx, args),
+        Command::Fsm(cmd) => fsm::run(&ctx, cmd),
+        Command::Go(args) => go::run(&ctx, args),
+        Command::Resume(args) => go::resume(&ctx, args),
+        Command::History(args) => history::run(&ctx, args),
+    };
+    match result {
+        Ok(code) => code.into(),
+        Err(e) => {
+            ctx.out.report(&e);
+            e.exit_code().into()
+        }
+    }
 }
 
-/// Colors: `--color`/`MODIX_COLOR` beat the settings file's `color`.
 fn color_enabled(choice: Option<ColorChoice>) -> bool {
-    let from_settings = || match crate::config::settings::color().as_deref() {
-        Some("always") => Some(ColorChoice::Always),
-        Some("never") => Some(ColorChoice::Never),
-        _ => None,
-    };
-    match choice.or_else(from_settings).unwrap_or(ColorChoice::Auto) {
+    match choice.unwrap_or_default() {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
         ColorChoice::Auto => {
@@ -118,68 +160,81 @@ fn color_enabled(choice: Option<ColorChoice>) -> bool {
     }
 }
 
-/// Log level: `-q`/`-v` flags beat `MODIX_LOG`, which beats the global settings file.
-fn init_logging(cli: &Cli) {
+/// Log level: `-q`/`-v` flags beat `MODIX_LOG`, which beats the settings file
+/// (both already layered into `settings`).
+fn init_logging(cli: &Cli, settings: &Settings, color: bool) {
     let from_flags = if cli.quiet {
-        Some("error")
+        Some(LogLevel::Error)
     } else {
         match cli.verbose {
             0 => None,
-            1 => Some("info"),
-            2 => Some("debug"),
-            _ => Some("trace"),
+            1 => Some(LogLevel::Info),
+            2 => Some(LogLevel::Debug),
+            _ => Some(LogLevel::Trace),
         }
     };
-    let level = from_flags
-        .map(str::to_owned)
-        .or_else(|| std::env::var("MODIX_LOG").ok())
-        .or_else(crate::config::settings_log_level)
-        .unwrap_or_else(|| "warn".to_owned());
-    let filter = tracing_subscriber::EnvFilter::try_new(format!("modix={level}"))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("modix=warn"));
+    let level: &'static str = from_flags
+        .or(settings.log_level)
+        .unwrap_or(LogLevel::Warn)
+        .into();
+    let filter = tracing_subscriber::EnvFilter::new(format!("modix={level}"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(color)
         .with_target(false)
         .without_time()
         .try_init();
 }
 
-/// The project the command works on, or an error saying how to get one.
-fn project_paths(cli: &Cli, out: &Output) -> Result<crate::config::ProjectPaths, u8> {
-    let cwd = std::env::current_dir().map_err(|e| {
-        out.error(format!("cannot read the current directory: {e}"), None);
-        exit::USAGE
-    })?;
-    crate::config::find_project(cli.project.as_deref(), &cwd).ok_or_else(|| {
-        let place = match &cli.project {
-            Some(p) => format!("no .modix/ folder in {}", p.display()),
-            None => format!(
-                "no .modix/ folder in {} or any parent directory",
-                cwd.display()
-            ),
-        };
-        out.error(
-            format!("not a modix project: {place}"),
-            Some("run `modix init` in the project's root, or pass --project DIR"),
-        );
-        exit::USAGE
-    })
+impl Ctx {
+    /// Where `--project DIR` points, or the current directory: where `init` writes.
+    pub fn target_dir(&self) -> Result<PathBuf, Error> {
+        let cwd = current_dir()?;
+        Ok(match &self.cli.project {
+            Some(p) => cwd.join(p),
+            None => cwd,
+        })
+    }
+
+    /// The project the command works on, or an error saying how to get one.
+    pub fn paths(&self) -> Result<ProjectPaths, Error> {
+        let cwd = current_dir()?;
+        crate::config::find_project(self.cli.project.as_deref(), &cwd).ok_or_else(|| {
+            let place = match &self.cli.project {
+                Some(p) => format!("no .modix/ folder in {}", p.display()),
+                None => format!(
+                    "no .modix/ folder in {} or any parent directory",
+                    cwd.display()
+                ),
+            };
+            Error::usage(
+                format!("not a modix project: {place}"),
+                "run `modix init` in the project's root, or pass --project DIR",
+            )
+        })
+    }
+
+    /// The project loaded and resolved. Warnings are shown; errors become
+    /// [`Error::Config`] saying why `doing` cannot go on.
+    pub fn project(&self, doing: &'static str) -> Result<Project, Error> {
+        let paths = self.paths()?;
+        let (project, diags) = crate::project::load(&paths, &self.settings, &self.settings_diags);
+        match project {
+            Some(p) => {
+                if !diags.is_empty() && !self.out.json {
+                    self.out.diagnostics(&diags);
+                }
+                Ok(p)
+            }
+            None => Err(Error::Config {
+                diagnostics: Box::new(diags),
+                doing,
+            }),
+        }
+    }
 }
 
-/// The project loaded and cross-checked. Warnings are shown; on errors they
-/// are shown with why `doing` cannot go on, and the exit code is returned.
-fn load_project(cli: &Cli, out: &Output, doing: &str) -> Result<crate::project::LoadedProject, u8> {
-    let paths = project_paths(cli, out)?;
-    let (project, diags) = crate::project::load_checked(&paths);
-    if !diags.is_empty() {
-        out.diagnostics(&diags);
-    }
-    project.ok_or_else(|| {
-        out.error(
-            format!("the configuration has errors, so {doing}"),
-            Some("run `modix validate` and fix what it reports"),
-        );
-        exit::USAGE
-    })
+fn current_dir() -> Result<PathBuf, Error> {
+    std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))
 }

@@ -1,8 +1,8 @@
 //! `modix validate`: every config and FSM file checked, every problem reported.
 
-use super::{Cli, Output, project_paths};
-use crate::exit;
-use crate::project::load_checked;
+use super::Ctx;
+use crate::error::{Error, Exit};
+use crate::orchestrator::SCHEMA_VERSION;
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
@@ -11,17 +11,16 @@ pub struct ValidateArgs {
     pub json: bool,
 }
 
-pub fn run(cli: &Cli, args: &ValidateArgs, out: &Output) -> u8 {
-    let paths = match project_paths(cli, out) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let (loaded, diags) = load_checked(&paths);
+pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Result<Exit, Error> {
+    let paths = ctx.paths()?;
+    let (loaded, diags) = crate::project::load(&paths, &ctx.settings, &ctx.settings_diags);
     let ok = !diags.has_errors();
+    let out = &ctx.out;
     if args.json {
         let mut v = diags.to_json();
         v["ok"] = ok.into();
         v["project"] = paths.root.display().to_string().into();
+        v["schema_version"] = SCHEMA_VERSION.into();
         out.json(&v);
     } else {
         out.diagnostics(&diags);
@@ -49,5 +48,5 @@ pub fn run(cli: &Cli, args: &ValidateArgs, out: &Output) -> u8 {
             ),
         }
     }
-    if ok { exit::OK } else { exit::USAGE }
+    Ok(if ok { Exit::Ok } else { Exit::Usage })
 }

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use super::discover::shown;
 use super::source::{self, SourceFile};
 use super::types::*;
-use super::{FORMAT_VERSION, MODIX_DIR, ProjectPaths, presets};
+use super::{FORMAT_VERSION, ProjectPaths, presets};
 use crate::diagnostics::{Diagnostic, Diagnostics, unknown_name_help};
 use crate::schema;
 
@@ -73,11 +74,10 @@ pub fn format_version(
 
 pub fn shells(
     file: &ShellsFile,
-    src: Option<&SourceFile>,
+    src: &SourceFile,
     diags: &mut Diagnostics,
 ) -> BTreeMap<String, Shell> {
     let mut out = BTreeMap::new();
-    let Some(src) = src else { return out };
     for (name, entry) in &file.shells {
         let ptr = format!("/shells/{}", schema::escape_pointer(name));
         let shell = match presets::resolve(name, entry) {
@@ -158,6 +158,12 @@ pub fn brains(
         }
     }
     file.brains
+        .into_iter()
+        .map(|(name, mut brain)| {
+            brain.name.clone_from(&name);
+            (name, brain)
+        })
+        .collect()
 }
 
 /// What agents may refer to.
@@ -192,7 +198,7 @@ pub fn agents(
                     diags.push(at(src, "config::agent", &ptr, format!("agent `{id}` has both `command` and `shell`/`brain`"))
                         .with_help("a command agent runs its argv as-is: remove `shell` and `brain`, or remove `command`"));
                 }
-                Binding::Command { argv: argv.clone() }
+                Some(Binding::Command { argv: argv.clone() })
             }
             None => {
                 let shell = resolve_ref(
@@ -201,7 +207,7 @@ pub fn agents(
                     "shell",
                     entry.shell.as_ref(),
                     settings.default_shell.as_ref(),
-                    shells.keys(),
+                    shells,
                     diags,
                 );
                 let brain = resolve_ref(
@@ -210,12 +216,15 @@ pub fn agents(
                     "brain",
                     entry.brain.as_ref(),
                     settings.default_brain.as_ref(),
-                    brains.keys(),
+                    brains,
                     diags,
                 );
-                Binding::Shell {
-                    shell: shell.unwrap_or_default(),
-                    brain: brain.unwrap_or_default(),
+                match (shell, brain) {
+                    (Some(shell), Some(brain)) => Some(Binding::Shell {
+                        shell: Box::new(shell.clone()),
+                        brain: Box::new(brain.clone()),
+                    }),
+                    _ => None,
                 }
             }
         };
@@ -227,12 +236,11 @@ pub fn agents(
             }
         };
         check_manifest(src, &ptr, paths, &manifest, &entry.manifest, diags);
-        if let Binding::Shell { shell, .. } = &binding
+        if let Some(Binding::Shell { shell, .. }) = &binding
             && !manifest.permissions.write_files
-            && shells
-                .get(shell)
-                .is_some_and(|s| s.permission_modes.is_none())
+            && shell.permission_modes.is_none()
         {
+            let shell = &shell.name;
             let mut d = at(
                 src,
                 "config::permissions",
@@ -245,9 +253,10 @@ pub fn agents(
             d.severity = crate::diagnostics::Severity::Warning;
             diags.push(d);
         }
-        if let (Binding::Shell { shell, brain }, false) = (&binding, manifest.requires.is_empty())
-            && let (Some(s), Some(b)) = (shells.get(shell), brains.get(brain))
+        if let (Some(Binding::Shell { shell: s, brain: b }), false) =
+            (&binding, manifest.requires.is_empty())
         {
+            let (shell, brain) = (&s.name, &b.name);
             let missing: Vec<&String> = manifest
                 .requires
                 .iter()
@@ -280,7 +289,7 @@ pub fn agents(
                 .with_help(unknown_name_help(&fsm, "FSM", fsm_ids.iter().copied())),
             );
         }
-        if diags.error_count() == before {
+        if let (Some(binding), true) = (binding, diags.error_count() == before) {
             out.insert(
                 id.clone(),
                 Agent {
@@ -296,23 +305,23 @@ pub fn agents(
     out
 }
 
-#[allow(clippy::too_many_arguments)]
-fn resolve_ref<'a>(
+/// The shell or brain an agent names (or the settings' default), looked up.
+fn resolve_ref<'a, T>(
     src: &SourceFile,
     agent_ptr: &str,
     kind: &str,
     named: Option<&String>,
     default: Option<&String>,
-    known: impl Iterator<Item = &'a String> + Clone,
+    known: &'a BTreeMap<String, T>,
     diags: &mut Diagnostics,
-) -> Option<String> {
+) -> Option<&'a T> {
     let Some(name) = named.or(default) else {
         diags.push(at(src, "config::missing-reference", agent_ptr, format!("agent has no `{kind}` and no default {kind} is set"))
             .with_help(format!("add `\"{kind}\": \"…\"` to the agent, set `default_{kind}` in ~/.modix/settings.json, or give the agent a `command`")));
         return None;
     };
-    if known.clone().any(|k| k == name) {
-        return Some(name.clone());
+    if let Some(found) = known.get(name) {
+        return Some(found);
     }
     let (pointer, origin) = if named.is_some() {
         (format!("{agent_ptr}/{kind}"), String::new())
@@ -329,7 +338,11 @@ fn resolve_ref<'a>(
             &pointer,
             format!("unknown {kind} `{name}`{origin}"),
         )
-        .with_help(unknown_name_help(name, kind, known.map(String::as_str))),
+        .with_help(unknown_name_help(
+            name,
+            kind,
+            known.keys().map(String::as_str),
+        )),
     );
     None
 }
@@ -343,11 +356,11 @@ fn load_manifest(
 ) -> Option<Manifest> {
     let path = paths.modix_dir.join(rel);
     if !path.is_file() {
-        diags.push(at(src, "config::missing-file", ptr, format!("manifest file `{MODIX_DIR}/{rel}` does not exist"))
+        diags.push(at(src, "config::missing-file", ptr, format!("manifest file `{}` does not exist", shown(rel)))
             .with_help("create it, fix the path (relative to .modix/), or inline the manifest as an object"));
         return None;
     }
-    let display = format!("{MODIX_DIR}/{rel}");
+    let display = shown(rel);
     let file = source::read(&path, &display, diags)?;
     source::parse::<Manifest>(&file, "manifest", diags)
 }
@@ -377,7 +390,7 @@ fn check_manifest(
                     src,
                     "config::missing-file",
                     &field_ptr(field),
-                    format!("{field} template `{MODIX_DIR}/{rel}` does not exist"),
+                    format!("{field} template `{}` does not exist", shown(rel)),
                 )
                 .with_help("create the template or fix the path (relative to .modix/)"),
             );

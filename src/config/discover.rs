@@ -26,6 +26,21 @@ impl ProjectPaths {
         self.modix_dir.join(name)
     }
 
+    /// The run database.
+    pub fn db(&self) -> PathBuf {
+        self.modix_dir.join(crate::store::DB_FILE)
+    }
+
+    /// The folder holding one run's files (context package, schemas, workspace copy).
+    pub fn run_dir(&self, run_id: &str) -> PathBuf {
+        self.modix_dir.join("runs").join(run_id)
+    }
+
+    /// How a file inside `.modix/` is named in messages: `.modix/<name>`.
+    pub fn shown(&self, name: &str) -> String {
+        shown(name)
+    }
+
     /// How to show a path inside the project to the user: relative to the root
     /// when it is inside, as given otherwise.
     pub fn display(&self, path: &Path) -> String {
@@ -34,6 +49,11 @@ impl ProjectPaths {
             .display()
             .to_string()
     }
+}
+
+/// How a file inside `.modix/` is named in messages: `.modix/<name>`.
+pub fn shown(name: &str) -> String {
+    format!("{MODIX_DIR}/{name}")
 }
 
 /// The project for `explicit` (from `--project`), or the nearest one above `start`.

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 pub use discover::{MODIX_DIR, ProjectPaths, find_project};
 pub use types::*;
 
-use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::diagnostics::Diagnostics;
 
 /// The config format this binary reads and writes.
 pub const FORMAT_VERSION: semver::Version = semver::Version::new(1, 0, 0);
@@ -24,7 +24,6 @@ pub const FORMAT_VERSION: semver::Version = semver::Version::new(1, 0, 0);
 #[derive(Debug, Clone)]
 pub struct Config {
     pub paths: ProjectPaths,
-    pub format: semver::Version,
     pub shells: BTreeMap<String, Shell>,
     pub brains: BTreeMap<String, Brain>,
     pub agents: BTreeMap<String, Agent>,
@@ -56,109 +55,111 @@ impl Config {
             )),
         }
     }
-
-    /// How the file is shown in messages: relative to the project root.
-    pub fn display(&self, name: &str) -> String {
-        format!("{MODIX_DIR}/{name}")
-    }
 }
 
-/// Log level from the global settings file, if any.
-pub fn settings_log_level() -> Option<String> {
-    settings::log_level()
+/// The config files as read and schema-checked, before references between
+/// them are checked: phase 1 of loading a project. `runtimes` is needed
+/// before the FSMs compile (their default loop bound), and the reference
+/// checks of phase 2 ([`check`]) need the compiled FSMs' ids.
+pub struct Files {
+    /// The config format, checked (`None` when unreadable or unsupported).
+    format: Option<semver::Version>,
+    shells: Option<(source::SourceFile, ShellsFile)>,
+    brains: Option<(source::SourceFile, BrainsFile)>,
+    agents: Option<(source::SourceFile, AgentsFile)>,
+    pub runtimes: Option<Runtimes>,
+    project: Option<Project>,
 }
 
-/// The loop bound from `runtimes.json`, read leniently before the full load:
-/// FSMs compile with it, and the config's checks need the compiled FSMs' ids.
-pub fn peek_loop_bound(paths: &ProjectPaths) -> Option<u32> {
-    let text = std::fs::read_to_string(paths.file("runtimes.json")).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    let n = v.pointer("/loops/default_max")?.as_u64()?;
-    u32::try_from(n).ok().filter(|n| *n > 0)
+/// Reads and schema-checks `runtimes.json` alone, for commands that need only
+/// the loop bound (`modix fsm …`).
+pub fn read_runtimes(paths: &ProjectPaths, diags: &mut Diagnostics) -> Option<Runtimes> {
+    parsed(paths, "runtimes.json", "runtimes", diags).map(|(_, r)| r)
 }
 
-/// Reads and checks every config file of the project; `fsm_ids` are the
-/// machines agents may name as their lifecycle. Returns the config when there
-/// were no errors, and every diagnostic (warnings included) either way.
-pub fn load(paths: &ProjectPaths, fsm_ids: &[&str]) -> (Option<Config>, Diagnostics) {
-    let mut diags = Diagnostics::new();
-    let settings = settings::load(&mut diags);
-    let display = |name: &str| format!("{MODIX_DIR}/{name}");
-    let read = |name: &str, diags: &mut Diagnostics| {
-        source::read(&paths.file(name), &display(name), diags)
-    };
-
-    let format = read("version.json", &mut diags)
-        .and_then(|f| Some((source::parse::<VersionFile>(&f, "version", &mut diags)?, f)))
-        .and_then(|(v, f)| check::format_version(&v, &f, &mut diags));
-    let shells_file = read("shells.json", &mut diags);
-    let shells = shells_file
-        .as_ref()
-        .and_then(|f| source::parse::<ShellsFile>(f, "shells", &mut diags))
-        .map(|s| check::shells(&s, shells_file.as_ref(), &mut diags));
-    let brains_file = read("brains.json", &mut diags);
-    let brains = brains_file
-        .as_ref()
-        .and_then(|f| source::parse::<BrainsFile>(f, "brains", &mut diags))
-        .map(|b| check::brains(b, brains_file.as_ref(), &mut diags));
-    let agents_file = read("agents.json", &mut diags);
-    let agents_raw = agents_file
-        .as_ref()
-        .and_then(|f| source::parse::<AgentsFile>(f, "agents", &mut diags));
-    let runtimes = read("runtimes.json", &mut diags)
-        .and_then(|f| source::parse::<Runtimes>(&f, "runtimes", &mut diags));
-    let project = read("projects.json", &mut diags)
-        .and_then(|f| source::parse::<Project>(&f, "projects", &mut diags));
+/// Reads and schema-checks every config file of the project, reporting
+/// every problem; a file with errors is `None` in the result.
+pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
+    let format = parsed(paths, "version.json", "version", diags)
+        .and_then(|(f, v): (_, VersionFile)| check::format_version(&v, &f, diags));
+    let shells = parsed(paths, "shells.json", "shells", diags);
+    let brains = parsed(paths, "brains.json", "brains", diags);
+    let agents = parsed(paths, "agents.json", "agents", diags);
+    let runtimes = parsed(paths, "runtimes.json", "runtimes", diags).map(|(_, r)| r);
+    let project = parsed(paths, "projects.json", "projects", diags).map(|(_, p)| p);
     // Run state, not config: written by the engine and usually git-ignored,
     // so a fresh clone may not have it. Checked when present.
     if paths.file("state.json").exists()
-        && let Some(f) = read("state.json", &mut diags)
-        && let Some(v) = source::parse_json(&f, &mut diags)
+        && let Some(f) = source::read(&paths.file("state.json"), &paths.shown("state.json"), diags)
+        && let Some(v) = source::parse_json(&f, diags)
     {
-        source::check_schema(&f, "state", &v, &mut diags);
+        source::check_schema(&f, "state", &v, diags);
     }
+    Files {
+        format,
+        shells,
+        brains,
+        agents,
+        runtimes,
+        project,
+    }
+}
 
+/// One file of `.modix/`, read, schema-checked and typed.
+fn parsed<T: serde::de::DeserializeOwned>(
+    paths: &ProjectPaths,
+    name: &str,
+    schema: &str,
+    diags: &mut Diagnostics,
+) -> Option<(source::SourceFile, T)> {
+    let file = source::read(&paths.file(name), &paths.shown(name), diags)?;
+    let value = source::parse(&file, schema, diags)?;
+    Some((file, value))
+}
+
+/// Phase 2: checks the references between the files (agents name shells,
+/// brains and lifecycle FSMs — `fsm_ids`) and settles every agent's binding.
+/// Returns the config when there were no errors at all.
+pub fn check(
+    paths: &ProjectPaths,
+    files: Files,
+    settings: &Settings,
+    fsm_ids: &[&str],
+    diags: &mut Diagnostics,
+) -> Option<Config> {
+    let shells = files
+        .shells
+        .as_ref()
+        .map(|(src, f)| check::shells(f, src, diags));
+    let brains = files
+        .brains
+        .map(|(src, f)| check::brains(f, Some(&src), diags));
     // References need the files they point into; skip them when those failed.
-    let agents = match (&agents_raw, &shells, &brains, &agents_file) {
-        (Some(raw), Some(shells), Some(brains), Some(file)) => Some(check::agents(
+    let agents = match (&files.agents, &shells, &brains) {
+        (Some((src, raw)), Some(shells), Some(brains)) => Some(check::agents(
             raw,
-            file,
+            src,
             check::Known {
                 paths,
                 shells,
                 brains,
                 fsm_ids,
-                settings: &settings,
+                settings,
             },
-            &mut diags,
+            diags,
         )),
         _ => None,
     };
-
-    if diags.has_errors() {
-        return (None, diags);
+    if diags.has_errors() || files.format.is_none() {
+        return None;
     }
-    match (format, shells, brains, agents, runtimes, project) {
-        (Some(format), Some(shells), Some(brains), Some(agents), Some(runtimes), Some(project)) => {
-            let config = Config {
-                paths: paths.clone(),
-                format,
-                shells,
-                brains,
-                agents,
-                runtimes,
-                project,
-                settings,
-            };
-            (Some(config), diags)
-        }
-        _ => {
-            diags.push(Diagnostic::error(
-                "config::internal",
-                MODIX_DIR,
-                "configuration could not be loaded",
-            ));
-            (None, diags)
-        }
-    }
+    Some(Config {
+        paths: paths.clone(),
+        shells: shells?,
+        brains: brains?,
+        agents: agents?,
+        runtimes: files.runtimes?,
+        project: files.project?,
+        settings: settings.clone(),
+    })
 }

@@ -1,6 +1,7 @@
 //! Global settings in `~/.modix/settings.json` (the folder is `MODIX_HOME` when
-//! set), layered: built-in defaults < the settings file < `MODIX_*` variables.
-//! Project files and command-line flags sit above these where they apply.
+//! set), layered once at start-up: built-in defaults < the settings file <
+//! `MODIX_*` variables. Project files and command-line flags sit above these
+//! where they apply (the CLI applies flags).
 
 use std::path::PathBuf;
 
@@ -18,22 +19,29 @@ pub fn home_dir() -> Option<PathBuf> {
         .map(|h| PathBuf::from(h).join(".modix"))
 }
 
-/// Loads and layers the global settings; problems in the file are diagnostics.
-pub fn load(diags: &mut Diagnostics) -> Settings {
-    let mut settings = Settings::default();
-    if let Some(path) = home_dir()
-        .map(|h| h.join("settings.json"))
-        .filter(|p| p.is_file())
-    {
-        let display = path.display().to_string();
-        if let Some(file) = source::read(&path, &display, diags)
-            && let Some(s) = source::parse::<Settings>(&file, "settings", diags)
-        {
-            settings = s;
-        }
-    }
+/// The settings file's path, whether or not it exists.
+pub fn file() -> Option<PathBuf> {
+    home_dir().map(|h| h.join("settings.json"))
+}
+
+/// Loads and layers the global settings. Problems in the file are returned as
+/// diagnostics (shown by the commands that load a project) and leave the
+/// defaults in place, so a broken settings file never stops `modix --help`.
+pub fn load() -> (Settings, Diagnostics) {
+    let mut diags = Diagnostics::new();
+    let mut settings = read(&mut diags).unwrap_or_default();
     apply_env(&mut settings);
-    settings
+    (settings, diags)
+}
+
+fn read(diags: &mut Diagnostics) -> Option<Settings> {
+    let path = file()?;
+    if !path.exists() {
+        return None;
+    }
+    let display = path.display().to_string();
+    let file = source::read(&path, &display, diags)?;
+    source::parse::<Settings>(&file, "settings", diags)
 }
 
 fn apply_env(s: &mut Settings) {
@@ -44,35 +52,11 @@ fn apply_env(s: &mut Settings) {
     if let Some(v) = var("MODIX_DEFAULT_BRAIN") {
         s.default_brain = Some(v);
     }
-    match var("MODIX_CONTEXT_MODE").as_deref() {
-        Some("isolated") => s.context_mode = Some(ContextMode::Isolated),
-        Some("shared") => s.context_mode = Some(ContextMode::Shared),
-        _ => {}
+    if let Some(mode) = var("MODIX_CONTEXT_MODE").and_then(|v| v.parse::<ContextMode>().ok()) {
+        s.context_mode = Some(mode);
     }
-    if let Some(v) = var("MODIX_LOG") {
-        s.log_level = Some(v);
+    // An unknown level in the variable is ignored, like an unset one.
+    if let Some(level) = var("MODIX_LOG").and_then(|v| v.parse().ok()) {
+        s.log_level = Some(level);
     }
-}
-
-/// The log level from the settings file alone (flags and `MODIX_LOG` are read by the CLI).
-pub fn log_level() -> Option<String> {
-    peek("log_level")
-}
-
-/// `auto`, `always` or `never` from the settings file alone (the flag and
-/// `MODIX_COLOR` are read by the CLI).
-pub fn color() -> Option<String> {
-    peek("color")
-}
-
-/// One string field of the settings file, read leniently (once per process):
-/// these are needed before any command runs, and a broken file is reported by
-/// the full load.
-fn peek(key: &str) -> Option<String> {
-    static FILE: std::sync::OnceLock<Option<serde_json::Value>> = std::sync::OnceLock::new();
-    let value = FILE.get_or_init(|| {
-        let text = std::fs::read_to_string(home_dir()?.join("settings.json")).ok()?;
-        serde_json::from_str(&text).ok()
-    });
-    value.as_ref()?.get(key)?.as_str().map(str::to_owned)
 }

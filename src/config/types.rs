@@ -116,6 +116,9 @@ pub struct BrainsFile {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Brain {
+    /// Its key in `brains.json` (filled in when the file is checked).
+    #[serde(skip)]
+    pub name: String,
     pub provider: String,
     pub model: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -186,8 +189,9 @@ pub enum OutputMode {
     ExitStatus,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, strum::EnumString)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ContextMode {
     #[default]
     Isolated,
@@ -201,18 +205,45 @@ pub struct Permissions {
     pub write_files: bool,
 }
 
-/// How an agent is run.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// How an agent is run, resolved: the shell and brain themselves, not
+/// their names, so nothing is looked up again once a run has started.
+#[derive(Debug, Clone)]
 pub enum Binding {
     /// An LLM CLI (shell) driven by a brain.
-    Shell { shell: String, brain: String },
+    Shell {
+        shell: Box<Shell>,
+        brain: Box<Brain>,
+    },
     /// A plain command run as-is.
     Command { argv: Vec<String> },
 }
 
+impl Binding {
+    /// `shell + brain`, or `command: argv…`, for people.
+    pub fn describe(&self) -> String {
+        match self {
+            Binding::Shell { shell, brain } => format!("{} + {}", shell.name, brain.name),
+            Binding::Command { argv } => format!("command: {}", argv.join(" ")),
+        }
+    }
+
+    pub fn shell(&self) -> Option<&Shell> {
+        match self {
+            Binding::Shell { shell, .. } => Some(shell),
+            Binding::Command { .. } => None,
+        }
+    }
+
+    pub fn brain(&self) -> Option<&Brain> {
+        match self {
+            Binding::Shell { brain, .. } => Some(brain),
+            Binding::Command { .. } => None,
+        }
+    }
+}
+
 /// An agent with its manifest loaded and its binding settled.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Agent {
     pub id: String,
     pub role: String,
@@ -383,6 +414,53 @@ pub struct Settings {
     pub default_shell: Option<String>,
     pub default_brain: Option<String>,
     pub context_mode: Option<ContextMode>,
-    pub log_level: Option<String>,
-    pub color: Option<String>,
+    pub log_level: Option<LogLevel>,
+    pub color: Option<ColorChoice>,
+}
+
+/// When to colour output (`--color`, `MODIX_COLOR`, settings `color`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Deserialize,
+    Serialize,
+    strum::EnumString,
+    strum::VariantNames,
+    strum::IntoStaticStr,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum ColorChoice {
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+/// How much modix logs (`-q`/`-v`, `MODIX_LOG`, settings `log_level`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Deserialize,
+    Serialize,
+    strum::EnumString,
+    strum::IntoStaticStr,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
 }

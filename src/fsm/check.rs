@@ -15,9 +15,9 @@ use toml::Spanned;
 
 use super::CompileOptions;
 use super::bounds;
-use super::emit::{AgentState, Condition, EmitRule, OutcomeKind};
+use super::emit::{AgentState, Condition, EmitRule, Outcome};
 use super::graph_checks;
-use super::machine::{Edge, Machine, Outcome, Source, State, StateId, StateKind, Transition};
+use super::machine::{Edge, Ending, Machine, Source, State, StateId, StateKind, Transition};
 use super::spec::{RawFile, RawState, Text};
 use crate::diagnostics::{Diagnostic, Diagnostics, unknown_name_help};
 
@@ -141,7 +141,6 @@ pub(crate) fn compile(
         transitions,
         outgoing,
         slots,
-        graph,
         worst,
     })
 }
@@ -349,8 +348,8 @@ fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
         }
         "terminal" => {
             let outcome = match st.outcome.as_ref().map(|o| (*o.get_ref(), o.span())) {
-                Some(("success", _)) => Outcome::Success,
-                Some(("failure", _)) => Outcome::Failure,
+                Some(("success", _)) => Ending::Success,
+                Some(("failure", _)) => Ending::Failure,
                 Some((other, span)) => {
                     cx.error(
                         "fsm::invalid-field",
@@ -358,11 +357,11 @@ fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
                         format!("terminal state `{name}` has unknown outcome `{other}`"),
                         "use `success` or `failure`".into(),
                     );
-                    Outcome::Failure
+                    Ending::Failure
                 }
                 None => {
                     required(&None, "outcome", cx);
-                    Outcome::Failure
+                    Ending::Failure
                 }
             };
             StateKind::Terminal { outcome }
@@ -397,7 +396,7 @@ fn emit_rules(st: &RawState, cx: &mut Ctx) -> Vec<EmitRule> {
     for r in rules.get_ref() {
         let r = r.get_ref();
         nonempty(&r.event, "emitted event", cx);
-        let Some(on) = OutcomeKind::parse(r.on.get_ref()) else {
+        let Some(on) = r.on.get_ref().parse::<Outcome>().ok() else {
             cx.error(
                 "fsm::invalid-field",
                 r.on.span(),
@@ -408,7 +407,7 @@ fn emit_rules(st: &RawState, cx: &mut Ctx) -> Vec<EmitRule> {
         };
         let when = match (&r.when, on) {
             (None, _) => None,
-            (Some(w), OutcomeKind::Output) => match Condition::parse(w.get_ref()) {
+            (Some(w), Outcome::Output) => match Condition::parse(w.get_ref()) {
                 Ok(c) => Some(c),
                 Err(msg) => {
                     let help = "write `<field> == <JSON value>`, e.g. `passed == true`";

@@ -7,11 +7,28 @@
 use serde::Serialize;
 use serde_json::Value;
 
-/// What happened when an agent was invoked, as the orchestrator saw it.
-#[derive(Debug, Clone, Copy)]
-pub enum InvocationOutcome<'a> {
+/// What one agent invocation came to, as the emit rules see it (`on = ...`
+/// in TOML), as the store records it and as `history` shows it: one
+/// vocabulary, spelled once (strum derives the string forms).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Outcome {
     /// The agent produced output that satisfied its schema.
-    Output(&'a Value),
+    Output,
     /// The agent produced output that failed its schema (or was not JSON).
     InvalidOutput,
     /// The agent process failed (spawn error, crash, non-zero exit).
@@ -20,44 +37,9 @@ pub enum InvocationOutcome<'a> {
     Timeout,
 }
 
-/// The outcome kind a rule handles (`on = ...` in TOML).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OutcomeKind {
-    Output,
-    InvalidOutput,
-    ProcessError,
-    Timeout,
-}
-
-impl OutcomeKind {
-    pub const ALL: [OutcomeKind; 4] = [
-        OutcomeKind::Output,
-        OutcomeKind::InvalidOutput,
-        OutcomeKind::ProcessError,
-        OutcomeKind::Timeout,
-    ];
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == s)
-    }
-
+impl Outcome {
     pub fn as_str(self) -> &'static str {
-        match self {
-            OutcomeKind::Output => "output",
-            OutcomeKind::InvalidOutput => "invalid_output",
-            OutcomeKind::ProcessError => "process_error",
-            OutcomeKind::Timeout => "timeout",
-        }
-    }
-
-    fn of(outcome: &InvocationOutcome) -> Self {
-        match outcome {
-            InvocationOutcome::Output(_) => OutcomeKind::Output,
-            InvocationOutcome::InvalidOutput => OutcomeKind::InvalidOutput,
-            InvocationOutcome::ProcessError => OutcomeKind::ProcessError,
-            InvocationOutcome::Timeout => OutcomeKind::Timeout,
-        }
+        self.into()
     }
 }
 
@@ -139,22 +121,23 @@ impl Condition {
 /// One `emit` entry: on this kind of outcome (and condition), emit this event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EmitRule {
-    pub on: OutcomeKind,
+    pub on: Outcome,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub when: Option<Condition>,
     pub event: String,
 }
 
 impl EmitRule {
-    pub fn matches(&self, outcome: &InvocationOutcome) -> bool {
-        if self.on != OutcomeKind::of(outcome) {
+    /// `output` is the validated output, present only for [`Outcome::Output`].
+    pub fn matches(&self, outcome: Outcome, output: Option<&Value>) -> bool {
+        if self.on != outcome {
             return false;
         }
-        match (&self.when, outcome) {
+        match (&self.when, output) {
             (None, _) => true,
-            (Some(cond), InvocationOutcome::Output(v)) => cond.matches(v),
+            (Some(cond), Some(v)) => cond.matches(v),
             // Conditions only exist on output rules (the checker enforces it).
-            (Some(_), _) => false,
+            (Some(_), None) => false,
         }
     }
 }
@@ -173,10 +156,10 @@ pub struct AgentState {
 
 impl AgentState {
     /// The event of the first rule that matches, if any.
-    pub fn derive_event(&self, outcome: &InvocationOutcome) -> Option<&str> {
+    pub fn derive_event(&self, outcome: Outcome, output: Option<&Value>) -> Option<&str> {
         self.emit
             .iter()
-            .find(|r| r.matches(outcome))
+            .find(|r| r.matches(outcome, output))
             .map(|r| r.event.as_str())
     }
 
@@ -221,12 +204,12 @@ mod tests {
             timeout_secs: None,
             emit: vec![
                 EmitRule {
-                    on: OutcomeKind::Output,
+                    on: Outcome::Output,
                     when: Some(Condition::parse("passed == true").unwrap()),
                     event: "tests_pass".into(),
                 },
                 EmitRule {
-                    on: OutcomeKind::Output,
+                    on: Outcome::Output,
                     when: None,
                     event: "tests_fail".into(),
                 },
@@ -235,13 +218,15 @@ mod tests {
         let pass = json!({"passed": true});
         let fail = json!({"passed": false});
         assert_eq!(
-            a.derive_event(&InvocationOutcome::Output(&pass)),
+            a.derive_event(Outcome::Output, Some(&pass)),
             Some("tests_pass")
         );
         assert_eq!(
-            a.derive_event(&InvocationOutcome::Output(&fail)),
+            a.derive_event(Outcome::Output, Some(&fail)),
             Some("tests_fail")
         );
-        assert_eq!(a.derive_event(&InvocationOutcome::Timeout), None);
+        assert_eq!(a.derive_event(Outcome::Timeout, None), None);
+        assert_eq!("invalid_output".parse(), Ok(Outcome::InvalidOutput));
+        assert_eq!(Outcome::ProcessError.to_string(), "process_error");
     }
 }

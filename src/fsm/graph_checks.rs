@@ -10,7 +10,9 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{Bfs, Reversed};
 
 use super::check::{Ctx, emit_event_span};
-use super::emit::OutcomeKind;
+use strum::VariantArray as _;
+
+use super::emit::Outcome;
 use super::machine::{Edge, State, StateId, StateKind, Transition};
 use super::spec::RawFile;
 
@@ -70,6 +72,10 @@ pub(crate) fn reachability(g: &Graph, initial: StateId, cx: &mut Ctx) {
 }
 
 pub(crate) fn completeness(g: &Graph, cx: &mut Ctx) {
+    let workflow = !g.states.iter().any(|s| {
+        s.agent()
+            .is_some_and(|a| a.agent == super::lifecycle::SELF_AGENT)
+    });
     for (i, s) in g.states.iter().enumerate() {
         let handled = |event: &str| {
             g.outgoing[i]
@@ -96,23 +102,30 @@ pub(crate) fn completeness(g: &Graph, cx: &mut Ctx) {
             }
         }
         let Some(agent) = s.agent() else { continue };
-        let missing: Vec<&str> = OutcomeKind::ALL
-            .into_iter()
+        let missing: Vec<&str> = Outcome::VARIANTS
+            .iter()
+            .copied()
             .filter(|k| !agent.emit.iter().any(|r| r.on == *k && r.when.is_none()))
-            .map(OutcomeKind::as_str)
+            .map(Outcome::as_str)
             .collect();
-        if !missing.is_empty() {
-            cx.warning(
-                "fsm::uncovered-outcome",
-                s.span.clone(),
-                format!(
-                    "agent state `{}` has no unconditional emit rule for: {}; such an outcome would leave the run without an event",
-                    s.name,
-                    missing.join(", ")
-                ),
-                "add `{ on = \"<kind>\", event = \"...\" }` (without `when`) for each listed kind"
-                    .into(),
-            );
+        if missing.is_empty() {
+            continue;
+        }
+        let msg = format!(
+            "agent state `{}` has no unconditional emit rule for: {}; such an outcome would leave the run without an event",
+            s.name,
+            missing.join(", ")
+        );
+        let help =
+            "add `{ on = \"<kind>\", event = \"...\" }` (without `when`) for each listed kind"
+                .into();
+        // A workflow must have an event for every outcome, or a run could
+        // stop mid-way on a configuration problem; a lifecycle that finds no
+        // event just ends the invocation as failed.
+        if workflow {
+            cx.error("fsm::uncovered-outcome", s.span.clone(), msg, help);
+        } else {
+            cx.warning("fsm::uncovered-outcome", s.span.clone(), msg, help);
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The compiled machine and the run position it advances.
 //!
 //! A [`Machine`] is immutable once built (only `check` builds one, and only
-//! from a file that passed every check): a petgraph graph plus lookup tables.
+//! from a file that passed every check): states, transitions and lookup tables.
 //! A run's place in it is a [`Position`] — the current state and one counter
 //! per bounded transition — and [`Machine::fire`] is a pure step. No I/O.
 
@@ -9,7 +9,6 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use petgraph::graph::DiGraph;
 use serde::Serialize;
 
 use super::bounds::WorstCase;
@@ -33,9 +32,11 @@ pub enum Source {
     File(PathBuf),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// How a terminal state ends the run (`outcome = "success"` in TOML).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::Display, strum::IntoStaticStr)]
 #[serde(rename_all = "lowercase")]
-pub enum Outcome {
+#[strum(serialize_all = "lowercase")]
+pub enum Ending {
     Success,
     Failure,
 }
@@ -49,7 +50,7 @@ pub enum StateKind {
     },
     Agent(AgentState),
     Terminal {
-        outcome: Outcome,
+        outcome: Ending,
     },
 }
 
@@ -106,28 +107,9 @@ impl Position {
         self.state
     }
 
+    #[cfg(test)]
     pub fn is_terminal(&self, machine: &Machine) -> bool {
         machine.state(self.state).is_terminal()
-    }
-
-    /// How many times transition `index` has fired in this run (0 for unbounded ones).
-    pub fn count(&self, machine: &Machine, index: usize) -> u32 {
-        machine
-            .transitions
-            .get(index)
-            .and_then(|t| t.slot)
-            .and_then(|s| self.counters.get(s).copied())
-            .unwrap_or(0)
-    }
-
-    /// Rebuilds a position (e.g. from the store); `None` if it does not fit `machine`.
-    pub fn restore(machine: &Machine, state: StateId, counters: Vec<u32>) -> Option<Position> {
-        (state.index() < machine.states.len() && counters.len() == machine.slots)
-            .then_some(Position { state, counters })
-    }
-
-    pub fn counters(&self) -> &[u32] {
-        &self.counters
     }
 }
 
@@ -173,13 +155,12 @@ pub struct Machine {
     pub(crate) outgoing: Vec<Vec<usize>>,
     /// Number of bounded transitions (= counters in a position).
     pub(crate) slots: usize,
-    /// Nodes are states (same index), edges carry the transition index; redirect
-    /// edges (`from → exhausted`) are included and flagged.
-    pub(crate) graph: DiGraph<StateId, Edge>,
     pub(crate) worst: WorstCase,
 }
 
-/// Edge weight in [`Machine::graph`].
+/// Edge weight of the graph the checks and the worst case walk: nodes are
+/// states (same index), edges carry the transition index; redirect edges
+/// (`from → exhausted`) are included and flagged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Edge {
     pub transition: usize,
@@ -244,10 +225,6 @@ impl Machine {
 
     pub fn transitions(&self) -> &[Transition] {
         &self.transitions
-    }
-
-    pub fn graph(&self) -> &DiGraph<StateId, Edge> {
-        &self.graph
     }
 
     /// At the initial state, every counter zero.

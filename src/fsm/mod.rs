@@ -11,6 +11,7 @@ mod catalog;
 mod check;
 mod emit;
 mod graph_checks;
+mod lifecycle;
 mod machine;
 pub mod render;
 mod spec;
@@ -23,13 +24,10 @@ use std::sync::Arc;
 
 use crate::diagnostics::{Diagnostic, Diagnostics};
 
-pub use bounds::{CONFIG_LIMIT, WorstCase};
-pub use catalog::{Catalog, Entry};
-pub use emit::{AgentState, CmpOp, Condition, EmitRule, InvocationOutcome, OutcomeKind};
-pub use machine::{
-    Edge, FireError, Fired, Machine, Outcome, Position, Source, State, StateId, StateKind,
-    Transition,
-};
+pub use catalog::Catalog;
+pub use emit::{AgentState, Outcome};
+pub use lifecycle::{Lifecycle, Role};
+pub use machine::{Ending, FireError, Fired, Machine, Position, Source, StateId, StateKind};
 
 /// Settings that shape compilation but do not live in the FSM file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,9 +6,13 @@
 
 use std::fmt::Write as _;
 
-use super::machine::{Machine, Outcome, StateKind, Transition};
+use super::machine::{Ending, Machine, StateKind, Transition};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// A diagram language (`--format` of `modix fsm graph`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, strum::EnumString, strum::VariantNames, strum::Display,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum Format {
     Mermaid,
     Dot,
@@ -62,8 +66,8 @@ pub fn mermaid(m: &Machine) -> String {
     for (id, s) in m.states() {
         if let StateKind::Terminal { outcome } = s.kind {
             let class = match outcome {
-                Outcome::Success => "success",
-                Outcome::Failure => "failure",
+                Ending::Success => "success",
+                Ending::Failure => "failure",
             };
             let _ = writeln!(out, "    class s{} {class}", id.index());
         }
@@ -90,11 +94,11 @@ pub fn dot(m: &Machine) -> String {
     for (_, s) in m.states() {
         let attrs = match &s.kind {
             StateKind::Terminal {
-                outcome: Outcome::Success,
+                outcome: Ending::Success,
             } => "shape=doublecircle, style=filled, fillcolor=\"#d4edda\", color=\"#2e7d32\""
                 .to_owned(),
             StateKind::Terminal {
-                outcome: Outcome::Failure,
+                outcome: Ending::Failure,
             } => "shape=doublecircle, style=filled, fillcolor=\"#f8d7da\", color=\"#c62828\""
                 .to_owned(),
             StateKind::Input { .. } => "shape=parallelogram".to_owned(),

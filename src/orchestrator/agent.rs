@@ -1,7 +1,6 @@
-//! One agent invocation: the argv and environment it gets, the process run
-//! (bounded in time and output), and what its output means — the structured
-//! result, validated against its schema, as one of the four outcomes the FSM's
-//! emit rules know.
+//! One agent invocation's process: the argv and environment it gets (made
+//! from the invocation's [`Call`]), and what its output means — the
+//! structured result, validated against its schema, as a [`Verdict`].
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -10,33 +9,17 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::config::{Agent, Binding, Config, OutputMode, PromptMode, Shell};
-use crate::doctor::find_binary;
-use crate::fsm::AgentState;
-use crate::fsm::InvocationOutcome;
+use super::invoke::Call;
+use crate::config::{Agent, Binding, Config, OutputFormat, OutputMode, PromptMode, Runtimes};
+use crate::fsm::{AgentState, Outcome};
 use crate::schema;
 use crate::shell::{
     self, CaptureLimits, EchoFn, EndReason, Placeholders, ProcessOutcome, ProcessSpec, Redactor,
+    last_lines,
 };
 
-/// What modix hands one invocation.
-pub struct Invocation<'a> {
-    pub config: &'a Config,
-    pub agent: &'a Agent,
-    pub state: &'a str,
-    pub prompt: String,
-    pub system_prompt: Option<String>,
-    pub workdir: PathBuf,
-    pub output_schema_path: PathBuf,
-    pub context_path: PathBuf,
-    pub run_id: &'a str,
-    pub attempt: u32,
-    pub timeout: Duration,
-    pub echo: Option<EchoFn>,
-}
-
 /// The process to start, before it starts.
-pub struct Prepared {
+pub(super) struct Prepared {
     pub spec: ProcessSpec,
     /// argv as recorded: program first, secrets redacted.
     pub argv_redacted: Vec<String>,
@@ -44,7 +27,7 @@ pub struct Prepared {
 
 /// What an invocation came to.
 #[derive(Debug, Clone)]
-pub enum Verdict {
+pub(super) enum Verdict {
     /// Output that satisfies the schema.
     Output(Value),
     /// Output that could not be read or failed its schema; the reasons.
@@ -52,34 +35,33 @@ pub enum Verdict {
     /// The process failed (spawn error, non-zero exit, a CLI-reported error).
     ProcessError(String),
     Timeout(String),
+    /// Ctrl-C or SIGTERM stopped it: no outcome; the run is interrupted.
     Cancelled,
 }
 
 impl Verdict {
-    /// The outcome as the FSM's emit rules see it (`None` when cancelled).
-    pub fn as_outcome(&self) -> Option<InvocationOutcome<'_>> {
+    /// The outcome as the emit rules and the store see it (`None` when cancelled).
+    pub fn outcome(&self) -> Option<Outcome> {
         Some(match self {
-            Verdict::Output(v) => InvocationOutcome::Output(v),
-            Verdict::Invalid(_) => InvocationOutcome::InvalidOutput,
-            Verdict::ProcessError(_) => InvocationOutcome::ProcessError,
-            Verdict::Timeout(_) => InvocationOutcome::Timeout,
+            Verdict::Output(_) => Outcome::Output,
+            Verdict::Invalid(_) => Outcome::InvalidOutput,
+            Verdict::ProcessError(_) => Outcome::ProcessError,
+            Verdict::Timeout(_) => Outcome::Timeout,
             Verdict::Cancelled => return None,
         })
     }
 
-    pub fn outcome_name(&self) -> &'static str {
+    /// The validated output, for `output` verdicts.
+    pub fn output(&self) -> Option<&Value> {
         match self {
-            Verdict::Output(_) => "output",
-            Verdict::Invalid(_) => "invalid_output",
-            Verdict::ProcessError(_) => "process_error",
-            Verdict::Timeout(_) => "timeout",
-            Verdict::Cancelled => "cancelled",
+            Verdict::Output(v) => Some(v),
+            _ => None,
         }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum PrepareError {
+pub(super) enum PrepareError {
     #[error(
         "agent `{agent}`: program `{program}` not found (looked on PATH and in the project root)"
     )]
@@ -90,8 +72,7 @@ pub enum PrepareError {
 
 /// The secrets the run must never record: every brain's key, and passed-through
 /// variables that look like credentials.
-pub fn redactor(config: &Config) -> Redactor {
-    let mut secrets: Vec<(String, String)> = Vec::new();
+pub(super) fn redactor(config: &Config) -> Redactor {
     let mut names: Vec<&str> = config
         .brains
         .values()
@@ -102,12 +83,11 @@ pub fn redactor(config: &Config) -> Redactor {
     }
     names.sort_unstable();
     names.dedup();
-    for name in names {
-        if let Ok(value) = std::env::var(name) {
-            secrets.push((name.to_owned(), value));
-        }
-    }
-    Redactor::new(secrets)
+    Redactor::new(
+        names
+            .into_iter()
+            .filter_map(|name| Some((name.to_owned(), std::env::var(name).ok()?))),
+    )
 }
 
 fn looks_secret(name: &str) -> bool {
@@ -118,53 +98,36 @@ fn looks_secret(name: &str) -> bool {
 
 /// Builds the process for an invocation. Nothing here goes through a shell:
 /// user text only ever becomes one argv element or stdin.
-pub fn prepare(inv: &Invocation, redactor: &Redactor) -> Result<Prepared, PrepareError> {
-    let config = inv.config;
-    let mut env = base_env(config, inv);
-    let (program, args, stdin) = match &inv.agent.binding {
-        Binding::Command { argv } => {
-            let (first, rest) = argv.split_first().ok_or_else(|| PrepareError::Args {
-                agent: inv.agent.id.clone(),
-                message: "empty command".into(),
-            })?;
-            (
-                locate(config, &inv.agent.id, first)?,
-                rest.to_vec(),
-                Some(inv.prompt.clone().into_bytes()),
-            )
-        }
+pub(super) fn prepare(
+    call: &Call,
+    program: PathBuf,
+    prompt: &str,
+    system_prompt: Option<&str>,
+    runtimes: &Runtimes,
+    redactor: &Redactor,
+) -> Result<Prepared, PrepareError> {
+    let agent = call.agent;
+    let mut env = base_env(runtimes, call);
+    let (args, stdin) = match &agent.binding {
+        Binding::Command { argv } => (argv[1..].to_vec(), Some(prompt.as_bytes().to_vec())),
         Binding::Shell { shell, brain } => {
-            let shell: &Shell = config.shells.get(shell).ok_or_else(|| PrepareError::Args {
-                agent: inv.agent.id.clone(),
-                message: format!("shell `{shell}` is not defined"),
-            })?;
-            let brain = config.brains.get(brain);
-            for name in &shell.env {
-                if let Some(v) = std::env::var_os(name) {
-                    env.push((name.into(), v));
-                }
-            }
-            if let Some(key) = brain.and_then(|b| b.api_key_env.as_ref())
-                && let Some(v) = std::env::var_os(key)
-            {
-                env.push((key.into(), v));
-            }
-            if let (Some(var), Some(ep)) =
-                (&shell.endpoint_env, brain.and_then(|b| b.endpoint.as_ref()))
-            {
-                env.push((var.into(), ep.into()));
+            let var = |name: &str| std::env::var_os(name).map(|v| (name.into(), v));
+            env.extend(shell.env.iter().filter_map(|n| var(n)));
+            env.extend(brain.api_key_env.as_deref().and_then(var));
+            if let (Some(name), Some(ep)) = (&shell.endpoint_env, &brain.endpoint) {
+                env.push((name.into(), ep.into()));
             }
             let by_argument = shell.prompt == PromptMode::Argument;
             let values = Placeholders {
-                prompt: by_argument.then(|| inv.prompt.clone()),
-                model: brain.map(|b| b.model.clone()),
-                system_prompt: inv.system_prompt.clone(),
-                workdir: Some(inv.workdir.display().to_string()),
-                output_schema: Some(inv.output_schema_path.display().to_string()),
-                endpoint: brain.and_then(|b| b.endpoint.clone()),
-                role: Some(inv.agent.role.clone()),
+                prompt: by_argument.then(|| prompt.to_owned()),
+                model: Some(brain.model.clone()),
+                system_prompt: system_prompt.map(str::to_owned),
+                workdir: Some(call.workdir.display().to_string()),
+                output_schema: Some(call.schema_path.display().to_string()),
+                endpoint: brain.endpoint.clone(),
+                role: Some(agent.role.clone()),
                 permission_mode: shell.permission_modes.as_ref().map(|m| {
-                    if inv.agent.manifest.permissions.write_files {
+                    if agent.manifest.permissions.write_files {
                         m.write.clone()
                     } else {
                         m.read_only.clone()
@@ -173,53 +136,55 @@ pub fn prepare(inv: &Invocation, redactor: &Redactor) -> Result<Prepared, Prepar
             };
             let args =
                 shell::render_args(&shell.args, &values).map_err(|e| PrepareError::Args {
-                    agent: inv.agent.id.clone(),
+                    agent: agent.id.clone(),
                     message: e.to_string(),
                 })?;
-            let stdin = (!by_argument).then(|| inv.prompt.clone().into_bytes());
-            (locate(config, &inv.agent.id, &shell.binary)?, args, stdin)
+            (args, (!by_argument).then(|| prompt.as_bytes().to_vec()))
         }
     };
     let mut argv_redacted = vec![program.display().to_string()];
     argv_redacted.extend(redactor.redact_args(&args));
-    let max = config.runtimes.output.max_capture_bytes as usize;
+    let max = runtimes.output.max_capture_bytes as usize;
     Ok(Prepared {
         spec: ProcessSpec {
             program,
             args: args.into_iter().map(OsString::from).collect(),
-            cwd: inv.workdir.clone(),
+            cwd: call.workdir.to_path_buf(),
             env,
             stdin,
-            timeout: inv.timeout,
-            idle_timeout: inv
-                .agent
+            timeout: call.timeout,
+            idle_timeout: agent
                 .manifest
                 .idle_timeout_secs
-                .or(Some(config.runtimes.timeouts.idle_secs))
+                .or(Some(runtimes.timeouts.idle_secs))
                 .map(Duration::from_secs),
-            kill_grace: Duration::from_secs(config.runtimes.timeouts.kill_grace_secs),
+            kill_grace: Duration::from_secs(runtimes.timeouts.kill_grace_secs),
             // The answer is at the end of the output, so keep more of the tail.
             capture: CaptureLimits {
                 head_bytes: max / 4,
                 tail_bytes: max - max / 4,
             },
-            echo: inv.echo.clone(),
+            echo: call.echo.clone(),
         },
         argv_redacted,
     })
 }
 
-fn locate(config: &Config, agent: &str, program: &str) -> Result<PathBuf, PrepareError> {
-    find_binary(&config.paths.root, program).ok_or_else(|| PrepareError::NotFound {
-        agent: agent.to_owned(),
+/// The program an agent runs, found on PATH or in the project root.
+pub(super) fn locate(root: &Path, agent: &Agent) -> Result<PathBuf, PrepareError> {
+    let program = match &agent.binding {
+        Binding::Command { argv } => argv.first().map(String::as_str).unwrap_or_default(),
+        Binding::Shell { shell, .. } => &shell.binary,
+    };
+    shell::find_binary(root, program).ok_or_else(|| PrepareError::NotFound {
+        agent: agent.id.clone(),
         program: program.to_owned(),
     })
 }
 
 /// The allow-listed part of modix's environment plus the MODIX_* contract.
-fn base_env(config: &Config, inv: &Invocation) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = config
-        .runtimes
+fn base_env(runtimes: &Runtimes, call: &Call) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = runtimes
         .env
         .allow
         .iter()
@@ -227,28 +192,28 @@ fn base_env(config: &Config, inv: &Invocation) -> Vec<(OsString, OsString)> {
         .collect();
     let path = |p: &Path| p.as_os_str().to_owned();
     env.extend([
-        ("MODIX_RUN_ID".into(), inv.run_id.into()),
-        ("MODIX_STATE".into(), inv.state.into()),
-        ("MODIX_AGENT".into(), inv.agent.id.as_str().into()),
-        ("MODIX_ROLE".into(), inv.agent.role.as_str().into()),
-        ("MODIX_ATTEMPT".into(), inv.attempt.to_string().into()),
-        ("MODIX_WORKDIR".into(), path(&inv.workdir)),
-        ("MODIX_CONTEXT".into(), path(&inv.context_path)),
-        ("MODIX_OUTPUT_SCHEMA".into(), path(&inv.output_schema_path)),
+        ("MODIX_RUN_ID".into(), call.run_id.into()),
+        ("MODIX_STATE".into(), call.state.into()),
+        ("MODIX_AGENT".into(), call.agent.id.as_str().into()),
+        ("MODIX_ROLE".into(), call.agent.role.as_str().into()),
+        ("MODIX_ATTEMPT".into(), call.attempt.to_string().into()),
+        ("MODIX_WORKDIR".into(), path(call.workdir)),
+        ("MODIX_CONTEXT".into(), path(&call.context_path)),
+        ("MODIX_OUTPUT_SCHEMA".into(), path(&call.schema_path)),
     ]);
     env
 }
 
 /// The state's timeout: the FSM's override, the manifest, `runtimes.json` by
 /// state, by the TaskSpec's complexity, then the default.
-pub fn timeout_for(
-    config: &Config,
+pub(super) fn timeout_for(
+    runtimes: &Runtimes,
     agent: &Agent,
     state: &AgentState,
     state_name: &str,
     task_spec: Option<&Value>,
 ) -> Duration {
-    let t = &config.runtimes.timeouts;
+    let t = &runtimes.timeouts;
     let by_complexity = task_spec
         .and_then(|s| s.get("complexity"))
         .and_then(Value::as_str)
@@ -271,12 +236,7 @@ pub fn timeout_for(
 const TAIL_LINES: usize = 40;
 
 /// Turns a finished process into a verdict, by the agent's output contract.
-pub fn judge(
-    agent: &Agent,
-    shell: Option<&Shell>,
-    output_schema: &str,
-    out: &ProcessOutcome,
-) -> Verdict {
+pub(super) fn judge(agent: &Agent, output_schema: &str, out: &ProcessOutcome) -> Verdict {
     match out.end {
         EndReason::Cancelled => return Verdict::Cancelled,
         EndReason::WallTimeout => {
@@ -297,26 +257,27 @@ pub fn judge(
         return validated(output_schema, synthesize(output_schema, agent, out));
     }
     if out.exit_code != Some(0) {
-        return Verdict::ProcessError(exit_reason(out));
+        let tail = last_lines(&out.stderr.text, 5);
+        let how = ended(out);
+        return Verdict::ProcessError(if tail.is_empty() {
+            how
+        } else {
+            format!("{how}: {}", tail.join(" | "))
+        });
     }
-    let (format, pointer, error_pointer) = match shell {
+    let (format, pointer, error_pointer) = match agent.binding.shell() {
         Some(s) => (
             s.output.format,
             s.output.result_pointer.as_deref(),
             s.output.error_pointer.as_deref(),
         ),
-        None => (crate::config::OutputFormat::Text, None, None),
+        None => (OutputFormat::Text, None, None),
     };
     if let Some(ptr) = error_pointer
         && cli_reported_error(&out.stdout.text, ptr)
     {
         return Verdict::ProcessError(format!("the CLI reported an error ({ptr} is true)"));
     }
-    let format = match format {
-        crate::config::OutputFormat::Text => shell::OutputFormat::Text,
-        crate::config::OutputFormat::Json => shell::OutputFormat::Json,
-        crate::config::OutputFormat::JsonLines => shell::OutputFormat::JsonLines,
-    };
     match shell::extract_json(&out.stdout.text, format, pointer) {
         Ok(value) => validated(output_schema, value),
         Err(e) => Verdict::Invalid(vec![e.to_string()]),
@@ -332,15 +293,12 @@ fn validated(output_schema: &str, value: Value) -> Verdict {
         Ok(v) => Verdict::Invalid(
             v.into_iter()
                 .map(|x| {
-                    format!(
-                        "{}: {}",
-                        if x.pointer.is_empty() {
-                            "/"
-                        } else {
-                            &x.pointer
-                        },
-                        x.message
-                    )
+                    let at = if x.pointer.is_empty() {
+                        "/"
+                    } else {
+                        &x.pointer
+                    };
+                    format!("{at}: {}", x.message)
                 })
                 .collect(),
         ),
@@ -358,26 +316,13 @@ fn cli_reported_error(stdout: &str, ptr: &str) -> bool {
         .unwrap_or(false)
 }
 
-fn exit_reason(out: &ProcessOutcome) -> String {
-    let how = match (out.exit_code, out.signal) {
+/// How the process ended: `exited with code 1`, `killed by signal 9`.
+fn ended(out: &ProcessOutcome) -> String {
+    match (out.exit_code, out.signal) {
         (Some(c), _) => format!("exited with code {c}"),
         (None, Some(s)) => format!("killed by signal {s}"),
         _ => "ended abnormally".to_owned(),
-    };
-    let tail = tail_lines(&out.stderr.text, 5);
-    if tail.is_empty() {
-        how
-    } else {
-        format!("{how}: {}", tail.join(" | "))
     }
-}
-
-fn tail_lines(text: &str, n: usize) -> Vec<String> {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(n)..]
-        .iter()
-        .map(|l| (*l).to_owned())
-        .collect()
 }
 
 /// A result made from the exit code, for commands such as test runners.
@@ -385,45 +330,32 @@ fn synthesize(output_schema: &str, agent: &Agent, out: &ProcessOutcome) -> Value
     let passed = out.exit_code == Some(0);
     let command = match &agent.binding {
         Binding::Command { argv } => argv.join(" "),
-        Binding::Shell { shell, .. } => shell.clone(),
+        Binding::Shell { shell, .. } => shell.name.clone(),
     };
-    let summary = format!(
-        "`{command}` {}",
-        if passed {
-            "exited with 0".to_owned()
-        } else {
-            exit_reason_short(out)
-        }
-    );
-    let mut tail = tail_lines(
-        &format!("{}\n{}", out.stdout.text, out.stderr.text),
-        TAIL_LINES,
-    );
-    if passed {
-        tail.clear();
-    }
+    let summary = format!("`{command}` {}", ended(out));
+    let failures = if passed {
+        Vec::new()
+    } else {
+        let both = format!("{}\n{}", out.stdout.text, out.stderr.text);
+        last_lines(&both, TAIL_LINES)
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    };
     match output_schema {
         "execution_result" => json!({
             "outcome": if passed { "success" } else { "failure" },
             "summary": summary,
             "files_changed": [],
-            "error": if passed { Value::Null } else { Value::String(tail.join("\n")) },
+            "error": if passed { Value::Null } else { Value::String(failures.join("\n")) },
         }),
-        _ => json!({ "passed": passed, "summary": summary, "failures": tail }),
-    }
-}
-
-fn exit_reason_short(out: &ProcessOutcome) -> String {
-    match (out.exit_code, out.signal) {
-        (Some(c), _) => format!("exited with {c}"),
-        (None, Some(s)) => format!("was killed by signal {s}"),
-        _ => "ended abnormally".to_owned(),
+        _ => json!({ "passed": passed, "summary": summary, "failures": failures }),
     }
 }
 
 /// An echo callback printing live agent output to stderr, prefixed by the
 /// agent and redacted like everything recorded.
-pub fn stderr_echo(agent: &str, redactor: &Redactor) -> EchoFn {
+pub(super) fn stderr_echo(agent: &str, redactor: &Redactor) -> EchoFn {
     let prefix = format!("[{agent}] ");
     let redactor = redactor.clone();
     Arc::new(move |_stream, line: &str| {

@@ -1,61 +1,107 @@
 //! The context package an agent gets (a JSON document, also at `$MODIX_CONTEXT`)
-//! and the prompt rendered from it with the agent's template.
+//! and the prompt rendered from it with the agent's template. The package is
+//! made from the invocation's facts ([`Call`]) and what earlier steps left
+//! ([`Inputs`]); it borrows both rather than copying them.
+
+use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{ContextMode, Project};
+use super::invoke::{Call, Inputs};
+use crate::config::{Brain, ContextMode, Project};
 
 /// Everything an agent is told about the run it takes part in.
-#[derive(Debug, Clone, Serialize)]
-pub struct ContextPackage {
-    pub epic: String,
-    pub run_id: String,
-    pub workflow: String,
-    pub state: String,
-    pub agent: String,
-    pub role: String,
+#[derive(Debug, Serialize)]
+pub(super) struct ContextPackage<'a> {
+    pub epic: &'a str,
+    pub run_id: &'a str,
+    pub workflow: &'a str,
+    pub state: &'a str,
+    pub agent: &'a str,
+    pub role: &'a str,
     /// 1 on the first visit of this state in the run.
     pub attempt: u32,
     /// The most visits this state can get in one run, from the workflow's bounds.
     pub bound: Option<u64>,
-    pub workdir: String,
-    pub output_schema: String,
-    pub output_schema_path: String,
-    pub project: ProjectContext,
+    pub workdir: &'a Path,
+    pub output_schema: &'a str,
+    pub output_schema_path: &'a Path,
+    pub project: ProjectContext<'a>,
     /// For shell agents: the brain's name, provider, model, endpoint and
     /// `params` (temperature, max_tokens, …), for CLIs or wrappers that use them.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub brain: Option<Value>,
-    pub task_spec: Option<Value>,
-    pub previous_result: Option<Value>,
+    pub brain: Option<BrainContext<'a>>,
+    pub task_spec: Option<&'a Value>,
+    pub previous_result: Option<&'a Value>,
     /// Why this state is visited again (test failures, why a result was rejected).
-    pub feedback: Option<String>,
+    pub feedback: Option<&'a str>,
     /// `isolated`: only the fields above. `shared`: also `history`.
     pub context_mode: ContextMode,
     /// With `shared`, every message of the run so far, oldest first
     /// (`seq`, `kind`, `state`, `payload`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub history: Option<Vec<Value>>,
+    pub history: Option<&'a [Value]>,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct ProjectContext {
-    pub name: String,
-    pub description: Option<String>,
-    pub stack: Vec<String>,
-    pub conventions: Vec<String>,
-    pub commands: Value,
+#[derive(Debug, Serialize)]
+pub(super) struct ProjectContext<'a> {
+    pub name: &'a str,
+    pub description: Option<&'a str>,
+    pub stack: &'a [String],
+    pub conventions: &'a [String],
+    pub commands: &'a crate::config::Commands,
 }
 
-impl ProjectContext {
-    pub fn from(project: &Project) -> Self {
-        ProjectContext {
-            name: project.name.clone(),
-            description: project.description.clone(),
-            stack: project.stack.clone(),
-            conventions: project.conventions.clone(),
-            commands: serde_json::to_value(&project.commands).unwrap_or(Value::Null),
+#[derive(Debug, Serialize)]
+pub(super) struct BrainContext<'a> {
+    pub name: &'a str,
+    pub provider: &'a str,
+    pub model: &'a str,
+    pub endpoint: Option<&'a str>,
+    pub params: &'a serde_json::Map<String, Value>,
+}
+
+impl<'a> ContextPackage<'a> {
+    pub fn new(call: &'a Call<'a>, project: &'a Project, inputs: &'a Inputs) -> Self {
+        let agent = call.agent;
+        ContextPackage {
+            epic: call.epic,
+            run_id: call.run_id,
+            workflow: call.workflow,
+            state: call.state,
+            agent: &agent.id,
+            role: &agent.role,
+            attempt: call.attempt,
+            bound: call.bound,
+            workdir: call.workdir,
+            output_schema: call.output,
+            output_schema_path: &call.schema_path,
+            project: ProjectContext {
+                name: &project.name,
+                description: project.description.as_deref(),
+                stack: &project.stack,
+                conventions: &project.conventions,
+                commands: &project.commands,
+            },
+            brain: agent.binding.brain().map(BrainContext::of),
+            task_spec: inputs.task_spec.as_ref(),
+            previous_result: inputs.previous_result.as_ref(),
+            feedback: inputs.feedback.as_deref(),
+            context_mode: inputs.context_mode,
+            history: inputs.history.as_deref(),
+        }
+    }
+}
+
+impl<'a> BrainContext<'a> {
+    fn of(b: &'a Brain) -> Self {
+        BrainContext {
+            name: &b.name,
+            provider: &b.provider,
+            model: &b.model,
+            endpoint: b.endpoint.as_deref(),
+            params: &b.params,
         }
     }
 }
@@ -68,7 +114,7 @@ pub struct TemplateError {
 }
 
 /// Renders `template` (minijinja syntax) with the package's fields.
-pub fn render_prompt(
+pub(super) fn render_prompt(
     template_name: &str,
     template: &str,
     ctx: &ContextPackage,
@@ -87,7 +133,7 @@ pub fn render_prompt(
 }
 
 /// The prompt when an agent has no template: the package itself, with the contract.
-pub fn default_prompt(ctx: &ContextPackage) -> String {
+pub(super) fn default_prompt(ctx: &ContextPackage) -> String {
     format!(
         "You are the {role} in a modix run (state {state}, attempt {attempt}).\n\
          Epic:\n{epic}\n\nContext package (JSON):\n{json}\n\n\
@@ -97,49 +143,51 @@ pub fn default_prompt(ctx: &ContextPackage) -> String {
         attempt = ctx.attempt,
         epic = ctx.epic,
         json = serde_json::to_string_pretty(ctx).unwrap_or_default(),
-        schema = ctx.output_schema_path,
+        schema = ctx.output_schema_path.display(),
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Commands;
 
-    fn ctx() -> ContextPackage {
-        ContextPackage {
-            epic: "Fix $(rm -rf x)".into(),
-            run_id: "01".into(),
-            workflow: "w".into(),
-            state: "EXECUTING".into(),
-            agent: "executor".into(),
-            role: "executor".into(),
+    fn render(template: &str) -> Result<String, TemplateError> {
+        let commands = Commands::default();
+        let spec = serde_json::json!({"title": "t"});
+        let ctx = ContextPackage {
+            epic: "Fix $(rm -rf x)",
+            run_id: "01",
+            workflow: "w",
+            state: "EXECUTING",
+            agent: "executor",
+            role: "executor",
             attempt: 2,
             bound: Some(4),
-            workdir: "/w".into(),
-            output_schema: "execution_result".into(),
-            output_schema_path: "/s.json".into(),
+            workdir: Path::new("/w"),
+            output_schema: "execution_result",
+            output_schema_path: Path::new("/s.json"),
             project: ProjectContext {
-                name: "p".into(),
+                name: "p",
                 description: None,
-                stack: vec![],
-                conventions: vec![],
-                commands: Value::Null,
+                stack: &[],
+                conventions: &[],
+                commands: &commands,
             },
             brain: None,
-            task_spec: Some(serde_json::json!({"title": "t"})),
+            task_spec: Some(&spec),
             previous_result: None,
-            feedback: Some("2 tests failed".into()),
+            feedback: Some("2 tests failed"),
             context_mode: ContextMode::Isolated,
             history: None,
-        }
+        };
+        render_prompt("p.md", template, &ctx)
     }
 
     #[test]
     fn renders_fields_and_json() {
-        let out = render_prompt(
-            "t.md",
+        let out = render(
             "{{ epic }} {{ attempt }}/{{ bound }} {{ task_spec | tojson }} {% if feedback %}{{ feedback }}{% endif %}{{ missing.deep }}",
-            &ctx(),
         )
         .unwrap();
         assert_eq!(out, "Fix $(rm -rf x) 2/4 {\"title\": \"t\"} 2 tests failed");
@@ -147,7 +195,7 @@ mod tests {
 
     #[test]
     fn template_errors_name_the_template_and_line() {
-        let e = render_prompt("p.md", "a\n{% if %}", &ctx()).unwrap_err();
+        let e = render("a\n{% if %}").unwrap_err();
         assert!(
             e.to_string().starts_with("prompt template p.md: line 2"),
             "{e}"

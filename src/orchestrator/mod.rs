@@ -3,80 +3,190 @@
 //! FSM fires, and the step is committed to the store in one transaction before
 //! the next begins — so a run interrupted at any instant resumes from its last
 //! recorded state, repeating nothing recorded as done.
+//!
+//! Concurrency model: one current-thread tokio runtime per command
+//! ([`Engine`]), built — with its Ctrl-C and SIGTERM listeners — before any
+//! other work, so a signal during start-up is never lost. It awaits only what
+//! must be waited on: agent processes, timers and signals. Store writes,
+//! file writes and workspace work run synchronously on that thread between
+//! awaits: they are short, must happen in order with the step, and nothing
+//! else runs concurrently that they could hold up.
+//!
+//! Layout: [`cursor`] is where the run stands; [`invoke`] is an agent state's
+//! turn (its [`context`] package, the process from [`agent`], what the
+//! verdict leaves behind from [`outcome`]); [`events`] is what the run tells
+//! whoever watches.
 
 mod agent;
 mod context;
-mod history;
+mod cursor;
+mod events;
 mod invoke;
-mod lifecycle;
-mod observer;
 mod outcome;
 mod retry;
 mod workspace;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::json;
+pub use context::TemplateError;
+pub use events::{EventSink, RunEvent, RunReport, SCHEMA_VERSION, Silent};
 
-pub use agent::Verdict;
-pub use context::{ContextPackage, render_prompt};
-pub use observer::{Observer, RunReport, Silent};
-
-use crate::config::{Config, MODIX_DIR};
-use crate::fsm::{Catalog, Fired, Machine, Outcome, Position, StateKind};
+use crate::config::ProjectPaths;
+use crate::error::Exit;
+use crate::fsm::{Ending, FireError, StateKind};
 use crate::fsutil::write_replace;
-use crate::project::LoadedProject;
+use crate::project::{Project, Workflow};
 use crate::shell::Redactor;
-use crate::store::{
-    NewMessage, NewRun, NewTransition, Run, RunStatus, Step, Store, StoreError, TransitionRecord,
-};
+use crate::store::{NewRun, NewTransition, Run, RunStatus, Step, Store, StoreError};
+use cursor::Cursor;
+use invoke::Turn;
 
+/// Why a run could not go on. The run itself is left resumable.
 #[derive(Debug, thiserror::Error)]
-pub enum OrchestratorError {
+pub enum RunError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{0}")]
-    Workflow(String),
     /// The run cannot be resumed (it ended, or its workflow is gone or changed).
-    #[error("{0}")]
-    NotResumable(String),
+    #[error("{message}")]
+    NotResumable { message: String, help: &'static str },
+    /// The workflow the run needs has configuration errors.
+    #[error("the run's workflow has configuration errors")]
+    Config(Box<crate::diagnostics::Diagnostics>),
+    #[error("the run's record does not fit its workflow: {0}")]
+    Replay(String),
+    #[error(transparent)]
+    Template(#[from] TemplateError),
     #[error("{what}: {source}")]
     Io {
         what: String,
+        #[source]
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Agent(String),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+    /// A broken promise inside modix (a bug).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl RunError {
+    fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        RunError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+
+    pub fn exit_code(&self) -> Exit {
+        match self {
+            RunError::Store(e) => crate::error::store_exit(e),
+            RunError::NotResumable { .. } | RunError::Config(_) | RunError::Template(_) => {
+                Exit::Usage
+            }
+            RunError::Replay(_) | RunError::Io { .. } | RunError::Runtime(_) => Exit::Internal,
+            RunError::Internal(_) => Exit::Internal,
+        }
+    }
+
+    pub fn help(&self) -> Option<String> {
+        let help = match self {
+            RunError::Store(e) => return crate::error::store_help(e).map(str::to_owned),
+            RunError::NotResumable { help, .. } => help,
+            RunError::Config(_) => "run `modix validate` and fix what it reports",
+            RunError::Template(_) => "fix the template, then `modix resume <run>` continues",
+            RunError::Replay(_) => "start a new run with `modix go`",
+            RunError::Io { .. } | RunError::Runtime(_) => {
+                "fix the cause, then `modix resume <run>` continues from the last recorded state"
+            }
+            RunError::Internal(_) => "this is a bug in modix; `modix resume <run>` may continue",
+        };
+        Some(help.to_owned())
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            RunError::Store(_) => "store",
+            RunError::NotResumable { .. } => "not_resumable",
+            RunError::Config(_) => "config",
+            RunError::Template(_) => "template",
+            RunError::Replay(_) => "replay",
+            RunError::Io { .. } | RunError::Runtime(_) => "io",
+            RunError::Internal(_) => "internal",
+        }
+    }
+}
+
+impl From<FireError> for RunError {
+    fn from(e: FireError) -> Self {
+        // Events come only from checked emit rules; a refusal is a bug.
+        RunError::Internal(e.to_string())
+    }
+}
+
+/// The runtime a command's runs execute on, with its signal listeners.
+pub struct Engine {
+    runtime: tokio::runtime::Runtime,
+    cancel: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Engine {
+    /// Builds the runtime and registers Ctrl-C and SIGTERM at once: from
+    /// here on, a signal is recorded (and the run stopped) instead of
+    /// killing modix mid-write.
+    pub fn new() -> Result<Engine, RunError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(RunError::Runtime)?;
+        let (tx, cancel) = tokio::sync::watch::channel(false);
+        let _guard = runtime.enter();
+        // Registered synchronously here; the listener runs whenever the
+        // runtime does, and sees signals that arrived before it first ran.
+        let mut int = signal(SignalKind::interrupt()).map_err(RunError::Runtime)?;
+        let mut term = signal(SignalKind::terminate()).map_err(RunError::Runtime)?;
+        runtime.spawn(async move {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            let _ = tx.send(true);
+        });
+        Ok(Engine { runtime, cancel })
+    }
+
+    /// Whether Ctrl-C or SIGTERM has arrived (the listener gets a turn first).
+    pub fn interrupted(&self) -> bool {
+        self.runtime.block_on(tokio::task::yield_now());
+        *self.cancel.borrow()
+    }
+
+    /// Runs a future to completion on the engine (e.g. doctor's probes).
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.runtime.block_on(f)
+    }
 }
 
 /// How to run.
 #[derive(Default, Clone)]
 pub struct RunOptions {
-    pub workflow: Option<String>,
     /// Stream agents' output to stderr as it comes.
     pub stream: bool,
 }
 
-/// The database of a project.
-pub fn db_path(config: &Config) -> PathBuf {
-    config.paths.modix_dir.join("modix.db")
-}
-
-/// Starts a new run of `epic` and drives it to a terminal state (or an interrupt).
+/// Starts a new run of `epic` on `workflow` and drives it to a terminal
+/// state (or an interrupt).
 pub fn start(
-    project: &LoadedProject,
+    engine: &Engine,
+    project: &Project,
+    workflow: Workflow,
     epic: &str,
     opts: &RunOptions,
-    observer: &mut dyn Observer,
-) -> Result<RunReport, OrchestratorError> {
-    let machine = project
-        .workflow(opts.workflow.as_deref())
-        .map_err(OrchestratorError::Workflow)?;
-    let mut store = Store::open(&db_path(&project.config))?;
+    sink: &mut dyn EventSink,
+) -> Result<RunReport, RunError> {
+    let machine = &workflow.machine;
+    let mut store = Store::open(&project.config.paths.db())?;
     let run = store.create_run(&NewRun {
         epic: epic.to_owned(),
         workflow_id: machine.id().to_owned(),
@@ -86,316 +196,370 @@ pub fn start(
         workdir: String::new(),
     })?;
     store.claim_run(&run.id, std::process::id())?;
-    observer.run_started(&run.id, machine.id(), false);
-    drive(project, machine, store, run, opts, observer)
+    drive(engine, project, workflow, store, run, opts, sink, false)
 }
 
 /// Continues an interrupted run from its last recorded state.
 pub fn resume(
-    project: &LoadedProject,
+    engine: &Engine,
+    project: &Project,
     run_ref: &str,
     opts: &RunOptions,
-    observer: &mut dyn Observer,
-) -> Result<RunReport, OrchestratorError> {
-    let mut store = Store::open(&db_path(&project.config))?;
+    sink: &mut dyn EventSink,
+) -> Result<RunReport, RunError> {
+    let mut store = Store::open(&project.config.paths.db())?;
     let run = store.run(run_ref)?;
+    let not_resumable =
+        |message: String, help: &'static str| RunError::NotResumable { message, help };
     if run.status.is_terminal() {
-        return Err(OrchestratorError::NotResumable(format!(
-            "run {} already ended ({}, in {}); nothing to resume",
-            run.id, run.status, run.current_state
-        )));
+        return Err(not_resumable(
+            format!(
+                "run {} already ended ({} in {}); nothing to resume",
+                run.id, run.status, run.current_state
+            ),
+            "start a new run with `modix go \"<epic>\"`; `modix history <run>` shows how this one ended",
+        ));
     }
-    let machine = project
-        .catalog
-        .get(&run.workflow_id)
-        .cloned()
-        .ok_or_else(|| {
-            OrchestratorError::NotResumable(format!(
-                "run {} used workflow `{}`, which is no longer defined",
-                run.id, run.workflow_id
-            ))
-        })?;
+    let workflow = match project.workflow(Some(&run.workflow_id)) {
+        Ok(w) => w,
+        Err(crate::error::Error::Config { diagnostics, .. }) => {
+            return Err(RunError::Config(diagnostics));
+        }
+        Err(_) => {
+            return Err(not_resumable(
+                format!(
+                    "run {} used workflow `{}`, which is no longer defined",
+                    run.id, run.workflow_id
+                ),
+                "restore the workflow definition the run started with, or start a new run with `modix go`",
+            ));
+        }
+    };
+    let machine = &workflow.machine;
     if machine.content_hash() != run.workflow_hash {
-        return Err(OrchestratorError::NotResumable(format!(
-            "workflow `{}` changed since run {} started (recorded {} {}, now {} {}); resuming under different rules would make its history a lie",
-            run.workflow_id,
-            run.id,
-            run.workflow_version,
-            short(&run.workflow_hash),
-            machine.version(),
-            short(machine.content_hash())
-        )));
+        return Err(not_resumable(
+            format!(
+                "workflow `{}` changed since run {} started (recorded {} {}, now {} {}); resuming under different rules would make its history a lie",
+                run.workflow_id,
+                run.id,
+                run.workflow_version,
+                short(&run.workflow_hash),
+                machine.version(),
+                short(machine.content_hash())
+            ),
+            "start a new run with `modix go`, or restore the workflow definition the run started with",
+        ));
     }
     store.claim_run(&run.id, std::process::id())?;
-    store.abandon_open_invocations(&run.id)?;
+    abandon_open_invocations(&mut store, project, &run.id)?;
     store.set_status(&run.id, RunStatus::Running, Some("resumed"))?;
-    observer.run_started(&run.id, machine.id(), true);
-    drive(project, machine, store, run, opts, observer)
+    drive(engine, project, workflow, store, run, opts, sink, true)
+}
+
+/// Closes the invocations a dead process left running, each recorded as
+/// reaching its lifecycle's failure terminal.
+fn abandon_open_invocations(
+    store: &mut Store,
+    project: &Project,
+    run_id: &str,
+) -> Result<(), RunError> {
+    let lifecycles = &project.catalog;
+    store.abandon_open_invocations(run_id, |fsm, last| {
+        lifecycles
+            .get(fsm)
+            .and_then(|m| crate::fsm::Lifecycle::new(m.clone()).ok())
+            .map(|l| l.abandoned_step(last))
+    })?;
+    Ok(())
 }
 
 fn short(hash: &str) -> &str {
     &hash[..hash.len().min(12)]
 }
 
-fn drive(
-    project: &LoadedProject,
-    machine: Arc<Machine>,
-    store: Store,
-    run: Run,
-    opts: &RunOptions,
-    observer: &mut dyn Observer,
-) -> Result<RunReport, OrchestratorError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(OrchestratorError::Runtime)?;
-    runtime.block_on(async {
-        let (cancel_tx, cancel_rx) = tokio::sync::watch::channel(false);
-        // Ctrl-C or SIGTERM: stop the agent's process group, record, exit 130.
-        let signals = tokio::spawn(async move {
-            let mut term =
-                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                    Ok(s) => s,
-                    Err(_) => return,
-                };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            let _ = cancel_tx.send(true);
-        });
-        let mut driver = Driver {
-            config: &project.config,
-            catalog: &project.catalog,
-            machine,
-            store,
-            run,
-            redactor: agent::redactor(&project.config),
-            cancel: cancel_rx,
-            stream: opts.stream,
-            started: Instant::now(),
-            history: Vec::new(),
-            state_write: None,
-        };
-        let result = driver.go(observer).await;
-        driver.flush_state_file().await;
-        signals.abort();
-        let report = match result {
-            Ok(report) => report,
-            Err(e) => {
-                // Leave the run resumable rather than stuck "running" under a dead owner.
-                let _ = driver.store.set_status(
-                    &driver.run.id,
-                    RunStatus::Interrupted,
-                    Some(&e.to_string()),
-                );
-                let _ = driver.store.release_run(&driver.run.id, std::process::id());
-                return Err(e);
-            }
-        };
-        let _ = driver.store.release_run(&driver.run.id, std::process::id());
-        observer.run_finished(&report);
-        Ok(report)
-    })
-}
-
-struct Driver<'a> {
-    config: &'a Config,
-    catalog: &'a Catalog,
-    machine: Arc<Machine>,
-    store: Store,
+/// Everything fixed for the length of a run.
+struct RunInfo<'p> {
+    project: &'p Project,
+    workflow: Workflow,
     run: Run,
     redactor: Redactor,
-    cancel: tokio::sync::watch::Receiver<bool>,
+    workdir: PathBuf,
+    files: RunFiles,
     stream: bool,
+}
+
+struct Driver<'p> {
+    info: RunInfo<'p>,
+    store: Store,
+    /// The one source of where the run stands.
+    cursor: Cursor,
+    cancel: tokio::sync::watch::Receiver<bool>,
+    sink: &'p mut dyn EventSink,
     started: Instant,
-    /// The run's recorded transitions, kept in step with the store.
-    history: Vec<TransitionRecord>,
-    /// The `state.json` write still in flight.
-    state_write: Option<tokio::task::JoinHandle<()>>,
+}
+
+#[allow(clippy::too_many_arguments)] // start and resume hand over what they settled
+fn drive(
+    engine: &Engine,
+    project: &Project,
+    workflow: Workflow,
+    mut store: Store,
+    mut run: Run,
+    opts: &RunOptions,
+    sink: &mut dyn EventSink,
+    resumed: bool,
+) -> Result<RunReport, RunError> {
+    sink.event(&RunEvent::RunStarted {
+        run_id: run.id.clone(),
+        workflow: workflow.machine.id().to_owned(),
+        resumed,
+    });
+    let prepared = prepare_run(project, &workflow, &mut store, &mut run);
+    let (workdir, files, cursor) = match prepared {
+        Ok(p) => p,
+        Err(e) => return Err(give_up(&mut store, &run.id, e)),
+    };
+    let mut driver = Driver {
+        info: RunInfo {
+            project,
+            redactor: agent::redactor(&project.config),
+            workflow,
+            run,
+            workdir,
+            files,
+            stream: opts.stream,
+        },
+        store,
+        cursor,
+        cancel: engine.cancel.clone(),
+        sink,
+        started: Instant::now(),
+    };
+    match engine.runtime.block_on(driver.go()) {
+        Ok(report) => {
+            let pid = std::process::id();
+            let _ = driver.store.release_run(&report.run_id, pid);
+            driver.sink.event(&RunEvent::RunFinished(report.clone()));
+            Ok(report)
+        }
+        Err(e) => Err(give_up(&mut driver.store, &driver.info.run.id, e)),
+    }
+}
+
+/// Leaves the run resumable rather than stuck "running" under a dead owner.
+fn give_up(store: &mut Store, run_id: &str, e: RunError) -> RunError {
+    let _ = store.set_status(run_id, RunStatus::Interrupted, Some(&e.to_string()));
+    let _ = store.release_run(run_id, std::process::id());
+    e
+}
+
+/// The run's working directory, its files, and where its record says it is.
+fn prepare_run(
+    project: &Project,
+    workflow: &Workflow,
+    store: &mut Store,
+    run: &mut Run,
+) -> Result<(PathBuf, RunFiles, Cursor), RunError> {
+    let paths = &project.config.paths;
+    let workdir = workspace::prepare(paths, project.config.project.workspace, &run.id)
+        .map_err(|e| RunError::io("cannot prepare the run's workspace", e))?;
+    let shown = workdir.display().to_string();
+    if run.workdir != shown {
+        store.set_workdir(&run.id, &shown)?;
+        run.workdir = shown;
+    }
+    let files = RunFiles::create(paths, &run.id, workflow)?;
+    let cursor = Cursor::replay(&workflow.machine, &store.transitions(&run.id)?)?;
+    Ok((workdir, files, cursor))
 }
 
 impl Driver<'_> {
-    async fn go(&mut self, observer: &mut dyn Observer) -> Result<RunReport, OrchestratorError> {
-        self.history = self.store.transitions(&self.run.id)?;
-        let mut pos = history::replay(&self.machine, &self.history)?;
-        if self.history.is_empty() {
-            let initial = self.machine.state(pos.state());
-            for name in &initial.on_enter {
-                observer.notification(&self.run.id, &initial.name, name);
-            }
+    async fn go(&mut self) -> Result<RunReport, RunError> {
+        let machine = std::sync::Arc::clone(&self.info.workflow.machine);
+        if self.cursor.transitions() == 0 {
+            self.notify(machine.initial());
         }
-        let workdir = self.workdir()?;
         loop {
             if *self.cancel.borrow() {
                 return self.interrupted("interrupted before the next step");
             }
-            let state = self.machine.state(pos.state());
-            let step =
-                match &state.kind {
-                    StateKind::Terminal { .. } => return Ok(self.report(&state.name.clone(), None)),
-                    StateKind::Input { event } => {
-                        let fired = self.fire(&pos, event)?;
-                        let epic = json!({ "epic": self.run.epic });
-                        let messages = vec![NewMessage {
-                            kind: "epic".into(),
-                            state: state.name.clone(),
-                            payload: epic,
-                        }];
-                        (fired, None, messages, "epic received".to_owned(), None)
-                    }
-                    StateKind::Agent(a) => {
-                        let a = a.clone();
-                        match self.invoke(&pos, &a, &workdir, observer).await? {
-                            Some(step) => step,
-                            None => return self.interrupted(
+            let id = self.cursor.state();
+            let state = machine.state(id);
+            let turn = match &state.kind {
+                StateKind::Terminal { .. } => return Ok(self.report(None)),
+                StateKind::Input { event } => {
+                    invoke::input_turn(event, &state.name, &self.info.run.epic)
+                }
+                StateKind::Agent(spec) => {
+                    let agent = self.info.workflow.agent(id).cloned().ok_or_else(|| {
+                        RunError::Internal(format!("state {} has no resolved agent", state.name))
+                    })?;
+                    match self.agent_turn(id, spec, &agent).await? {
+                        Some(turn) => turn,
+                        None => {
+                            return self.interrupted(
                                 "interrupted while an agent ran; resume repeats that invocation",
-                            ),
+                            );
                         }
                     }
-                };
-            let (fired, invocation, messages, mut reason, agent_id) = step;
-            if fired.redirected {
-                reason = format!(
-                    "{reason}; `{}` already fired {} time(s), its bound — redirected to {}",
-                    fired.event,
-                    fired.max.unwrap_or(0),
-                    self.machine.state(fired.to).name
-                );
-            }
-            let machine = Arc::clone(&self.machine);
-            let to = machine.state(fired.to);
-            let status = status_in(&to.kind);
-            let from_name = self.machine.state(fired.from).name.clone();
-            let record = self.store.record_step(
-                &self.run.id,
-                &Step {
-                    invocation,
-                    messages,
-                    transition: NewTransition {
-                        from: from_name.clone(),
-                        event: fired.event.clone(),
-                        to: to.name.clone(),
-                        attempt: history::visits(&self.machine, &self.history, fired.from),
-                        bound: self.machine.bound_for_visits(fired.from).map(|b| b as u32),
-                        agent: agent_id,
-                        reason: Some(reason),
-                        redirected: fired.redirected,
-                    },
-                    run_status: status,
-                },
-            )?;
-            self.write_state_file(&to.name, status);
-            observer.transition(&self.run.id, &record);
-            for name in &to.on_enter {
-                observer.notification(&self.run.id, &to.name, name);
-            }
-            self.history.push(record);
-            pos = fired.position;
+                }
+            };
+            self.commit(turn)?;
         }
     }
 
-    fn fire(&self, pos: &Position, event: &str) -> Result<Fired, OrchestratorError> {
-        self.machine
-            .fire(pos, event)
-            .map_err(|e| OrchestratorError::Workflow(e.to_string()))
-    }
-
-    fn workdir(&mut self) -> Result<PathBuf, OrchestratorError> {
-        let paths = &self.config.paths;
-        let dir = workspace::prepare(paths, self.config.project.workspace, &self.run.id).map_err(
-            |source| OrchestratorError::Io {
-                what: "cannot prepare the run's workspace".into(),
-                source,
+    /// Fires the turn's event and records the step in one transaction.
+    fn commit(&mut self, turn: Turn) -> Result<(), RunError> {
+        let machine = std::sync::Arc::clone(&self.info.workflow.machine);
+        let fired = machine.fire(self.cursor.position(), &turn.event)?;
+        let mut reason = turn.reason;
+        if fired.redirected {
+            reason = format!(
+                "{reason}; `{}` already fired {} time(s), its bound — redirected to {}",
+                fired.event,
+                fired.max.unwrap_or(0),
+                machine.state(fired.to).name
+            );
+        }
+        let to = machine.state(fired.to);
+        let status = status_in(&to.kind);
+        let record = self.store.record_step(
+            &self.info.run.id,
+            &Step {
+                invocation: turn.invocation,
+                messages: turn.messages,
+                transition: NewTransition {
+                    from: machine.state(fired.from).name.clone(),
+                    event: fired.event.clone(),
+                    to: to.name.clone(),
+                    attempt: self.cursor.visits(fired.from),
+                    bound: machine.bound_for_visits(fired.from).map(|b| b as u32),
+                    agent: turn.agent,
+                    reason: Some(reason),
+                    redirected: fired.redirected,
+                },
+                run_status: status,
             },
         )?;
-        let shown = dir.display().to_string();
-        if self.run.workdir != shown {
-            self.store.set_workdir(&self.run.id, &shown)?;
-            self.run.workdir = shown;
-        }
-        Ok(dir)
+        self.cursor.advance(&fired);
+        self.write_state_file(status);
+        self.sink.event(&RunEvent::Transition(record));
+        self.notify(fired.to);
+        Ok(())
     }
 
-    fn interrupted(&mut self, why: &str) -> Result<RunReport, OrchestratorError> {
-        self.store.abandon_open_invocations(&self.run.id)?;
-        self.store
-            .set_status(&self.run.id, RunStatus::Interrupted, Some(why))?;
-        let state = self.store.run(&self.run.id)?.current_state;
-        self.write_state_file(&state, RunStatus::Interrupted);
-        let mut report = self.report(&state, Some(why.to_owned()));
-        report.status = RunStatus::Interrupted.to_string();
-        Ok(report)
-    }
-
-    fn report(&self, final_state: &str, reason: Option<String>) -> RunReport {
-        let status = self
-            .machine
-            .state_id(final_state)
-            .map_or(RunStatus::Running, |s| {
-                status_in(&self.machine.state(s).kind)
+    fn notify(&mut self, state: crate::fsm::StateId) {
+        let state = self.info.workflow.machine.state(state);
+        for name in &state.on_enter {
+            tracing::info!("{}: {name}", state.name);
+            self.sink.event(&RunEvent::Notification {
+                run_id: self.info.run.id.clone(),
+                state: state.name.clone(),
+                name: name.clone(),
             });
+        }
+    }
+
+    fn interrupted(&mut self, why: &str) -> Result<RunReport, RunError> {
+        abandon_open_invocations(&mut self.store, self.info.project, &self.info.run.id)?;
+        self.store
+            .set_status(&self.info.run.id, RunStatus::Interrupted, Some(why))?;
+        self.write_state_file(RunStatus::Interrupted);
+        Ok(self.report(Some(why.to_owned())))
+    }
+
+    fn state_name(&self) -> &str {
+        &self.info.workflow.machine.state(self.cursor.state()).name
+    }
+
+    fn report(&self, reason: Option<String>) -> RunReport {
+        let machine = &self.info.workflow.machine;
+        let status = match reason {
+            Some(_) => RunStatus::Interrupted,
+            None => status_in(&machine.state(self.cursor.state()).kind),
+        };
         RunReport {
-            run_id: self.run.id.clone(),
-            workflow: self.machine.id().to_owned(),
-            epic: self.run.epic.clone(),
-            status: status.to_string(),
-            final_state: final_state.to_owned(),
-            transitions: self.history.len(),
+            run_id: self.info.run.id.clone(),
+            workflow: machine.id().to_owned(),
+            epic: self.info.run.epic.clone(),
+            status,
+            state: self.state_name().to_owned(),
+            transitions: self.cursor.transitions(),
             duration_ms: self.started.elapsed().as_millis() as u64,
             reason,
         }
     }
 
     /// `state.json`: a pointer for humans and scripts; SQLite stays the truth.
-    /// Rewrites `state.json` in the background, while the next agent runs:
-    /// creating the temp file costs as much as a commit on some disks, and no
-    /// agent reads it. Writes stay in order: each waits for the one before.
-    fn write_state_file(&mut self, state: &str, status: RunStatus) {
-        let v = json!({
-            "run": self.run.id,
-            "workflow": self.machine.id(),
-            "state": state,
-            "status": status.to_string(),
+    fn write_state_file(&self, status: RunStatus) {
+        let v = serde_json::json!({
+            "run_id": self.info.run.id,
+            "workflow": self.info.workflow.machine.id(),
+            "state": self.state_name(),
+            "status": status,
             "updated_at": jiff::Timestamp::now().to_string(),
         });
         let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
-        let path = self.config.paths.file("state.json");
-        let previous = self.state_write.take();
-        self.state_write = Some(tokio::spawn(async move {
-            if let Some(previous) = previous {
-                let _ = previous.await;
-            }
-            let written =
-                tokio::task::spawn_blocking(move || write_replace(&path, text.as_bytes())).await;
-            if let Ok(Err(e)) = written {
-                tracing::warn!("cannot update {MODIX_DIR}/state.json: {e}");
-            }
-        }));
-    }
-
-    /// Waits for the last `state.json` write.
-    async fn flush_state_file(&mut self) {
-        if let Some(write) = self.state_write.take() {
-            let _ = write.await;
+        let path = self.info.project.config.paths.file("state.json");
+        if let Err(e) = write_replace(&path, text.as_bytes()) {
+            tracing::warn!("cannot update {}: {e}", path.display());
         }
     }
 }
 
-/// The run's status while it is in a state of this kind.
+/// The run's status while it is in a state of this kind: the one place
+/// that decides it.
 fn status_in(kind: &StateKind) -> RunStatus {
     match kind {
         StateKind::Terminal {
-            outcome: Outcome::Success,
+            outcome: Ending::Success,
         } => RunStatus::Succeeded,
         StateKind::Terminal { .. } => RunStatus::Failed,
         _ => RunStatus::Running,
     }
 }
 
-fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), OrchestratorError> {
-    write_replace(path, bytes).map_err(|source| OrchestratorError::Io {
-        what: format!("cannot write {}", path.display()),
-        source,
-    })
+/// The files of one run under `.modix/runs/<run>/`: the schemas its agents
+/// answer to (written once, when the run starts) and the context package
+/// the agent about to start reads.
+struct RunFiles {
+    dir: PathBuf,
+}
+
+impl RunFiles {
+    fn create(paths: &ProjectPaths, run_id: &str, workflow: &Workflow) -> Result<Self, RunError> {
+        let dir = paths.run_dir(run_id);
+        let files = RunFiles { dir };
+        let schemas = files.dir.join("schemas");
+        std::fs::create_dir_all(&schemas)
+            .map_err(|e| RunError::io(format!("cannot create {}", schemas.display()), e))?;
+        for (_, state) in workflow.machine.states() {
+            let Some(a) = state.agent() else { continue };
+            let text = match a.output.as_str() {
+                "any" => "{}",
+                id => crate::schema::text(id).map_err(|e| RunError::Internal(e.to_string()))?,
+            };
+            let path = files.schema(&a.output);
+            write_replace(&path, text.as_bytes())
+                .map_err(|e| RunError::io(format!("cannot write {}", path.display()), e))?;
+        }
+        Ok(files)
+    }
+
+    fn schema(&self, id: &str) -> PathBuf {
+        self.dir.join("schemas").join(format!("{id}.schema.json"))
+    }
+
+    fn context(&self) -> PathBuf {
+        self.dir.join("context.json")
+    }
+
+    /// One file per run, rewritten in place: only the agent about to start
+    /// reads it, and each invocation's context is also kept in the store.
+    fn write_context(&self, context: &serde_json::Value) -> Result<(), RunError> {
+        let path = self.context();
+        let text = serde_json::to_string_pretty(context).unwrap_or_default() + "\n";
+        invoke::overwrite(&path, text.as_bytes())
+            .map_err(|e| RunError::io(format!("cannot write {}", path.display()), e))
+    }
 }

@@ -4,11 +4,16 @@
 
 use serde_json::{Value, json};
 
-use super::Verdict;
+use super::agent::Verdict;
 use crate::store::NewMessage;
+use crate::text::{plural, truncate};
 
 /// Messages to store and the transition's reason.
-pub fn describe(state: &str, output_schema: &str, verdict: &Verdict) -> (Vec<NewMessage>, String) {
+pub(super) fn describe(
+    state: &str,
+    output_schema: &str,
+    verdict: &Verdict,
+) -> (Vec<NewMessage>, String) {
     let mut messages = Vec::new();
     let mut feedback = |text: String, details: Value| {
         messages.push(NewMessage {
@@ -57,7 +62,7 @@ pub fn describe(state: &str, output_schema: &str, verdict: &Verdict) -> (Vec<New
         }
         Verdict::Cancelled => "interrupted".to_owned(),
     };
-    (messages, truncate(&reason, 300))
+    (messages, truncate(&reason, 300).into_owned())
 }
 
 fn output_reason(schema: &str, v: &Value) -> String {
@@ -106,20 +111,5 @@ fn failure_feedback(schema: &str, v: &Value) -> Option<String> {
             Some(format!("Execution reported failure: {summary}\n{error}"))
         }
         _ => None,
-    }
-}
-
-fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
-    }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
     }
 }

@@ -10,19 +10,14 @@ use crate::config::{MODIX_DIR, ProjectPaths, Workspace};
 /// Folders never copied: modix's own, VCS data and build output.
 const SKIP: [&str; 5] = [MODIX_DIR, ".git", "target", "node_modules", "__pycache__"];
 
-/// The folder holding a run's files (context packages, schemas, workspace).
-pub fn run_dir(paths: &ProjectPaths, run_id: &str) -> PathBuf {
-    paths.modix_dir.join("runs").join(run_id)
-}
-
 /// Prepares and returns the run's working directory.
-pub fn prepare(paths: &ProjectPaths, mode: Workspace, run_id: &str) -> io::Result<PathBuf> {
+pub(super) fn prepare(paths: &ProjectPaths, mode: Workspace, run_id: &str) -> io::Result<PathBuf> {
     match mode {
         Workspace::InPlace => Ok(paths.root.clone()),
         Workspace::Copy => {
-            let dest = run_dir(paths, run_id).join("workspace");
+            let dest = paths.run_dir(run_id).join("workspace");
             if !dest.is_dir() {
-                let partial = run_dir(paths, run_id).join("workspace.partial");
+                let partial = paths.run_dir(run_id).join("workspace.partial");
                 if partial.exists() {
                     std::fs::remove_dir_all(&partial)?;
                 }

@@ -45,26 +45,19 @@ impl Captured {
     pub fn is_truncated(&self) -> bool {
         self.omitted_bytes > 0
     }
+}
 
-    /// The last `n` lines of the text (all of it if it has fewer), for error
-    /// messages that should show how a process ended without flooding.
-    pub fn tail_lines(&self, n: usize) -> &str {
-        let text = self.text.trim_end_matches('\n');
-        if n == 0 {
-            return "";
-        }
-        // Walk back over `n` newlines; what follows the n-th is the tail.
-        let mut seen = 0;
-        for (i, b) in text.bytes().enumerate().rev() {
-            if b == b'\n' {
-                seen += 1;
-                if seen == n {
-                    return &text[i + 1..];
-                }
-            }
-        }
-        text
-    }
+/// The last `n` non-blank lines of `text` (all of them if it has fewer), for
+/// messages that should show how a process ended without flooding.
+pub fn last_lines(text: &str, n: usize) -> Vec<&str> {
+    let mut lines: Vec<&str> = text
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(n)
+        .collect();
+    lines.reverse();
+    lines
 }
 
 /// Accumulates a stream within [`CaptureLimits`].
@@ -111,13 +104,9 @@ impl CaptureBuffer {
         self.tail.extend(chunk);
     }
 
-    /// Bytes seen so far.
-    pub fn total_bytes(&self) -> u64 {
-        self.total
-    }
-
     /// Bytes currently held (never more than head + tail).
-    pub fn held_bytes(&self) -> usize {
+    #[cfg(test)]
+    fn held_bytes(&self) -> usize {
         self.head.len() + self.tail.len()
     }
 
@@ -227,7 +216,7 @@ mod tests {
         let got = c.finish();
         assert!(got.text.starts_with("0\n1\n2\n"));
         assert!(got.text.ends_with("99998\n99999\n"));
-        assert_eq!(got.tail_lines(2), "99998\n99999");
+        assert_eq!(last_lines(&got.text, 2), ["99998", "99999"]);
     }
 
     #[test]
@@ -251,13 +240,10 @@ mod tests {
     }
 
     #[test]
-    fn tail_lines_handles_short_text() {
-        let c = Captured {
-            text: "one\ntwo\n".into(),
-            ..Default::default()
-        };
-        assert_eq!(c.tail_lines(5), "one\ntwo");
-        assert_eq!(c.tail_lines(1), "two");
-        assert_eq!(c.tail_lines(0), "");
+    fn last_lines_skips_blank_lines_and_handles_short_text() {
+        let text = "one\n\ntwo\n  \n";
+        assert_eq!(last_lines(text, 5), ["one", "two"]);
+        assert_eq!(last_lines(text, 1), ["two"]);
+        assert!(last_lines(text, 0).is_empty());
     }
 }

@@ -9,17 +9,7 @@
 use serde_json::Value;
 use thiserror::Error;
 
-/// How the agent's stdout is framed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OutputFormat {
-    /// Free text (the answer is JSON text or contains a fenced JSON block).
-    #[default]
-    Text,
-    /// One JSON document.
-    Json,
-    /// One JSON value per line (an event stream).
-    JsonLines,
-}
+use crate::config::OutputFormat;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ExtractError {

@@ -7,18 +7,28 @@
 //! within fixed memory ([`capture`]), scrubbed of secrets before anyone sees
 //! it ([`redact`]), and searched for the structured JSON answer ([`extract`]).
 
-pub mod argv;
-pub mod capture;
-pub mod extract;
-pub mod process;
-pub mod redact;
+mod argv;
+mod capture;
+mod extract;
+mod process;
+mod redact;
 mod version;
 
-pub use argv::{ArgTemplateError, KNOWN_PLACEHOLDERS, Placeholders, placeholders_in, render_args};
-pub use capture::{CaptureBuffer, CaptureLimits, Captured};
-pub use extract::{ExtractError, OutputFormat, extract_json};
-pub use process::{
-    EchoFn, EndReason, PIPE_DRAIN, ProcessOutcome, ProcessSpec, SpawnError, Stream, run_process,
-};
-pub use redact::{MIN_SECRET_LEN, Redactor};
-pub use version::{normalize as normalize_version, probe_version};
+use std::path::{Path, PathBuf};
+
+pub use argv::{Placeholders, placeholders_in, render_args};
+pub use capture::{CaptureLimits, last_lines};
+pub use extract::extract_json;
+pub use process::{EchoFn, EndReason, ProcessOutcome, ProcessSpec, SpawnError, run_process};
+pub use redact::Redactor;
+pub use version::probe_version;
+
+/// A program as an agent or shell names it: looked up on PATH, or — when it
+/// contains a `/` — relative to the project root.
+pub fn find_binary(root: &Path, program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        let p = root.join(program);
+        return p.is_file().then_some(p);
+    }
+    which::which(program).ok()
+}

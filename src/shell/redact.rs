@@ -89,15 +89,6 @@ impl Redactor {
         }
     }
 
-    /// A redactor for the values of these environment variables (unset or
-    /// non-UTF-8 ones are skipped), named after the variables.
-    pub fn from_env_vars<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> Self {
-        Self::new(names.into_iter().filter_map(|n| {
-            let n = n.as_ref();
-            std::env::var(n).ok().map(|v| (n.to_owned(), v))
-        }))
-    }
-
     /// `s` with secrets replaced; borrowed when nothing matched.
     pub fn redact<'a>(&self, s: &'a str) -> Cow<'a, str> {
         let first = match &self.configured {
@@ -263,11 +254,5 @@ mod tests {
             r.redact_json(&v),
             json!({"a": ["x [REDACTED:TOKEN]", 1, null], "[REDACTED:TOKEN]": {"b": true}})
         );
-    }
-
-    #[test]
-    fn from_env_vars_skips_unset() {
-        let r = Redactor::from_env_vars(["MODIX_TEST_SURELY_UNSET_VAR_XYZ"]);
-        assert!(r.configured.is_none());
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::{CaptureLimits, EndReason, ProcessSpec, run_process};
 
 /// Runs `program args…` and returns (the raw matched text, the parsed version).
-pub fn probe_version(
+pub async fn probe_version(
     program: &Path,
     args: &[String],
     regex: &str,
@@ -30,14 +30,8 @@ pub fn probe_version(
         },
         echo: None,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
-    let outcome = runtime
-        .block_on(run_process(spec, cancel))
-        .map_err(|e| e.to_string())?;
+    let outcome = run_process(spec, cancel).await.map_err(|e| e.to_string())?;
     if !matches!(outcome.end, EndReason::Exited) {
         return Err(format!(
             "`{} {}` did not answer within {}s",

@@ -24,18 +24,16 @@ mod tests;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use migrations::SCHEMA_VERSION;
-pub use query::{InvocationRecord, LifecycleRecord, MessageRecord, TransitionRecord};
+pub use query::TransitionRecord;
 pub use record::{
-    InvocationEnd, InvocationId, InvocationStatus, NewInvocation, NewMessage, NewTransition,
-    Outcome, Step,
+    InvocationEnd, InvocationId, InvocationStatus, NewInvocation, NewMessage, NewTransition, Step,
 };
-pub use runs::{MAX_CANDIDATES, NewRun, Run, RunSummary};
+pub use runs::{NewRun, Run};
 
 /// File name of the database inside `.modix/`.
 pub const DB_FILE: &str = "modix.db";
@@ -64,6 +62,11 @@ pub enum StoreError {
     },
     #[error("run database {path}: {what} not found")]
     NotFound { path: PathBuf, what: String },
+    /// No run's id is or starts with what the user typed.
+    #[error("no run matches `{prefix}`")]
+    UnknownRun { prefix: String },
+    #[error("run {run_id} has no invocation {n}")]
+    UnknownInvocation { run_id: String, n: u32 },
     #[error(
         "run database {path}: run id prefix {prefix:?} is ambiguous; it matches {}",
         candidates.join(", ")
@@ -97,51 +100,10 @@ pub enum StoreError {
     },
 }
 
-/// How hard SQLite pushes each commit to disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Synchronous {
-    /// fsync the WAL on every commit: a committed step survives power loss.
-    Full,
-    /// fsync only at checkpoints: a committed step survives a crash of modix
-    /// but the last few may be lost on power loss (the db stays consistent).
-    Normal,
-}
-
-impl Synchronous {
-    fn pragma(self) -> &'static str {
-        match self {
-            Synchronous::Full => "FULL",
-            Synchronous::Normal => "NORMAL",
-        }
-    }
-}
-
-/// Knobs for [`Store::open_with`]; [`Store::open`] uses the defaults.
-#[derive(Debug, Clone)]
-pub struct StoreOptions {
-    pub busy_timeout: Duration,
-    pub synchronous: Synchronous,
-}
-
-impl Default for StoreOptions {
-    /// FULL, so "the step is recorded" means "it is on disk", even across
-    /// power loss. Measured with `examples/store_sync.rs` on a virtio ext4
-    /// disk: ~3.8 ms per commit with FULL vs ~0.15 ms with NORMAL (elsewhere
-    /// ~0.18 vs 0.02 ms). A step costs one or two commits, which is noise
-    /// next to an agent invocation that takes seconds.
-    fn default() -> Self {
-        StoreOptions {
-            busy_timeout: DEFAULT_BUSY_TIMEOUT,
-            synchronous: Synchronous::Full,
-        }
-    }
-}
-
 /// An open run database. One per process (or thread); not `Sync`.
 pub struct Store {
     conn: Connection,
     path: PathBuf,
-    synchronous: Synchronous,
 }
 
 impl fmt::Debug for Store {
@@ -153,12 +115,11 @@ impl fmt::Debug for Store {
 impl Store {
     /// Open (creating the file if needed) and migrate the database at `path`.
     /// The parent directory must exist: `.modix/` is the caller's business.
+    ///
+    /// Commits are `synchronous=FULL`, so "the step is recorded" means "it is
+    /// on disk", even across power loss (~0.2 ms per commit on these disks:
+    /// noise next to an agent invocation).
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        Self::open_with(path, &StoreOptions::default())
-    }
-
-    /// [`Store::open`] with explicit options.
-    pub fn open_with(path: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
         let open_err = |source| StoreError::Open {
             path: path.to_path_buf(),
             source,
@@ -166,15 +127,14 @@ impl Store {
         let conn = Connection::open(path).map_err(open_err)?;
         // First, so every later statement (even switching to WAL) waits for
         // a concurrent opener instead of failing.
-        conn.busy_timeout(options.busy_timeout).map_err(open_err)?;
+        conn.busy_timeout(DEFAULT_BUSY_TIMEOUT).map_err(open_err)?;
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
-            synchronous: options.synchronous,
         };
         // Refuse a newer schema before changing anything about the file.
         let version = migrations::check_not_newer(&store)?;
-        store.set_pragmas(options)?;
+        store.set_pragmas()?;
         // Only take the exclusive lock when there is something to do, so
         // opening never waits for another process's long write.
         if version < SCHEMA_VERSION {
@@ -183,20 +143,15 @@ impl Store {
         Ok(store)
     }
 
-    /// The database file this store writes to.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn set_pragmas(&self, options: &StoreOptions) -> Result<(), StoreError> {
-        let mode = self.enable_wal(options.busy_timeout)?;
+    fn set_pragmas(&self) -> Result<(), StoreError> {
+        let mode = self.enable_wal(DEFAULT_BUSY_TIMEOUT)?;
         if !mode.eq_ignore_ascii_case("wal") {
             // E.g. a filesystem without shared memory support: still correct
             // (rollback journal), only less concurrent.
             tracing::warn!(path = %self.path.display(), %mode, "could not enable WAL");
         }
         self.conn
-            .pragma_update(None, "synchronous", options.synchronous.pragma())
+            .pragma_update(None, "synchronous", "FULL")
             .ctx(self, "setting synchronous")?;
         self.conn
             .pragma_update(None, "foreign_keys", true)
@@ -234,9 +189,6 @@ impl Store {
         &mut self,
         f: impl FnOnce(&mut Self) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        if self.synchronous != Synchronous::Full {
-            return f(self);
-        }
         self.conn
             .pragma_update(None, "synchronous", "NORMAL")
             .ctx(&*self, "relaxing synchronous")?;
@@ -262,10 +214,9 @@ impl Store {
         Ok((tx, &self.path))
     }
 
-    fn not_found(&self, what: String) -> StoreError {
-        StoreError::NotFound {
-            path: self.path.clone(),
-            what,
+    fn unknown_run(&self, prefix: &str) -> StoreError {
+        StoreError::UnknownRun {
+            prefix: prefix.to_owned(),
         }
     }
 }
@@ -302,9 +253,20 @@ impl AtPath for &Path {
     }
 }
 
-/// Where a run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// Where a run stands. The one place that says which statuses are final.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum RunStatus {
     Running,
     /// Stopped before reaching a final state (Ctrl-C, crash); resumable.
@@ -320,44 +282,7 @@ impl RunStatus {
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Interrupted => "interrupted",
-            RunStatus::Succeeded => "succeeded",
-            RunStatus::Failed => "failed",
-        }
-    }
-}
-
-impl fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The text was not one of the known values of a status-like column.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown {kind} {value:?}")]
-pub struct UnknownValue {
-    pub kind: &'static str,
-    pub value: String,
-}
-
-impl FromStr for RunStatus {
-    type Err = UnknownValue;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "running" => RunStatus::Running,
-            "interrupted" => RunStatus::Interrupted,
-            "succeeded" => RunStatus::Succeeded,
-            "failed" => RunStatus::Failed,
-            _ => {
-                return Err(UnknownValue {
-                    kind: "run status",
-                    value: s.to_owned(),
-                });
-            }
-        })
+        self.into()
     }
 }
 
@@ -366,17 +291,20 @@ macro_rules! text_enum_sql {
     ($ty:ty) => {
         impl rusqlite::ToSql for $ty {
             fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-                Ok(rusqlite::types::ToSqlOutput::from(self.as_str()))
+                let text: &'static str = self.into();
+                Ok(rusqlite::types::ToSqlOutput::from(text))
             }
         }
         impl rusqlite::types::FromSql for $ty {
             fn column_result(
                 value: rusqlite::types::ValueRef<'_>,
             ) -> rusqlite::types::FromSqlResult<Self> {
-                value
-                    .as_str()?
-                    .parse()
-                    .map_err(|e| rusqlite::types::FromSqlError::Other(Box::new(e)))
+                let text = value.as_str()?;
+                text.parse().map_err(|_| {
+                    rusqlite::types::FromSqlError::Other(
+                        format!("unknown {} {text:?}", stringify!($ty)).into(),
+                    )
+                })
             }
         }
     };
@@ -384,6 +312,7 @@ macro_rules! text_enum_sql {
 pub(crate) use text_enum_sql;
 
 text_enum_sql!(RunStatus);
+text_enum_sql!(crate::fsm::Outcome);
 
 /// Now, as stored: RFC 3339 UTC with millisecond precision.
 pub(crate) fn now() -> String {

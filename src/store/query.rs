@@ -2,15 +2,14 @@
 //! and messages, as plain serializable records for `modix history` and for
 //! resume.
 
-use std::collections::HashMap;
-
 use rusqlite::types::Type;
 use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::record::{InvocationId, InvocationStatus, Outcome};
+use super::record::{InvocationId, InvocationStatus};
 use super::{Ctx, Store, StoreError};
+use crate::fsm::Outcome;
 
 /// One workflow transition of a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -196,7 +195,9 @@ impl Store {
     }
 
     /// The run's invocations, by n, each with its lifecycle.
+    #[cfg(test)]
     pub fn invocations(&self, run_id: &str) -> Result<Vec<InvocationRecord>, StoreError> {
+        use std::collections::HashMap;
         let mut invocations: Vec<InvocationRecord> = {
             let mut stmt = self
                 .conn
@@ -250,7 +251,10 @@ impl Store {
             .optional()
             .ctx(self, "reading an invocation")?;
         let Some(mut inv) = found else {
-            return Err(self.not_found(format!("invocation {n} of run {run_id}")));
+            return Err(StoreError::UnknownInvocation {
+                run_id: run_id.to_owned(),
+                n,
+            });
         };
         let mut stmt = self
             .conn

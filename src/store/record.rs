@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::query::{TRANSITION_COLUMNS, TransitionRecord, transition_from_row};
 use super::{Ctx, RunStatus, Store, StoreError, now, text_enum_sql, to_i64};
+use crate::fsm::Outcome;
 use std::path::Path;
 
 /// Row id of an invocation.
@@ -37,8 +38,19 @@ pub struct NewInvocation {
 }
 
 /// How an invocation ended, per its lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    strum::Display,
+    strum::EnumString,
+    strum::IntoStaticStr,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum InvocationStatus {
     Running,
     Completed,
@@ -48,81 +60,7 @@ pub enum InvocationStatus {
     Abandoned,
 }
 
-impl InvocationStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InvocationStatus::Running => "running",
-            InvocationStatus::Completed => "completed",
-            InvocationStatus::Failed => "failed",
-            InvocationStatus::Abandoned => "abandoned",
-        }
-    }
-}
-
-impl std::str::FromStr for InvocationStatus {
-    type Err = super::UnknownValue;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "running" => InvocationStatus::Running,
-            "completed" => InvocationStatus::Completed,
-            "failed" => InvocationStatus::Failed,
-            "abandoned" => InvocationStatus::Abandoned,
-            _ => {
-                return Err(super::UnknownValue {
-                    kind: "invocation status",
-                    value: s.to_owned(),
-                });
-            }
-        })
-    }
-}
-
 text_enum_sql!(InvocationStatus);
-
-/// What the agent process produced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// Output that parsed and validated.
-    Output,
-    InvalidOutput,
-    ProcessError,
-    Timeout,
-    Cancelled,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Output => "output",
-            Outcome::InvalidOutput => "invalid_output",
-            Outcome::ProcessError => "process_error",
-            Outcome::Timeout => "timeout",
-            Outcome::Cancelled => "cancelled",
-        }
-    }
-}
-
-impl std::str::FromStr for Outcome {
-    type Err = super::UnknownValue;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "output" => Outcome::Output,
-            "invalid_output" => Outcome::InvalidOutput,
-            "process_error" => Outcome::ProcessError,
-            "timeout" => Outcome::Timeout,
-            "cancelled" => Outcome::Cancelled,
-            _ => {
-                return Err(super::UnknownValue {
-                    kind: "invocation outcome",
-                    value: s.to_owned(),
-                });
-            }
-        })
-    }
-}
-
-text_enum_sql!(Outcome);
 
 /// How an invocation finished.
 #[derive(Debug, Clone)]
@@ -303,35 +241,46 @@ impl Store {
     }
 
     /// Close every invocation of the run still marked running (its process
-    /// died with the previous modix): status abandoned, no outcome, lifecycle
-    /// EXECUTING -abandoned-> FAILED. Returns how many were closed.
-    pub fn abandon_open_invocations(&mut self, run_id: &str) -> Result<usize, StoreError> {
+    /// died with the previous modix): status abandoned, no outcome, and the
+    /// lifecycle step `abandoned(lifecycle_fsm, last_state)` gives — the
+    /// store knows no lifecycle's states; `None` records no step. Returns how
+    /// many were closed.
+    pub fn abandon_open_invocations(
+        &mut self,
+        run_id: &str,
+        abandoned: impl Fn(&str, &str) -> Option<(String, String, String)>,
+    ) -> Result<usize, StoreError> {
         let (tx, path) = self.write_tx()?;
-        let open: Vec<i64> = {
+        let open: Vec<(i64, String, String)> = {
             let mut stmt = tx
                 .prepare_cached(
-                    "SELECT id FROM invocations WHERE run_id = ?1 AND status = 'running' ORDER BY n",
+                    "SELECT i.id, i.lifecycle_fsm, \
+                     coalesce((SELECT to_state FROM invocation_transitions t \
+                               WHERE t.invocation_id = i.id ORDER BY seq DESC LIMIT 1), '') \
+                     FROM invocations i WHERE i.run_id = ?1 AND i.status = 'running' ORDER BY i.n",
                 )
                 .ctx(path, "finding open invocations")?;
-            stmt.query_map([run_id], |row| row.get(0))
+            stmt.query_map([run_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
                 .and_then(|rows| rows.collect())
                 .ctx(path, "finding open invocations")?
         };
         let at = now();
-        for &id in &open {
+        for (id, fsm, last) in &open {
             tx.execute(
                 "UPDATE invocations SET status = 'abandoned', outcome = NULL, ended_at = ?2 \
                  WHERE id = ?1",
                 params![id, at],
             )
             .ctx(path, "abandoning an invocation")?;
-            append_lifecycle(
-                &tx,
-                path,
-                InvocationId(id),
-                &at,
-                &[("EXECUTING", "abandoned", "FAILED")],
-            )?;
+            if let Some((from, event, to)) = abandoned(fsm, last) {
+                append_lifecycle(
+                    &tx,
+                    path,
+                    InvocationId(*id),
+                    &at,
+                    &[(from.as_str(), event.as_str(), to.as_str())],
+                )?;
+            }
         }
         tx.commit().ctx(path, "committing abandoned invocations")?;
         Ok(open.len())

@@ -22,9 +22,11 @@ pub struct NewRun {
     pub workdir: String,
 }
 
-/// One row of `runs`.
+/// One row of `runs`. Serialised with the field names every `--json`
+/// output shares (`run_id`, `state`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Run {
+    #[serde(rename = "run_id")]
     pub id: String,
     pub epic: String,
     pub workflow_id: String,
@@ -33,6 +35,7 @@ pub struct Run {
     pub status: RunStatus,
     /// Why the status was last set by hand (e.g. "interrupted by Ctrl-C").
     pub status_reason: Option<String>,
+    #[serde(rename = "state")]
     pub current_state: String,
     pub workdir: String,
     pub created_at: String,
@@ -136,7 +139,7 @@ impl Store {
         // ULIDs are Crockford base32; anything else cannot match, and
         // refusing it here keeps GLOB metacharacters out of the pattern.
         if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_alphanumeric()) {
-            return Err(self.not_found(format!("run {id_or_prefix:?}")));
+            return Err(self.unknown_run(id_or_prefix));
         }
         let mut stmt = self
             .conn
@@ -150,7 +153,7 @@ impl Store {
             .and_then(|rows| rows.collect())
             .ctx(self, "looking up a run")?;
         match found.len() {
-            0 => Err(self.not_found(format!("run {id_or_prefix:?}"))),
+            0 => Err(self.unknown_run(id_or_prefix)),
             1 => Ok(found.remove(0)),
             _ => {
                 // An exact id wins even if it is also a prefix of another

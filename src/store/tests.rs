@@ -7,6 +7,7 @@ use rusqlite::{Transaction, TransactionBehavior};
 use serde_json::json;
 
 use super::*;
+use crate::fsm::Outcome;
 
 fn db(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join(DB_FILE)
@@ -216,7 +217,7 @@ fn steps_are_numbered_without_gaps_and_read_back() {
     assert_eq!(store.invocation(&run.id, 1).unwrap(), *i);
     assert!(matches!(
         store.invocation(&run.id, 2),
-        Err(StoreError::NotFound { .. })
+        Err(StoreError::UnknownInvocation { n: 2, .. })
     ));
 
     let msgs = store.messages(&run.id).unwrap();
@@ -312,7 +313,7 @@ fn prefix_lookup_unique_ambiguous_and_not_found() {
     }
     for bad in ["", "  ", "ZZZZZZZZ", "01*", "0?", "ü"] {
         assert!(
-            matches!(store.run(bad), Err(StoreError::NotFound { .. })),
+            matches!(store.run(bad), Err(StoreError::UnknownRun { .. })),
             "{bad:?}"
         );
     }
@@ -455,8 +456,20 @@ fn abandon_open_invocations_closes_them() {
     store.start_invocation(&new_invocation(&run.id)).unwrap();
     store.start_invocation(&new_invocation(&run.id)).unwrap();
 
-    assert_eq!(store.abandon_open_invocations(&run.id).unwrap(), 2);
-    assert_eq!(store.abandon_open_invocations(&run.id).unwrap(), 0);
+    // The caller says where an abandoned invocation ends; the store passes
+    // it the invocation's lifecycle and the state it was last seen in.
+    let abandoned = |fsm: &str, last: &str| {
+        assert_eq!(fsm, new_invocation(&run.id).lifecycle_fsm);
+        Some((last.to_owned(), "abandoned".to_owned(), "FAILED".to_owned()))
+    };
+    assert_eq!(
+        store.abandon_open_invocations(&run.id, abandoned).unwrap(),
+        2
+    );
+    assert_eq!(
+        store.abandon_open_invocations(&run.id, abandoned).unwrap(),
+        0
+    );
     let invs = store.invocations(&run.id).unwrap();
     assert_eq!(invs.iter().map(|i| i.n).collect::<Vec<_>>(), vec![1, 2, 3]);
     assert_eq!(invs[0].status, InvocationStatus::Completed);

@@ -287,16 +287,38 @@ fn duplicate_id_across_project_files() {
 
 #[test]
 fn warnings_do_not_fail() {
-    let text = GOOD.replace(", { on = \"timeout\", event = \"bad\" }", "");
+    // A lifecycle (its agent is `self`) that finds no event for an outcome
+    // just ends the invocation as failed: a warning.
+    let text = GOOD
+        .replace(", { on = \"timeout\", event = \"bad\" }", "")
+        .replace("agent = \"worker\"", "agent = \"self\"");
     let dir = project(&[("warn.toml", &text)]);
     let r = run(dir.path(), &["fsm", "check"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stderr
-            .contains(".modix/fsm/warn.toml:9:9: warning[fsm::uncovered-outcome]")
+            .contains(".modix/fsm/warn.toml:9:9: warning[fsm::uncovered-outcome]"),
+        "{}",
+        r.stderr
     );
     assert!(r.stderr.contains("no unconditional emit rule for: timeout"));
     assert!(r.stdout.contains("t 1.0.0: ok"));
+}
+
+#[test]
+fn a_workflow_needs_an_event_for_every_outcome() {
+    // A workflow state with no rule for an outcome would stop a run mid-way
+    // on configuration: an error, so `validate` and `go` refuse it up front.
+    let text = GOOD.replace(", { on = \"timeout\", event = \"bad\" }", "");
+    let dir = project(&[("wf.toml", &text)]);
+    let r = run(dir.path(), &["fsm", "check"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(".modix/fsm/wf.toml:9:9: error[fsm::uncovered-outcome]"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -327,7 +349,7 @@ fn exhausted_without_max_takes_the_default_bound() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stdout
-            .contains("| B    | retry | A    | 3   | FAIL      |"),
+            .contains("│ B    ┆ retry ┆ A    ┆ 3   ┆ FAIL      │"),
         "{}",
         r.stdout
     );
@@ -348,7 +370,7 @@ fn exhausted_without_max_takes_the_projects_loop_bound() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stdout
-            .contains("| B    | retry | A    | 5   | FAIL      |"),
+            .contains("│ B    ┆ retry ┆ A    ┆ 5   ┆ FAIL      │"),
         "{}",
         r.stdout
     );
@@ -474,15 +496,15 @@ fn show_lists_states_and_bounds() {
     assert_eq!(r.code, 0);
     assert!(
         r.stdout
-            .contains("| INIT (initial) | input    | event epic_received")
+            .contains("│ INIT (initial) ┆ input    ┆ event epic_received")
     );
     assert!(
         r.stdout
-            .contains("| TESTING   | tests_fail         | EXECUTING | 3   | FAILED    |")
+            .contains("│ TESTING   ┆ tests_fail         ┆ EXECUTING ┆ 3   ┆ FAILED    │")
     );
     assert!(
         r.stdout
-            .contains("| EXECUTING | execution_rejected | EXECUTING | 2   | FAILED    |")
+            .contains("│ EXECUTING ┆ execution_rejected ┆ EXECUTING ┆ 2   ┆ FAILED    │")
     );
     let r = run(dir.path(), &["fsm", "show", "nope"]);
     assert_eq!(r.code, 2);

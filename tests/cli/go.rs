@@ -74,7 +74,7 @@ fn example_reaches_done_through_one_retry_and_stays_unchanged() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.path(), DONE_PATH);
     assert_eq!(r.summary["status"], "succeeded");
-    assert_eq!(r.summary["final_state"], "DONE");
+    assert_eq!(r.summary["state"], "DONE");
     // The shipped workflow's `on_enter` notifications reach observers.
     assert_eq!(r.notifications, ["INIT:run_started", "DONE:run_succeeded"]);
     assert_eq!(sb.read("calc.py"), before, "the run must work on a copy");
@@ -182,7 +182,7 @@ fn example_reaches_done_through_one_retry_and_stays_unchanged() {
 
     // state.json points at the finished run.
     let state: serde_json::Value = serde_json::from_str(&sb.read(".modix/state.json")).unwrap();
-    assert_eq!(state["run"], r.run_id());
+    assert_eq!(state["run_id"], r.run_id());
     assert_eq!(state["state"], "DONE");
 }
 
@@ -398,7 +398,7 @@ fn crash_while_executing(sb: &Sandbox, epic: &str) -> String {
     )
     .unwrap();
     child.wait().unwrap();
-    sb.runs()[0]["id"].as_str().unwrap().to_owned()
+    sb.runs()[0]["run_id"].as_str().unwrap().to_owned()
 }
 
 /// An executor that announces itself in `marker`, then (first time only) sleeps.
@@ -416,7 +416,7 @@ fn kill_dash_nine_then_resume_finishes_with_gapless_history() {
     let run = crash_while_executing(&sb, "survive a crash");
     let runs = sb.runs();
     assert_eq!(runs[0]["status"], "running");
-    assert_eq!(runs[0]["current_state"], "EXECUTING");
+    assert_eq!(runs[0]["state"], "EXECUTING");
 
     let out = sb
         .modix()
@@ -497,7 +497,7 @@ fn ctrl_c_interrupts_kills_the_agent_and_resume_completes() {
         .unwrap();
     let r = GoResult::parse(&out);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert_eq!(r.summary["final_state"], "DONE");
+    assert_eq!(r.summary["state"], "DONE");
     // Resuming a finished run is refused.
     let out = sb.modix().args(["resume", &run]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -587,7 +587,7 @@ fn history_lists_runs_and_resolves_prefixes() {
         .output()
         .unwrap();
     assert_eq!(
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["runs"],
         serde_json::json!([])
     );
 }

@@ -107,7 +107,9 @@ impl Sandbox {
             .output()
             .expect("run");
         assert!(out.status.success(), "{}", output_text(&out));
-        serde_json::from_slice(&out.stdout).expect("json")
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(v["schema_version"], 1, "{v}");
+        v["runs"].clone()
     }
 
     /// Writes a file under the project root (parents created).
@@ -215,6 +217,8 @@ impl Sandbox {
 #[derive(Debug)]
 pub struct GoResult {
     pub code: Option<i32>,
+    /// Every event line, in order.
+    pub events: Vec<serde_json::Value>,
     pub transitions: Vec<serde_json::Value>,
     /// `on_enter` notifications as `STATE:name`.
     pub notifications: Vec<String>,
@@ -224,25 +228,30 @@ pub struct GoResult {
 
 impl GoResult {
     pub fn parse(out: &std::process::Output) -> Self {
+        let mut events = Vec::new();
         let mut transitions = Vec::new();
         let mut summary = serde_json::Value::Null;
         let mut notifications = Vec::new();
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let v: serde_json::Value = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("not JSON ({e}): {line}\n{}", output_text(out)));
+            assert_eq!(v["schema_version"], 1, "{line}");
             match v["type"].as_str() {
-                Some("transition") => transitions.push(v),
-                Some("summary") => summary = v,
+                Some("transition") => transitions.push(v.clone()),
+                Some("run_finished") => summary = v.clone(),
                 Some("notification") => notifications.push(format!(
                     "{}:{}",
                     v["state"].as_str().unwrap_or_default(),
                     v["name"].as_str().unwrap_or_default()
                 )),
+                Some("run_started" | "agent_started") => {}
                 _ => panic!("unexpected line {line}"),
             }
+            events.push(v);
         }
         GoResult {
             code: out.status.code(),
+            events,
             transitions,
             notifications,
             summary,

@@ -1,0 +1,148 @@
+//! What a command can end with: an [`Exit`] code when it ran, or an
+//! [`Error`] when it could not do what was asked. Every error variant knows
+//! its exit code and its advice; `cli::report` renders them, in one place,
+//! for people or as a JSON object.
+
+use std::io;
+
+use crate::diagnostics::Diagnostics;
+use crate::orchestrator::RunError;
+use crate::store::StoreError;
+
+/// Exit codes, the same for every command (documented in README).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Everything went as asked.
+    Ok = 0,
+    /// A check failed (doctor found something missing) or a run ended in a
+    /// failure state.
+    Failed = 1,
+    /// Bad usage or bad configuration: nothing was run.
+    Usage = 2,
+    /// modix itself failed: the run database, the file system, a bug. The
+    /// run (if any) is left resumable.
+    Internal = 3,
+    /// Interrupted by Ctrl-C or SIGTERM; the run can be resumed.
+    Interrupted = 130,
+}
+
+impl From<Exit> for std::process::ExitCode {
+    fn from(e: Exit) -> Self {
+        std::process::ExitCode::from(e as u8)
+    }
+}
+
+/// Why a command could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The command line asks for something that cannot be done as asked.
+    #[error("{message}")]
+    Usage {
+        message: String,
+        help: Option<String>,
+    },
+    /// The project's configuration has errors (the diagnostics say which).
+    #[error("the configuration has errors, so {doing}")]
+    Config {
+        diagnostics: Box<Diagnostics>,
+        doing: &'static str,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl Error {
+    pub fn usage(message: impl Into<String>, help: impl Into<String>) -> Self {
+        Error::Usage {
+            message: message.into(),
+            help: Some(help.into()).filter(|h: &String| !h.is_empty()),
+        }
+    }
+
+    pub fn io(what: impl Into<String>, source: io::Error) -> Self {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+
+    pub fn exit_code(&self) -> Exit {
+        match self {
+            Error::Usage { .. } | Error::Config { .. } => Exit::Usage,
+            Error::Store(e) => store_exit(e),
+            Error::Run(e) => e.exit_code(),
+            Error::Io { .. } => Exit::Internal,
+        }
+    }
+
+    /// What the user can do about it.
+    pub fn help(&self) -> Option<String> {
+        match self {
+            Error::Usage { help, .. } => help.clone(),
+            Error::Config { .. } => Some("run `modix validate` and fix what it reports".into()),
+            Error::Store(e) => store_help(e).map(str::to_owned),
+            Error::Run(e) => e.help(),
+            Error::Io { .. } => Some("check the folder's permissions and free space".into()),
+        }
+    }
+
+    /// A stable, short name of the kind of error, for `--json` consumers.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Usage { .. } => "usage",
+            Error::Config { .. } => "config",
+            Error::Store(e) => match store_exit(e) {
+                Exit::Usage => "not_found",
+                _ => "store",
+            },
+            Error::Run(e) => e.code(),
+            Error::Io { .. } => "io",
+        }
+    }
+
+    /// The configuration diagnostics behind the error, if any.
+    pub fn diagnostics(&self) -> Option<&Diagnostics> {
+        match self {
+            Error::Config { diagnostics, .. } => Some(diagnostics),
+            Error::Run(RunError::Config(d)) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// A run id nobody has, an ambiguous prefix, a run someone else is driving
+/// or a database from a newer modix is the user's to sort out; anything
+/// else the store reports is modix's own failure.
+pub(crate) fn store_exit(e: &StoreError) -> Exit {
+    match e {
+        StoreError::UnknownRun { .. }
+        | StoreError::UnknownInvocation { .. }
+        | StoreError::Ambiguous { .. }
+        | StoreError::Busy { .. }
+        | StoreError::TooNew { .. } => Exit::Usage,
+        _ => Exit::Internal,
+    }
+}
+
+pub(crate) fn store_help(e: &StoreError) -> Option<&'static str> {
+    Some(match e {
+        StoreError::UnknownRun { .. } => "`modix history` lists the runs and their ids",
+        StoreError::UnknownInvocation { .. } => {
+            "`modix history <run>` shows the run; its invocations are numbered from 1"
+        }
+        StoreError::Ambiguous { .. } => "give more characters of the id",
+        StoreError::Busy { .. } => {
+            "wait for that process to finish, or stop it (Ctrl-C in its terminal); then `modix resume`"
+        }
+        StoreError::TooNew { .. } => "use the newer modix that wrote it",
+        _ => return None,
+    })
+}

@@ -1,0 +1,68 @@
+//! What a run tells whoever watches it. One event type, [`RunEvent`], is
+//! what the terminal view, `go --json` (each event serialised as one line)
+//! and the logs all consume, so they cannot drift apart. Sinks only listen:
+//! the run's record is the store, not them.
+
+use serde::Serialize;
+
+use crate::store::{RunStatus, TransitionRecord};
+
+/// Version of the `--json` event vocabulary; bumped when a field changes meaning.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Something that happened in a run. Field names are shared with `history
+/// --json`: `run_id` for the run, `state` for where it is.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunEvent {
+    RunStarted {
+        run_id: String,
+        workflow: String,
+        resumed: bool,
+    },
+    /// An agent is about to be invoked.
+    AgentStarted {
+        run_id: String,
+        state: String,
+        agent: String,
+        attempt: u32,
+        bound: Option<u64>,
+    },
+    /// A step was committed to the store.
+    Transition(TransitionRecord),
+    /// A state's `on_enter` notification, as the run enters that state.
+    Notification {
+        run_id: String,
+        state: String,
+        name: String,
+    },
+    /// The run's final word for this command: it ended, or it stopped and
+    /// can be resumed.
+    RunFinished(RunReport),
+}
+
+/// How a run (or this command's part of it) ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub run_id: String,
+    pub workflow: String,
+    pub epic: String,
+    pub status: RunStatus,
+    /// The state the run is in now.
+    pub state: String,
+    pub transitions: u32,
+    pub duration_ms: u64,
+    pub reason: Option<String>,
+}
+
+/// Where a run's events go.
+pub trait EventSink {
+    fn event(&mut self, event: &RunEvent);
+}
+
+/// A sink that ignores everything (benchmarks, tests).
+pub struct Silent;
+
+impl EventSink for Silent {
+    fn event(&mut self, _event: &RunEvent) {}
+}
