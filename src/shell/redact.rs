@@ -7,9 +7,9 @@
 //! as a safety net, well-known key shapes even when nobody configured them.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::LazyLock;
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use regex::{Captures, Regex};
 use serde_json::Value;
 
@@ -33,22 +33,19 @@ static SHAPES: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Replaces secrets in text, argv and JSON. Cheap to call when there is
-/// nothing to redact: no allocation, one scan per kind of secret.
+/// nothing to redact: no allocation, one scan for all configured values and
+/// one for the known shapes.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
     configured: Option<Configured>,
 }
 
+/// The configured values in one automaton, leftmost-longest so a secret
+/// that contains another is replaced whole; `names[i]` names pattern `i`.
 #[derive(Debug, Clone)]
-enum Configured {
-    /// All values as one alternation, longest first so a secret that contains
-    /// another is replaced whole.
-    Regex {
-        re: Regex,
-        names: HashMap<String, String>,
-    },
-    /// Fallback if the alternation is too big to compile: plain replaces.
-    Plain(Vec<(String, String)>),
+struct Configured {
+    values: AhoCorasick,
+    names: Vec<String>,
 }
 
 impl Redactor {
@@ -64,49 +61,39 @@ impl Redactor {
             .map(|(n, v)| (n.into(), v.into()))
             .filter(|(_, v)| v.chars().count() >= MIN_SECRET_LEN)
             .collect();
-        if pairs.is_empty() {
-            return Self::default();
-        }
-        pairs.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.1.cmp(&b.1)));
+        pairs.sort_by(|a, b| a.1.cmp(&b.1));
         pairs.dedup_by(|a, b| a.1 == b.1);
-        let pattern = pairs
-            .iter()
-            .map(|(_, v)| regex::escape(v))
-            .collect::<Vec<_>>()
-            .join("|");
-        let configured = match Regex::new(&pattern) {
-            Ok(re) => Configured::Regex {
-                re,
-                names: pairs.into_iter().map(|(n, v)| (v, n)).collect(),
-            },
+        let values = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(pairs.iter().map(|(_, v)| v));
+        let configured = match values {
+            Ok(values) if !pairs.is_empty() => Some(Configured {
+                values,
+                names: pairs.into_iter().map(|(n, _)| n).collect(),
+            }),
+            Ok(_) => None,
+            // Only a pathological set of patterns fails to build; then the
+            // shapes are all that protect, and the log says so.
             Err(e) => {
-                tracing::warn!("secret list too large for one regex ({e}); using slow path");
-                Configured::Plain(pairs)
+                tracing::warn!("cannot build the secret matcher: {e}");
+                None
             }
         };
-        Self {
-            configured: Some(configured),
-        }
+        Self { configured }
     }
 
     /// `s` with secrets replaced; borrowed when nothing matched.
     pub fn redact<'a>(&self, s: &'a str) -> Cow<'a, str> {
         let first = match &self.configured {
-            None => Cow::Borrowed(s),
-            Some(Configured::Regex { re, names }) => re.replace_all(s, |c: &Captures| {
-                let name = names.get(&c[0]).map(String::as_str).unwrap_or("SECRET");
-                format!("[REDACTED:{name}]")
-            }),
-            Some(Configured::Plain(pairs)) => {
-                let mut out = Cow::Borrowed(s);
-                for (name, value) in pairs {
-                    if out.contains(value.as_str()) {
-                        out =
-                            Cow::Owned(out.replace(value.as_str(), &format!("[REDACTED:{name}]")));
-                    }
-                }
-                out
+            Some(c) if c.values.is_match(s) => {
+                let mut out = String::with_capacity(s.len());
+                c.values.replace_all_with(s, &mut out, |m, _, dst| {
+                    dst.push_str(&format!("[REDACTED:{}]", c.names[m.pattern().as_usize()]));
+                    true
+                });
+                Cow::Owned(out)
             }
+            _ => Cow::Borrowed(s),
         };
         match first {
             Cow::Borrowed(b) => redact_shapes(b),
