@@ -816,3 +816,41 @@ fn context_mode_defaults_from_the_global_settings() {
     assert_eq!(ctx["context_mode"], "shared");
     assert_eq!(ctx["history"][0]["kind"], "epic");
 }
+
+#[test]
+fn ctrl_c_at_any_moment_of_start_up_is_recorded_never_lost() {
+    use std::os::unix::process::ExitStatusExt;
+    let sb = Sandbox::example();
+    let marker = sb.dir.path().join("executing");
+    slow_first_executor(&sb, &marker);
+    // From "modix has just started" to "the first agent runs": wherever the
+    // signal lands, modix exits 130 on its own — or, before its handlers
+    // exist (the first instants of the process), dies of it with nothing
+    // created — and any run it created is recorded as interrupted, never
+    // left running.
+    let mut handled = 0;
+    for delay_ms in [0, 2, 5, 10, 20, 40, 80, 160] {
+        let child = sb.spawn(&["go", "--json", "start and stop"]);
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .unwrap();
+        let out = child.wait_with_output().unwrap();
+        match out.status.signal() {
+            Some(_) => assert!(out.stdout.is_empty(), "died mid-run: {}", output_text(&out)),
+            None => {
+                assert_eq!(out.status.code(), Some(130), "{}", output_text(&out));
+                handled += 1;
+            }
+        }
+    }
+    assert!(
+        handled >= 4,
+        "modix handled only {handled} of 8 start-up interrupts"
+    );
+    for run in sb.runs().as_array().unwrap() {
+        assert_eq!(run["status"], "interrupted", "{run}");
+    }
+}
