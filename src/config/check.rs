@@ -181,128 +181,150 @@ pub fn agents(
     known: Known,
     diags: &mut Diagnostics,
 ) -> BTreeMap<String, Agent> {
-    let Known {
-        paths,
-        shells,
-        brains,
-        fsm_ids,
-        settings,
-    } = known;
     let mut out = BTreeMap::new();
     for (id, entry) in &file.agents {
         let ptr = format!("/agents/{}", schema::escape_pointer(id));
         let before = diags.error_count();
-        let binding = match &entry.command {
-            Some(argv) => {
-                if entry.shell.is_some() || entry.brain.is_some() {
-                    diags.push(at(src, "config::agent", &ptr, format!("agent `{id}` has both `command` and `shell`/`brain`"))
-                        .with_help("a command agent runs its argv as-is: remove `shell` and `brain`, or remove `command`"));
-                }
-                Some(Binding::Command { argv: argv.clone() })
-            }
-            None => {
-                let shell = resolve_ref(
-                    src,
-                    &ptr,
-                    "shell",
-                    entry.shell.as_ref(),
-                    settings.default_shell.as_ref(),
-                    shells,
-                    diags,
-                );
-                let brain = resolve_ref(
-                    src,
-                    &ptr,
-                    "brain",
-                    entry.brain.as_ref(),
-                    settings.default_brain.as_ref(),
-                    brains,
-                    diags,
-                );
-                match (shell, brain) {
-                    (Some(shell), Some(brain)) => Some(Binding::Shell {
-                        shell: Box::new(shell.clone()),
-                        brain: Box::new(brain.clone()),
-                    }),
-                    _ => None,
-                }
-            }
-        };
+        let binding = binding(src, &ptr, entry, &known, diags);
         let manifest = match &entry.manifest {
             None => Manifest::default(),
             Some(ManifestRef::Inline(m)) => m.clone(),
             Some(ManifestRef::Path(p)) => {
-                load_manifest(src, &format!("{ptr}/manifest"), paths, p, diags).unwrap_or_default()
+                let at = format!("{ptr}/manifest");
+                load_manifest(src, &at, known.paths, p, diags).unwrap_or_default()
             }
         };
-        check_manifest(src, &ptr, paths, &manifest, &entry.manifest, diags);
-        if let Some(Binding::Shell { shell, .. }) = &binding
-            && !manifest.permissions.write_files
-            && shell.permission_modes.is_none()
-        {
-            let shell = &shell.name;
-            let mut d = at(
-                src,
-                "config::permissions",
-                &ptr,
-                format!(
-                    "agent `{id}` may not write files, but shell `{shell}` has no read-only mode: nothing stops it"
-                ),
-            )
-            .with_help("give the shell `permission_modes` and use `{permission_mode}` in its args, or bind the agent to a shell that has them");
-            d.severity = crate::diagnostics::Severity::Warning;
-            diags.push(d);
+        check_manifest(src, &ptr, known.paths, &manifest, &entry.manifest, diags);
+        if let Some(Binding::Shell { shell, brain }) = &binding {
+            check_shell_fit(src, &ptr, id, shell, brain, &manifest, diags);
         }
-        if let (Some(Binding::Shell { shell: s, brain: b }), false) =
-            (&binding, manifest.requires.is_empty())
-        {
-            let (shell, brain) = (&s.name, &b.name);
-            let missing: Vec<&String> = manifest
-                .requires
-                .iter()
-                .filter(|c| !s.capabilities.contains(c) && !b.capabilities.contains(c))
-                .collect();
-            if !missing.is_empty() {
-                diags.push(at(src, "config::capability", &ptr, format!(
-                        "agent `{id}` requires {} but shell `{shell}` and brain `{brain}` do not provide it",
-                        missing.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
-                    )).with_help("bind a shell or brain that lists the capability, or drop it from the manifest's `requires`"));
-            }
-        }
-        let fsm = entry
-            .fsm
-            .clone()
-            .unwrap_or_else(|| "execution_fsm_v1".to_owned());
-        if !fsm_ids.contains(&fsm.as_str()) {
-            let p = if entry.fsm.is_some() {
-                format!("{ptr}/fsm")
-            } else {
-                ptr.clone()
-            };
-            diags.push(
-                at(
-                    src,
-                    "config::unknown-reference",
-                    &p,
-                    format!("agent `{id}` names unknown lifecycle FSM `{fsm}`"),
-                )
-                .with_help(unknown_name_help(&fsm, "FSM", fsm_ids.iter().copied())),
-            );
-        }
+        let fsm = lifecycle_name(src, &ptr, id, entry, known.fsm_ids, diags);
         if let (Some(binding), true) = (binding, diags.error_count() == before) {
-            out.insert(
-                id.clone(),
-                Agent {
-                    id: id.clone(),
-                    role: entry.role.clone(),
-                    binding,
-                    fsm,
-                    manifest,
-                },
-            );
+            let agent = Agent {
+                id: id.clone(),
+                role: entry.role.clone(),
+                binding,
+                fsm,
+                manifest,
+            };
+            out.insert(id.clone(), agent);
         }
     }
     out
+}
+
+/// A command as written, or the shell and brain the agent names (or the
+/// settings' defaults), looked up.
+fn binding(
+    src: &SourceFile,
+    ptr: &str,
+    entry: &AgentEntry,
+    known: &Known,
+    diags: &mut Diagnostics,
+) -> Option<Binding> {
+    if let Some(argv) = &entry.command {
+        if entry.shell.is_some() || entry.brain.is_some() {
+            diags.push(at(src, "config::agent", ptr, "this agent has both `command` and `shell`/`brain`".into())
+                .with_help("a command agent runs its argv as-is: remove `shell` and `brain`, or remove `command`"));
+        }
+        return Some(Binding::Command { argv: argv.clone() });
+    }
+    let settings = known.settings;
+    let (shell, brain) = (entry.shell.as_ref(), entry.brain.as_ref());
+    let shell = resolve_ref(
+        src,
+        ptr,
+        "shell",
+        shell,
+        settings.default_shell.as_ref(),
+        known.shells,
+        diags,
+    );
+    let brain = resolve_ref(
+        src,
+        ptr,
+        "brain",
+        brain,
+        settings.default_brain.as_ref(),
+        known.brains,
+        diags,
+    );
+    Some(Binding::Shell {
+        shell: Box::new(shell?.clone()),
+        brain: Box::new(brain?.clone()),
+    })
+}
+
+/// Whether the shell can do what the manifest asks: keep a read-only agent
+/// read-only (a warning when nothing can), and provide every capability it
+/// requires.
+fn check_shell_fit(
+    src: &SourceFile,
+    ptr: &str,
+    id: &str,
+    s: &Shell,
+    b: &Brain,
+    manifest: &Manifest,
+    diags: &mut Diagnostics,
+) {
+    let (shell, brain) = (&s.name, &b.name);
+    if !manifest.permissions.write_files && s.permission_modes.is_none() {
+        let mut d = at(
+            src,
+            "config::permissions",
+            ptr,
+            format!(
+                "agent `{id}` may not write files, but shell `{shell}` has no read-only mode: nothing stops it"
+            ),
+        )
+        .with_help("give the shell `permission_modes` and use `{permission_mode}` in its args, or bind the agent to a shell that has them");
+        d.severity = crate::diagnostics::Severity::Warning;
+        diags.push(d);
+    }
+    let missing: Vec<String> = manifest
+        .requires
+        .iter()
+        .filter(|c| !s.capabilities.contains(c) && !b.capabilities.contains(c))
+        .map(|c| format!("`{c}`"))
+        .collect();
+    if !missing.is_empty() {
+        diags.push(at(src, "config::capability", ptr, format!(
+                "agent `{id}` requires {} but shell `{shell}` and brain `{brain}` do not provide it",
+                missing.join(", ")
+            )).with_help("bind a shell or brain that lists the capability, or drop it from the manifest's `requires`"));
+    }
+}
+
+/// The lifecycle FSM the agent runs under (default `execution_fsm_v1`),
+/// which must exist; its shape and role are checked once the FSMs are known.
+fn lifecycle_name(
+    src: &SourceFile,
+    ptr: &str,
+    id: &str,
+    entry: &AgentEntry,
+    fsm_ids: &[&str],
+    diags: &mut Diagnostics,
+) -> String {
+    let fsm = entry
+        .fsm
+        .clone()
+        .unwrap_or_else(|| "execution_fsm_v1".to_owned());
+    if !fsm_ids.contains(&fsm.as_str()) {
+        let p = match entry.fsm {
+            Some(_) => format!("{ptr}/fsm"),
+            None => ptr.to_owned(),
+        };
+        diags.push(
+            at(
+                src,
+                "config::unknown-reference",
+                &p,
+                format!("agent `{id}` names unknown lifecycle FSM `{fsm}`"),
+            )
+            .with_help(unknown_name_help(&fsm, "FSM", fsm_ids.iter().copied())),
+        );
+    }
+    fsm
 }
 
 /// The shell or brain an agent names (or the settings' default), looked up.

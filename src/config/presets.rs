@@ -16,7 +16,8 @@ fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// The preset called `name`, as a complete shell.
+/// The preset called `name`, as a complete shell. Long because it is a
+/// table: one literal per CLI, each read on its own.
 pub fn preset(name: &str) -> Option<Shell> {
     let probe = |regex: &str| {
         Some(VersionProbe {

@@ -47,6 +47,8 @@ pub(crate) fn compute(m: &Input) -> WorstCase {
 /// hashing and copying a configuration cost as much as the machine is large.
 type Config = (u32, Box<[(u32, u32)]>);
 
+/// One breadth-first search over configurations, then one longest-path pass
+/// over their DAG; kept together because both share the index.
 fn exact(m: &Input) -> Option<WorstCase> {
     let (relevant, groups) = relevant_slots(m);
     let start: Config = (m.initial.0, Box::new([]));

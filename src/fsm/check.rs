@@ -449,6 +449,86 @@ pub(crate) fn emit_event_span(raw: &RawFile, index: usize, event: &str) -> Optio
         .map(Spanned::span)
 }
 
+/// `max` as written (checked to be in range and paired with `exhausted`),
+/// or the project's loop bound when only `exhausted` is given.
+fn bound(
+    t: &super::spec::RawTransition,
+    exhausted: Option<Option<StateId>>,
+    opts: &CompileOptions,
+    cx: &mut Ctx,
+) -> Option<u32> {
+    match (&t.max, exhausted) {
+        (Some(m), _) if !(1..=i64::from(u32::MAX)).contains(m.get_ref()) => {
+            cx.error(
+                "fsm::invalid-field",
+                m.span(),
+                format!("max = {} is out of range", m.get_ref()),
+                "a bound is how many times the transition may fire: 1 or more".into(),
+            );
+            None
+        }
+        (Some(m), Some(None)) => {
+            cx.error(
+                "fsm::max-without-exhausted",
+                m.span(),
+                format!(
+                    "transition {} —{}→ {} has `max` but no `exhausted` state",
+                    t.from.get_ref(),
+                    t.event.get_ref(),
+                    t.to.get_ref()
+                ),
+                "add `exhausted = \"<STATE>\"`: where the run goes once the bound is used up"
+                    .into(),
+            );
+            None
+        }
+        (Some(m), _) => u32::try_from(*m.get_ref()).ok(),
+        (None, Some(Some(_))) => Some(opts.default_max),
+        (None, _) => None,
+    }
+}
+
+/// A second transition on the same event from the same state: the same
+/// target is a duplicate, another one makes the machine nondeterministic.
+#[allow(clippy::too_many_arguments)]
+fn repeated_event(
+    prev: &Transition,
+    from: StateId,
+    to: StateId,
+    event: &str,
+    span: &Range<usize>,
+    t: &super::spec::RawTransition,
+    states: &[State],
+    cx: &mut Ctx,
+) {
+    let shown = |id: StateId| states[id.index()].name.as_str();
+    if prev.to == to {
+        cx.error(
+            "fsm::duplicate-transition",
+            span.clone(),
+            format!(
+                "transition {} —{event}→ {} is defined twice",
+                shown(from),
+                shown(to)
+            ),
+            "delete one of the two entries".into(),
+        );
+    } else {
+        cx.error(
+            "fsm::nondeterministic",
+            t.event.span(),
+            format!(
+                "state `{}` has two transitions on event `{event}` (to `{}` and to `{}`)",
+                shown(from),
+                shown(prev.to),
+                shown(to)
+            ),
+            "one event must lead to one state: delete one transition or give it another event"
+                .into(),
+        );
+    }
+}
+
 fn transitions(
     raw: &RawFile,
     states: &[State],
@@ -481,35 +561,7 @@ fn transitions(
             None => Some(None),
         };
         nonempty(&t.event, "transition event", cx);
-        let max = match (&t.max, exhausted) {
-            (Some(m), _) if !(1..=i64::from(u32::MAX)).contains(m.get_ref()) => {
-                cx.error(
-                    "fsm::invalid-field",
-                    m.span(),
-                    format!("max = {} is out of range", m.get_ref()),
-                    "a bound is how many times the transition may fire: 1 or more".into(),
-                );
-                None
-            }
-            (Some(m), Some(None)) => {
-                cx.error(
-                    "fsm::max-without-exhausted",
-                    m.span(),
-                    format!(
-                        "transition {} —{}→ {} has `max` but no `exhausted` state",
-                        t.from.get_ref(),
-                        t.event.get_ref(),
-                        t.to.get_ref()
-                    ),
-                    "add `exhausted = \"<STATE>\"`: where the run goes once the bound is used up"
-                        .into(),
-                );
-                None
-            }
-            (Some(m), _) => u32::try_from(*m.get_ref()).ok(),
-            (None, Some(Some(_))) => Some(opts.default_max),
-            (None, _) => None,
-        };
+        let max = bound(t, exhausted, opts, cx);
         let (Some(from), Some(to), Some(exhausted)) = (from, to, exhausted) else {
             continue;
         };
@@ -526,32 +578,7 @@ fn transitions(
         }
         let event = *t.event.get_ref();
         if let Some(&prev) = seen.get(&(from, event)) {
-            let p: &Transition = &out[prev];
-            if p.to == to {
-                cx.error(
-                    "fsm::duplicate-transition",
-                    span.clone(),
-                    format!(
-                        "transition {} —{event}→ {} is defined twice",
-                        from_state.name,
-                        states[to.index()].name
-                    ),
-                    "delete one of the two entries".into(),
-                );
-            } else {
-                cx.error(
-                    "fsm::nondeterministic",
-                    t.event.span(),
-                    format!(
-                        "state `{}` has two transitions on event `{event}` (to `{}` and to `{}`)",
-                        from_state.name,
-                        states[p.to.index()].name,
-                        states[to.index()].name
-                    ),
-                    "one event must lead to one state: delete one transition or give it another event"
-                        .into(),
-                );
-            }
+            repeated_event(&out[prev], from, to, event, &span, t, states, cx);
             continue;
         }
         seen.insert((from, event), out.len());

@@ -258,6 +258,11 @@ enum Kill {
 
 /// Run `spec` to completion, timeout or cancellation. Only failing to start
 /// is an error; every way the process can end is a [`ProcessOutcome`].
+///
+/// Long on purpose: it is one `select!` loop over the pipes, stdin, the
+/// child, the timers and cancellation, whose shared state (deadlines, kill
+/// stage, drain window) is easier to check for races in one place than
+/// spread over helpers.
 pub async fn run_process(
     spec: ProcessSpec,
     mut cancel: watch::Receiver<bool>,

@@ -317,56 +317,7 @@ pub(super) fn write_step(
     let at = now();
 
     if let Some((id, end)) = &step.invocation {
-        if end.status == InvocationStatus::Running {
-            return Err(StoreError::Invalid {
-                path: path.to_path_buf(),
-                message: format!("invocation {} cannot end with status running", id.0),
-            });
-        }
-        let validation_errors = json(path, &end.validation_errors)?;
-        let parsed_output = end
-            .parsed_output
-            .as_ref()
-            .map(|v| json(path, v))
-            .transpose()?;
-        let changed = tx
-            .execute(
-                "UPDATE invocations SET ended_at = ?3, status = ?4, outcome = ?5, exit_code = ?6, \
-                 signal = ?7, timed_out = ?8, duration_ms = ?9, stdout = ?10, stderr = ?11, \
-                 stdout_bytes = ?12, stderr_bytes = ?13, parsed_output = ?14, \
-                 validation_errors = ?15 \
-                 WHERE id = ?1 AND run_id = ?2 AND status = 'running'",
-                params![
-                    id.0,
-                    run_id,
-                    at,
-                    end.status,
-                    end.outcome,
-                    end.exit_code,
-                    end.signal,
-                    end.timed_out,
-                    end.duration_ms.map(to_i64),
-                    end.stdout,
-                    end.stderr,
-                    to_i64(end.stdout_bytes),
-                    to_i64(end.stderr_bytes),
-                    parsed_output,
-                    validation_errors,
-                ],
-            )
-            .ctx(path, "finishing an invocation")?;
-        if changed == 0 {
-            return Err(conflict(format!(
-                "invocation {} is not a running invocation of this run",
-                id.0
-            )));
-        }
-        let lifecycle: Vec<(&str, &str, &str)> = end
-            .lifecycle
-            .iter()
-            .map(|(f, e, to)| (f.as_str(), e.as_str(), to.as_str()))
-            .collect();
-        append_lifecycle(tx, path, *id, &at, &lifecycle)?;
+        finish_invocation(tx, path, run_id, *id, end, &at)?;
     }
 
     let seq: u32 = tx
@@ -434,4 +385,70 @@ pub(super) fn write_step(
         transition_from_row,
     )
     .ctx(path, "reading back a transition")
+}
+
+/// Closes a running invocation of the run with how it ended, and appends
+/// the rest of its lifecycle; part of a step's transaction.
+fn finish_invocation(
+    tx: &Transaction<'_>,
+    path: &Path,
+    run_id: &str,
+    id: InvocationId,
+    end: &InvocationEnd,
+    at: &str,
+) -> Result<(), StoreError> {
+    if end.status == InvocationStatus::Running {
+        return Err(StoreError::Invalid {
+            path: path.to_path_buf(),
+            message: format!("invocation {} cannot end with status running", id.0),
+        });
+    }
+    let validation_errors = json(path, &end.validation_errors)?;
+    let parsed_output = end
+        .parsed_output
+        .as_ref()
+        .map(|v| json(path, v))
+        .transpose()?;
+    let changed = tx
+        .execute(
+            "UPDATE invocations SET ended_at = ?3, status = ?4, outcome = ?5, exit_code = ?6, \
+             signal = ?7, timed_out = ?8, duration_ms = ?9, stdout = ?10, stderr = ?11, \
+             stdout_bytes = ?12, stderr_bytes = ?13, parsed_output = ?14, \
+             validation_errors = ?15 \
+             WHERE id = ?1 AND run_id = ?2 AND status = 'running'",
+            params![
+                id.0,
+                run_id,
+                at,
+                end.status,
+                end.outcome,
+                end.exit_code,
+                end.signal,
+                end.timed_out,
+                end.duration_ms.map(to_i64),
+                end.stdout,
+                end.stderr,
+                to_i64(end.stdout_bytes),
+                to_i64(end.stderr_bytes),
+                parsed_output,
+                validation_errors,
+            ],
+        )
+        .ctx(path, "finishing an invocation")?;
+    if changed == 0 {
+        return Err(StoreError::Conflict {
+            path: path.to_path_buf(),
+            run_id: run_id.to_owned(),
+            detail: format!(
+                "invocation {} is not a running invocation of this run",
+                id.0
+            ),
+        });
+    }
+    let lifecycle: Vec<(&str, &str, &str)> = end
+        .lifecycle
+        .iter()
+        .map(|(f, e, to)| (f.as_str(), e.as_str(), to.as_str()))
+        .collect();
+    append_lifecycle(tx, path, id, at, &lifecycle)
 }
