@@ -1,11 +1,9 @@
 //! `modix fsm`: one small bad file per check (code, line, message), clean
 //! machines, overrides, list/show/graph output and the shipped worst case.
 
-use std::path::Path;
 use std::process::Command as StdCommand;
 
-use assert_cmd::Command;
-use tempfile::TempDir;
+use crate::util::Sandbox;
 
 const GOOD: &str = r#"id = "t"
 version = "1.0.0"
@@ -45,23 +43,13 @@ event = "bad"
 to = "FAIL"
 "#;
 
-fn project(files: &[(&str, &str)]) -> TempDir {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let fsm = dir.path().join(".modix/fsm");
-    std::fs::create_dir_all(&fsm).expect("mkdir");
+/// A sandbox whose project holds only these `.modix/fsm/` files.
+fn project(files: &[(&str, &str)]) -> Sandbox {
+    let sb = Sandbox::new();
     for (name, text) in files {
-        std::fs::write(fsm.join(name), text).expect("write");
+        sb.write(&format!(".modix/fsm/{name}"), text);
     }
-    dir
-}
-
-fn modix(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("modix").expect("binary");
-    c.current_dir(dir)
-        .env_remove("MODIX_PROJECT")
-        .env("NO_COLOR", "1")
-        .args(["--color", "never"]);
-    c
+    sb
 }
 
 struct Run {
@@ -70,8 +58,13 @@ struct Run {
     stderr: String,
 }
 
-fn run(dir: &Path, args: &[&str]) -> Run {
-    let out = modix(dir).args(args).output().expect("run modix");
+fn run(sb: &Sandbox, args: &[&str]) -> Run {
+    let out = sb
+        .modix()
+        .args(["--color", "never"])
+        .args(args)
+        .output()
+        .expect("run modix");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -82,7 +75,7 @@ fn run(dir: &Path, args: &[&str]) -> Run {
 /// `fsm check` on a project holding `text` reports `code` at `line` with `message`.
 fn assert_finding(text: &str, code: &str, line: usize, message: &str) {
     let dir = project(&[("bad.toml", text)]);
-    let r = run(dir.path(), &["fsm", "check"]);
+    let r = run(&dir, &["fsm", "check"]);
     assert_eq!(
         r.code, 2,
         "exit code\nstdout:\n{}\nstderr:\n{}",
@@ -159,7 +152,7 @@ fn unknown_state() {
     assert_finding(&text, "fsm::unknown-state", 31, "unknown state `DONEE`");
     let dir = project(&[("bad.toml", &text)]);
     assert!(
-        run(dir.path(), &["fsm", "check"])
+        run(&dir, &["fsm", "check"])
             .stderr
             .contains("did you mean `DONE`?")
     );
@@ -276,7 +269,7 @@ fn max_without_exhausted() {
 #[test]
 fn duplicate_id_across_project_files() {
     let dir = project(&[("a.toml", GOOD), ("bad.toml", GOOD)]);
-    let r = run(dir.path(), &["fsm", "check"]);
+    let r = run(&dir, &["fsm", "check"]);
     assert_eq!(r.code, 2);
     assert!(
         r.stderr.contains(".modix/fsm/bad.toml:1:6: error[fsm::duplicate-id]: id `t` is already defined by .modix/fsm/a.toml"),
@@ -293,7 +286,7 @@ fn warnings_do_not_fail() {
         .replace(", { on = \"timeout\", event = \"bad\" }", "")
         .replace("agent = \"worker\"", "agent = \"self\"");
     let dir = project(&[("warn.toml", &text)]);
-    let r = run(dir.path(), &["fsm", "check"]);
+    let r = run(&dir, &["fsm", "check"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stderr
@@ -311,7 +304,7 @@ fn a_workflow_needs_an_event_for_every_outcome() {
     // on configuration: an error, so `validate` and `go` refuse it up front.
     let text = GOOD.replace(", { on = \"timeout\", event = \"bad\" }", "");
     let dir = project(&[("wf.toml", &text)]);
-    let r = run(dir.path(), &["fsm", "check"]);
+    let r = run(&dir, &["fsm", "check"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
         r.stderr
@@ -327,7 +320,7 @@ fn clean_custom_machine_with_bounded_loop() {
         "[[transitions]]\nfrom = \"B\"\nevent = \"retry\"\nto = \"A\"\nmax = 2\nexhausted = \"FAIL\"\n",
     );
     let dir = project(&[("loop.toml", &text)]);
-    let r = run(dir.path(), &["fsm", "check", "t"]);
+    let r = run(&dir, &["fsm", "check", "t"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // go, (retry, go) × 2, then retry redirected to FAIL (or ok / bad): 6 steps; B runs 3 times.
     assert!(
@@ -345,7 +338,7 @@ fn exhausted_without_max_takes_the_default_bound() {
         "[[transitions]]\nfrom = \"B\"\nevent = \"retry\"\nto = \"A\"\nexhausted = \"FAIL\"\n",
     );
     let dir = project(&[("loop.toml", &text)]);
-    let r = run(dir.path(), &["fsm", "show", "t"]);
+    let r = run(&dir, &["fsm", "show", "t"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stdout
@@ -362,11 +355,11 @@ fn exhausted_without_max_takes_the_projects_loop_bound() {
     );
     let dir = project(&[("loop.toml", &text)]);
     std::fs::write(
-        dir.path().join(".modix/runtimes.json"),
+        dir.root().join(".modix/runtimes.json"),
         r#"{"loops": {"default_max": 5}}"#,
     )
     .expect("write runtimes.json");
-    let r = run(dir.path(), &["fsm", "show", "t"]);
+    let r = run(&dir, &["fsm", "show", "t"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stdout
@@ -375,7 +368,7 @@ fn exhausted_without_max_takes_the_projects_loop_bound() {
         r.stdout
     );
     // A → B, five rounds B → A → B, then the sixth retry redirected to FAIL.
-    let r = run(dir.path(), &["fsm", "check", "t"]);
+    let r = run(&dir, &["fsm", "check", "t"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stdout.contains(
@@ -388,8 +381,8 @@ fn exhausted_without_max_takes_the_projects_loop_bound() {
 
 #[test]
 fn shipped_machine_worst_case_is_exact() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let r = run(dir.path(), &["fsm", "check"]);
+    let dir = Sandbox::new();
+    let r = run(&dir, &["fsm", "check"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains(
         "plan_execute_test 1.0.0: ok — worst case exactly 12 transitions; agent invocations at most: PLANNING 1, EXECUTING 6, TESTING 4"
@@ -397,7 +390,7 @@ fn shipped_machine_worst_case_is_exact() {
     assert!(r.stdout.contains(
         "execution_fsm_v1 1.0.0: ok — worst case exactly 2 transitions; agent invocations at most: EXECUTING 1"
     ));
-    let r = run(dir.path(), &["fsm", "check", "--json", "plan_execute_test"]);
+    let r = run(&dir, &["fsm", "check", "--json", "plan_execute_test"]);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
     assert_eq!(v["errors"], 0);
     assert_eq!(v["machines"][0]["worst_case"]["transitions"], 12);
@@ -412,7 +405,7 @@ fn shipped_machine_worst_case_is_exact() {
 fn check_json_reports_findings() {
     let text = GOOD.replace("to = \"DONE\"", "to = \"DONEE\"");
     let dir = project(&[("bad.toml", &text)]);
-    let r = run(dir.path(), &["fsm", "check", "--json"]);
+    let r = run(&dir, &["fsm", "check", "--json"]);
     assert_eq!(r.code, 2);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
     let d = &v["diagnostics"][0];
@@ -424,9 +417,9 @@ fn check_json_reports_findings() {
 
 #[test]
 fn check_a_file_by_path_outside_a_project() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::write(dir.path().join("mine.toml"), GOOD).expect("write");
-    let r = run(dir.path(), &["fsm", "check", "mine.toml"]);
+    let dir = Sandbox::new();
+    std::fs::write(dir.root().join("mine.toml"), GOOD).expect("write");
+    let r = run(&dir, &["fsm", "check", "mine.toml"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stdout
@@ -437,8 +430,8 @@ fn check_a_file_by_path_outside_a_project() {
 
 #[test]
 fn check_unknown_id_is_a_usage_error() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let r = run(dir.path(), &["fsm", "check", "plan_exec_test"]);
+    let dir = Sandbox::new();
+    let r = run(&dir, &["fsm", "check", "plan_exec_test"]);
     assert_eq!(r.code, 2);
     assert!(
         r.stderr
@@ -453,7 +446,7 @@ fn project_file_overrides_builtin_with_same_id() {
         .replace("id = \"t\"", "id = \"plan_execute_test\"")
         .replace("1.0.0", "2.0.0");
     let dir = project(&[("pet.toml", &text)]);
-    let r = run(dir.path(), &["fsm", "list"]);
+    let r = run(&dir, &["fsm", "list"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let row = r
         .stdout
@@ -465,7 +458,7 @@ fn project_file_overrides_builtin_with_same_id() {
         "{row}"
     );
     assert_eq!(r.stdout.matches("plan_execute_test").count(), 1);
-    let r = run(dir.path(), &["fsm", "check"]);
+    let r = run(&dir, &["fsm", "check"]);
     assert!(
         r.stdout
             .contains("plan_execute_test 2.0.0: ok — worst case exactly 2 transitions")
@@ -475,8 +468,8 @@ fn project_file_overrides_builtin_with_same_id() {
 
 #[test]
 fn list_shows_builtins_outside_a_project() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let r = run(dir.path(), &["fsm", "list", "--json"]);
+    let dir = Sandbox::new();
+    let r = run(&dir, &["fsm", "list", "--json"]);
     assert_eq!(r.code, 0);
     let v: serde_json::Value = serde_json::from_str(&r.stdout).expect("json");
     let ids: Vec<&str> = v["machines"]
@@ -491,8 +484,8 @@ fn list_shows_builtins_outside_a_project() {
 
 #[test]
 fn show_lists_states_and_bounds() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let r = run(dir.path(), &["fsm", "show", "plan_execute_test"]);
+    let dir = Sandbox::new();
+    let r = run(&dir, &["fsm", "show", "plan_execute_test"]);
     assert_eq!(r.code, 0);
     assert!(
         r.stdout
@@ -506,15 +499,15 @@ fn show_lists_states_and_bounds() {
         r.stdout
             .contains("│ EXECUTING ┆ execution_rejected ┆ EXECUTING ┆ 2   ┆ FAILED    │")
     );
-    let r = run(dir.path(), &["fsm", "show", "nope"]);
+    let r = run(&dir, &["fsm", "show", "nope"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("no machine with id `nope`"));
 }
 
 #[test]
 fn graph_mermaid() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let r = run(dir.path(), &["fsm", "graph", "plan_execute_test"]);
+    let dir = Sandbox::new();
+    let r = run(&dir, &["fsm", "graph", "plan_execute_test"]);
     assert_eq!(r.code, 0);
     assert!(r.stdout.starts_with("flowchart LR"));
     assert!(
@@ -529,9 +522,9 @@ fn graph_mermaid() {
 
 #[test]
 fn graph_dot_renders_with_graphviz() {
-    let dir = tempfile::tempdir().expect("temp dir");
+    let dir = Sandbox::new();
     let r = run(
-        dir.path(),
+        &dir,
         &["fsm", "graph", "plan_execute_test", "--format", "dot"],
     );
     assert_eq!(r.code, 0);
@@ -544,7 +537,7 @@ fn graph_dot_renders_with_graphviz() {
             .contains("\"TESTING\" -> \"FAILED\" [label=\"tests_fail (after 3)\", style=dashed];")
     );
     assert!(r.stdout.contains("\"DONE\" [shape=doublecircle"));
-    let dot_file = dir.path().join("g.dot");
+    let dot_file = dir.root().join("g.dot");
     std::fs::write(&dot_file, &r.stdout).expect("write");
     match StdCommand::new("dot").arg("-Tsvg").arg(&dot_file).output() {
         Ok(out) => {

@@ -6,5 +6,6 @@ mod fsm;
 mod go;
 mod init;
 mod presets;
+mod snapshots;
 mod util;
 mod validate;
