@@ -5,6 +5,8 @@ mod doctor;
 mod fsm;
 mod go;
 mod init;
+mod mock_anthropic;
 mod presets;
+mod real_clis;
 mod util;
 mod validate;
