@@ -33,6 +33,16 @@
 //!
 //! Usage numbers are fixed so tests can assert sums: each answer reports
 //! `input_tokens: INPUT_TOKENS` and `output_tokens: OUTPUT_TOKENS`.
+//!
+//! The same server also speaks OpenAI's Responses API for Codex ([`Script::openai`]):
+//! `POST /v1/responses` answers with its streaming events (`response.created`,
+//! `response.output_item.added`, `response.output_text.delta` or
+//! `response.function_call_arguments.delta`, `response.output_item.done`,
+//! `response.completed` with `usage`); the turn is the number of `function_call_output`
+//! items in the request's `input`; errors get an OpenAI-style body
+//! (`{"error": {"message", "type", "param", "code"}}`). A WebSocket upgrade
+//! (`GET /v1/responses`) gets 404, which makes Codex fall back to HTTPS after its
+//! reconnect attempts; a custom Codex provider (see tests/cli/real_clis.rs) never tries one.
 
 #![allow(dead_code)]
 
@@ -87,7 +97,7 @@ impl ApiError {
         }
     }
 
-    fn body(&self) -> Value {
+    fn body(&self, api: Api) -> Value {
         let (kind, message) = match self {
             ApiError::Overloaded => ("overloaded_error", "Overloaded"),
             ApiError::RateLimited { .. } => (
@@ -97,7 +107,12 @@ impl ApiError {
             ApiError::Unauthorized => ("authentication_error", "invalid x-api-key"),
             ApiError::Other { kind, message, .. } => (kind.as_str(), message.as_str()),
         };
-        json!({"type": "error", "error": {"type": kind, "message": message}})
+        match api {
+            Api::Anthropic => json!({"type": "error", "error": {"type": kind, "message": message}}),
+            Api::OpenAiResponses => {
+                json!({"error": {"message": message, "type": kind, "param": null, "code": kind}})
+            }
+        }
     }
 
     fn extra_headers(&self) -> Vec<(String, String)> {
@@ -110,9 +125,19 @@ impl ApiError {
     }
 }
 
+/// Which API the mock speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    /// Anthropic Messages (`POST /v1/messages`), for Claude Code.
+    Anthropic,
+    /// OpenAI Responses (`POST /v1/responses`), for Codex.
+    OpenAiResponses,
+}
+
 /// What the mock answers, and its bounds.
 #[derive(Clone, Debug)]
 pub struct Script {
+    api: Api,
     turns: Vec<Turn>,
     /// Answer the first `.0` message requests with `.1` (`usize::MAX`: all of them).
     error: Option<(usize, ApiError)>,
@@ -127,14 +152,28 @@ impl Default for Script {
 }
 
 impl Script {
-    /// No turns yet; at most 50 requests; stops accepting after 60 s.
+    /// Anthropic Messages API; no turns yet; at most 50 requests; stops accepting after 60 s.
     pub fn new() -> Self {
         Script {
+            api: Api::Anthropic,
             turns: Vec::new(),
             error: None,
             max_requests: 50,
             time_limit: Duration::from_secs(60),
         }
+    }
+
+    /// Like [`Script::new`], but speaking OpenAI's Responses API (for Codex).
+    pub fn openai() -> Self {
+        Script {
+            api: Api::OpenAiResponses,
+            ..Script::new()
+        }
+    }
+
+    /// Every model request gets this error (keeps the API chosen so far).
+    pub fn always(self, err: ApiError) -> Self {
+        self.fail_first(usize::MAX, err)
     }
 
     /// Appends a text answer.
@@ -152,12 +191,12 @@ impl Script {
         self
     }
 
-    /// Every `POST /v1/messages` gets this error.
+    /// Every `POST /v1/messages` gets this error (Anthropic API).
     pub fn error(err: ApiError) -> Self {
-        Script::new().fail_first(usize::MAX, err)
+        Script::new().always(err)
     }
 
-    /// The first `n` `POST /v1/messages` get this error; later ones follow the turns.
+    /// The first `n` model requests get this error; later ones follow the turns.
     pub fn fail_first(mut self, n: usize, err: ApiError) -> Self {
         self.error = Some((n, err));
         self
@@ -199,9 +238,24 @@ impl Request {
         self.method == "POST" && self.path == "/v1/messages"
     }
 
+    /// `POST /v1/responses`.
+    pub fn is_responses(&self) -> bool {
+        self.method == "POST" && self.path == "/v1/responses"
+    }
+
     /// The number of `tool_result` blocks in the body's `messages` (= the turn answered).
     pub fn tool_results(&self) -> usize {
         count_tool_results(&self.body)
+    }
+
+    /// The number of `function_call_output` items in the body's `input` (Responses API turn).
+    pub fn function_call_outputs(&self) -> usize {
+        self.body["input"].as_array().map_or(0, |items| {
+            items
+                .iter()
+                .filter(|i| i["type"] == "function_call_output")
+                .count()
+        })
     }
 }
 
@@ -266,6 +320,14 @@ impl MockAnthropic {
             .filter(Request::is_messages)
             .collect()
     }
+
+    /// The `POST /v1/responses` requests so far (OpenAI flavour).
+    pub fn responses_requests(&self) -> Vec<Request> {
+        self.requests()
+            .into_iter()
+            .filter(Request::is_responses)
+            .collect()
+    }
 }
 
 impl Drop for MockAnthropic {
@@ -317,14 +379,17 @@ fn serve(stream: TcpStream, shared: &Shared) {
     };
     let n = shared.seen.fetch_add(1, Ordering::SeqCst);
     let response = if n >= shared.script.max_requests || shared.stop.load(Ordering::SeqCst) {
-        error_response(&ApiError::Other {
-            status: 503,
-            kind: "api_error".into(),
-            message: format!(
-                "mock request bound reached ({} requests)",
-                shared.script.max_requests
-            ),
-        })
+        error_response(
+            &ApiError::Other {
+                status: 503,
+                kind: "api_error".into(),
+                message: format!(
+                    "mock request bound reached ({} requests)",
+                    shared.script.max_requests
+                ),
+            },
+            shared.script.api,
+        )
     } else {
         respond(&req, shared)
     };
@@ -375,11 +440,16 @@ fn json_response(status: u16, body: &Value, extra: &[(String, String)]) -> Respo
     }
 }
 
-fn error_response(err: &ApiError) -> Response {
-    json_response(err.status(), &err.body(), &err.extra_headers())
+fn error_response(err: &ApiError, api: Api) -> Response {
+    json_response(err.status(), &err.body(api), &err.extra_headers())
 }
 
 fn respond(req: &Request, shared: &Shared) -> Response {
+    let api = shared.script.api;
+    let model_request = match api {
+        Api::Anthropic => req.is_messages(),
+        Api::OpenAiResponses => req.is_responses(),
+    };
     match (req.method.as_str(), req.path.as_str()) {
         ("HEAD", _) => {
             let bytes = format!(
@@ -391,37 +461,64 @@ fn respond(req: &Request, shared: &Shared) -> Response {
                 bytes: bytes.into_bytes(),
             }
         }
+        // Codex tries a WebSocket first; refusing the upgrade sends it to HTTPS.
+        ("GET", _)
+            if req
+                .headers
+                .get("upgrade")
+                .is_some_and(|u| u.eq_ignore_ascii_case("websocket")) =>
+        {
+            error_response(
+                &ApiError::Other {
+                    status: 404,
+                    kind: "not_found_error".into(),
+                    message: "mock serves no WebSocket".into(),
+                },
+                api,
+            )
+        }
         ("GET", _) => json_response(200, &json!({}), &[]),
         ("POST", "/v1/messages/count_tokens") => {
             json_response(200, &json!({"input_tokens": INPUT_TOKENS}), &[])
         }
-        ("POST", "/v1/messages") => {
+        _ if model_request => {
             let k = shared.messages_seen.fetch_add(1, Ordering::SeqCst);
             if let Some((n, err)) = &shared.script.error
                 && k < *n
             {
-                return error_response(err);
+                return error_response(err, api);
             }
-            let turn_no = req.tool_results();
-            let Some(turn) = shared.script.turns.get(turn_no) else {
-                return error_response(&ApiError::Other {
-                    status: 400,
-                    kind: "invalid_request_error".into(),
-                    message: format!("mock script has no turn {turn_no}"),
-                });
+            let turn_no = match api {
+                Api::Anthropic => req.tool_results(),
+                Api::OpenAiResponses => req.function_call_outputs(),
             };
-            let model = req.body["model"].as_str().unwrap_or("claude-mock");
-            if req.body["stream"].as_bool() == Some(true) {
-                sse_response(turn, turn_no, model)
-            } else {
-                json_response(200, &whole_message(turn, turn_no, model), &[])
+            let Some(turn) = shared.script.turns.get(turn_no) else {
+                return error_response(
+                    &ApiError::Other {
+                        status: 400,
+                        kind: "invalid_request_error".into(),
+                        message: format!("mock script has no turn {turn_no}"),
+                    },
+                    api,
+                );
+            };
+            let model = req.body["model"].as_str().unwrap_or("mock-model");
+            match (api, req.body["stream"].as_bool() == Some(true)) {
+                (Api::Anthropic, true) => sse_response(turn, turn_no, model),
+                (Api::Anthropic, false) => {
+                    json_response(200, &whole_message(turn, turn_no, model), &[])
+                }
+                (Api::OpenAiResponses, _) => responses_sse(turn, turn_no, model),
             }
         }
-        _ => error_response(&ApiError::Other {
-            status: 404,
-            kind: "not_found_error".into(),
-            message: format!("mock has no {} {}", req.method, req.path),
-        }),
+        _ => error_response(
+            &ApiError::Other {
+                status: 404,
+                kind: "not_found_error".into(),
+                message: format!("mock has no {} {}", req.method, req.path),
+            },
+            api,
+        ),
     }
 }
 
@@ -543,6 +640,65 @@ fn sse_response(turn: &Turn, turn_no: usize, model: &str) -> Response {
     bytes.push_str("cache-control: no-cache\r\n\r\n");
     for (name, data) in events {
         bytes.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    }
+    Response {
+        status: 200,
+        bytes: bytes.into_bytes(),
+    }
+}
+
+/// An OpenAI Responses API stream for one turn (what Codex reads).
+fn responses_sse(turn: &Turn, turn_no: usize, model: &str) -> Response {
+    let resp_id = format!("resp_mock_{turn_no:02}");
+    let mut events: Vec<Value> = vec![json!({"type": "response.created",
+        "response": {"id": resp_id, "object": "response", "status": "in_progress", "model": model}})];
+    match turn {
+        Turn::Text(text) => {
+            let id = format!("msg_mock_{turn_no:02}");
+            events.push(json!({"type": "response.output_item.added", "output_index": 0,
+                "item": {"type": "message", "id": id, "role": "assistant", "status": "in_progress", "content": []}}));
+            for piece in chunks(text, 16) {
+                events.push(json!({"type": "response.output_text.delta", "item_id": id,
+                    "output_index": 0, "content_index": 0, "delta": piece}));
+            }
+            events.push(
+                json!({"type": "response.output_item.done", "output_index": 0,
+                "item": {"type": "message", "id": id, "role": "assistant", "status": "completed",
+                         "content": [{"type": "output_text", "text": text, "annotations": []}]}}),
+            );
+        }
+        Turn::Tool { name, input } => {
+            let id = format!("fc_mock_{turn_no:02}");
+            let call_id = format!("call_mock_{turn_no:02}");
+            let args = input.to_string();
+            events.push(
+                json!({"type": "response.output_item.added", "output_index": 0,
+                "item": {"type": "function_call", "id": id, "call_id": call_id, "name": name,
+                         "arguments": "", "status": "in_progress"}}),
+            );
+            for piece in chunks(&args, 16) {
+                events.push(json!({"type": "response.function_call_arguments.delta",
+                    "item_id": id, "output_index": 0, "delta": piece}));
+            }
+            events.push(
+                json!({"type": "response.output_item.done", "output_index": 0,
+                "item": {"type": "function_call", "id": id, "call_id": call_id, "name": name,
+                         "arguments": args, "status": "completed"}}),
+            );
+        }
+    }
+    events.push(json!({"type": "response.completed", "response": {
+        "id": resp_id, "object": "response", "status": "completed", "model": model,
+        "usage": {"input_tokens": INPUT_TOKENS, "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens": OUTPUT_TOKENS, "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS}}}));
+    let mut bytes = head(200, "text/event-stream", &[]);
+    bytes.push_str("cache-control: no-cache\r\n\r\n");
+    for e in events {
+        bytes.push_str(&format!(
+            "event: {}\ndata: {e}\n\n",
+            e["type"].as_str().unwrap_or("")
+        ));
     }
     Response {
         status: 200,
@@ -776,6 +932,56 @@ mod tests {
         );
         let statuses: Vec<u16> = mock.requests().iter().map(|r| r.status).collect();
         assert_eq!(statuses, [529, 200]);
+    }
+
+    #[test]
+    fn mock_openai_responses_turns_and_errors() {
+        let mock = MockAnthropic::start(
+            Script::openai()
+                .tool("exec_command", json!({"cmd": "cat calc.py"}))
+                .text("done"),
+        );
+        let url = mock.url();
+        let req = |outputs: usize| {
+            let mut input = vec![json!({"type": "message", "role": "user", "content": []})];
+            for i in 0..outputs {
+                input.push(json!({"type": "function_call_output", "call_id": format!("c{i}"), "output": "x"}));
+            }
+            json!({"model": "gpt-mock", "stream": true, "input": input})
+        };
+        let (status, text) = call(&url, "POST", "/v1/responses", Some(&req(0)));
+        assert_eq!(status, 200);
+        let events = sse_data(&text);
+        assert_eq!(events[0]["type"], "response.created");
+        let done = events
+            .iter()
+            .find(|e| e["type"] == "response.output_item.done")
+            .unwrap();
+        assert_eq!(done["item"]["type"], "function_call");
+        assert_eq!(done["item"]["name"], "exec_command");
+        let args: String = events.iter().filter_map(|e| e["delta"].as_str()).collect();
+        assert_eq!(args, done["item"]["arguments"].as_str().unwrap());
+        let last = events.last().unwrap();
+        assert_eq!(last["type"], "response.completed");
+        assert_eq!(last["response"]["usage"]["output_tokens"], OUTPUT_TOKENS);
+
+        let (_, text) = call(&url, "POST", "/v1/responses", Some(&req(1)));
+        let events = sse_data(&text);
+        let said: String = events
+            .iter()
+            .filter(|e| e["type"] == "response.output_text.delta")
+            .filter_map(|e| e["delta"].as_str())
+            .collect();
+        assert_eq!(said, "done");
+        assert_eq!(mock.responses_requests().len(), 2);
+        assert_eq!(mock.responses_requests()[1].function_call_outputs(), 1);
+
+        let mock = MockAnthropic::start(Script::openai().always(ApiError::Unauthorized));
+        let (status, text) = call(&mock.url(), "POST", "/v1/responses", Some(&req(0)));
+        assert_eq!(status, 401);
+        let body: Value = serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_eq!(body["error"]["type"], "authentication_error");
+        assert!(body["error"]["message"].is_string());
     }
 
     #[test]

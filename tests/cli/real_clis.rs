@@ -682,3 +682,231 @@ fn real_codex_without_key_never_fails_by_itself() {
     // `--disable shell_snapshot`: no copy of the environment left on disk.
     assert!(!scratch.home().join(".codex/shell_snapshots").exists());
 }
+
+const FAKE_CODEX_KEY: &str = "sk-proj-FAKE-modix-test-0000000000";
+
+/// `codex exec` as a modix preset runs it, pointed at the mock through a custom provider:
+/// a custom provider makes no WebSocket attempt (the built-in one makes five, ~6 s, before
+/// falling back to HTTPS) and takes its retry bounds from config. Codex 0.169 ignores
+/// `OPENAI_BASE_URL` and sends no key from `OPENAI_API_KEY` with its built-in provider;
+/// `env_key` names the variable the custom provider reads.
+fn codex_against(scratch: &Scratch, codex: &Path, mock: &MockAnthropic) -> Command {
+    let work = scratch.work();
+    let base_url = format!("model_providers.mock.base_url=\"{}/v1\"", mock.url());
+    let args = [
+        "exec",
+        // Otherwise ~/.codex/shell_snapshots/*.sh keeps every variable, keys included.
+        "--disable",
+        "shell_snapshot",
+        "-c",
+        "model_provider=mock",
+        "-c",
+        "model_providers.mock.name=mock",
+        "-c",
+        &base_url,
+        "-c",
+        "model_providers.mock.env_key=CODEX_API_KEY",
+        "-c",
+        "model_providers.mock.wire_api=responses",
+        // HTTP errors are retried 5 times by default (a 500 took ~25 s); connection
+        // failures are retried forever whatever these say.
+        "-c",
+        "model_providers.mock.request_max_retries=0",
+        "-c",
+        "model_providers.mock.stream_max_retries=0",
+        "--json",
+        "--skip-git-repo-check",
+        "-C",
+        work.to_str().expect("utf-8"),
+        "-m",
+        "gpt-5-codex",
+        "-s",
+        "read-only",
+        "--ephemeral",
+        "-",
+    ];
+    scratch.command(codex, &args, &[("CODEX_API_KEY", FAKE_CODEX_KEY)])
+}
+
+/// Stretch: the real `codex exec` driven by the mock (Responses API) to a final agent_message.
+#[test]
+fn real_codex_answers_from_the_mock() {
+    let Some(codex) = find_cli("codex", "real_codex_answers_from_the_mock") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let answer = "All good.\n{\"ok\": true}";
+    let mock = MockAnthropic::start(
+        Script::openai()
+            .text(answer)
+            .time_limit(Duration::from_secs(30)),
+    );
+    let out = run_bounded(
+        codex_against(&scratch, &codex, &mock),
+        "Say hi",
+        Duration::from_secs(30),
+    );
+    out.record("mock-codex-text");
+    assert_eq!(out.code, Some(0), "{out:#?}\n{:#?}", mock.requests());
+    let lines = out.json_lines();
+    assert_eq!(lines[0]["type"], "thread.started");
+    let messages: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "item.completed" && l["item"]["type"] == "agent_message")
+        .collect();
+    assert_eq!(messages.len(), 1, "{out:#?}");
+    assert_eq!(messages[0]["item"]["text"], answer);
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "turn.completed", "{out:#?}");
+    assert_eq!(
+        last["usage"]["input_tokens"],
+        crate::mock_anthropic::INPUT_TOKENS
+    );
+    assert_eq!(last["usage"]["output_tokens"], OUTPUT_TOKENS);
+    assert!(lines.iter().all(|l| l["type"] != "error"), "{out:#?}");
+
+    let reqs = mock.responses_requests();
+    assert_eq!(reqs.len(), 1, "{:#?}", mock.requests());
+    assert_eq!(
+        reqs[0].headers["authorization"],
+        format!("Bearer {FAKE_CODEX_KEY}")
+    );
+    assert_eq!(reqs[0].body["model"], "gpt-5-codex");
+    assert_eq!(reqs[0].body["stream"], true);
+    assert!(!scratch.home().join(".codex/shell_snapshots").exists());
+}
+
+/// What `codex exec` prints when the API answers an error (retries off).
+fn codex_against_error(err: ApiError, record: &str) -> (Outcome, MockAnthropic) {
+    let codex = bin_dir().join("codex");
+    let scratch = Scratch::new();
+    let mock = MockAnthropic::start(
+        Script::openai()
+            .always(err)
+            .max_requests(20)
+            .time_limit(Duration::from_secs(30)),
+    );
+    let out = run_bounded(
+        codex_against(&scratch, &codex, &mock),
+        "Say hi",
+        Duration::from_secs(30),
+    );
+    out.record(record);
+    (out, mock)
+}
+
+/// The final failure: the last two lines are `error` then `turn.failed`, with the same message.
+fn codex_failure(out: &Outcome) -> String {
+    let lines = out.json_lines();
+    let n = lines.len();
+    assert!(n >= 2, "{out:#?}");
+    assert_eq!(lines[n - 1]["type"], "turn.failed", "{out:#?}");
+    assert_eq!(lines[n - 2]["type"], "error", "{out:#?}");
+    let message = lines[n - 1]["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(lines[n - 2]["message"], message.as_str());
+    message
+}
+
+#[test]
+fn real_codex_reports_unauthorized_401() {
+    if find_cli("codex", "real_codex_reports_unauthorized_401").is_none() {
+        return;
+    }
+    let (out, mock) = codex_against_error(ApiError::Unauthorized, "mock-codex-401");
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let message = codex_failure(&out);
+    assert!(
+        message.starts_with("unexpected status 401 Unauthorized: invalid x-api-key"),
+        "{message}"
+    );
+    assert_eq!(mock.responses_requests().len(), 1);
+}
+
+#[test]
+fn real_codex_reports_server_error_500() {
+    if find_cli("codex", "real_codex_reports_server_error_500").is_none() {
+        return;
+    }
+    let (out, mock) = codex_against_error(
+        ApiError::Other {
+            status: 500,
+            kind: "server_error".into(),
+            message: "The server had an error while processing your request.".into(),
+        },
+        "mock-codex-500",
+    );
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    // The server's message is replaced by Codex's own.
+    let message = codex_failure(&out);
+    assert!(message.contains("high demand"), "{message}");
+    assert_eq!(mock.responses_requests().len(), 1);
+}
+
+#[test]
+fn real_codex_reports_rate_limit_429() {
+    if find_cli("codex", "real_codex_reports_rate_limit_429").is_none() {
+        return;
+    }
+    let (out, _mock) = codex_against_error(
+        ApiError::RateLimited {
+            retry_after_secs: 1,
+        },
+        "mock-codex-429",
+    );
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let message = codex_failure(&out);
+    assert_eq!(
+        message,
+        "exceeded retry limit, last status: 429 Too Many Requests"
+    );
+}
+
+/// Stretch: a Codex tool call (its `exec_command`) scripted by the mock, then the answer.
+#[test]
+fn real_codex_runs_a_scripted_command() {
+    let Some(codex) = find_cli("codex", "real_codex_runs_a_scripted_command") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    std::fs::write(scratch.work().join("calc.py"), BUGGY).expect("write");
+    let mock = MockAnthropic::start(
+        Script::openai()
+            .tool("exec_command", json!({"cmd": "cat calc.py"}))
+            .text("read it")
+            .time_limit(Duration::from_secs(30)),
+    );
+    let out = run_bounded(
+        codex_against(&scratch, &codex, &mock),
+        "Show calc.py",
+        Duration::from_secs(30),
+    );
+    out.record("mock-codex-tool");
+    assert_eq!(out.code, Some(0), "{out:#?}\n{:#?}", mock.requests());
+    let reqs = mock.responses_requests();
+    assert_eq!(reqs.len(), 2, "{out:#?}");
+    let output = reqs[1].body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "function_call_output")
+        .cloned()
+        .unwrap_or_default();
+    assert!(output.to_string().contains("len(xs) - 1"), "{output:#}");
+
+    // The stream shows the command (run through a login shell) with its output and exit code.
+    let lines = out.json_lines();
+    let ran = lines
+        .iter()
+        .find(|l| l["type"] == "item.completed" && l["item"]["type"] == "command_execution")
+        .unwrap_or_else(|| panic!("no command_execution: {out:#?}"));
+    assert_eq!(ran["item"]["command"], "/bin/bash -lc 'cat calc.py'");
+    assert_eq!(ran["item"]["exit_code"], 0);
+    assert_eq!(ran["item"]["aggregated_output"], BUGGY);
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "turn.completed");
+    // Usage is summed over the two answers.
+    assert_eq!(last["usage"]["output_tokens"], 2 * OUTPUT_TOKENS);
+}
