@@ -1,8 +1,9 @@
 //! Tests against the real agent CLIs (Claude Code, Codex, Gemini), installed by
 //! `.ci/agent-clis/install.sh` into `.ci/agent-clis/node_modules/.bin/` (or found in
 //! the directory named by `MODIX_AGENT_CLIS_BIN`). No key and no model network:
-//! Claude Code is pointed at [`MockAnthropic`]; the others are only run into their
-//! no-key failures. The facts asserted here are written up in docs/agent-clis-observed.md.
+//! Claude Code and Codex are pointed at [`MockAnthropic`] (Anthropic Messages and OpenAI
+//! Responses flavours); all three are also run into their no-key failures. The facts
+//! asserted here are written up in docs/agent-clis-observed.md.
 //!
 //! When the CLIs are not installed each test prints why it is skipped (straight to
 //! stderr, so it shows even when the harness captures output) and returns; with
@@ -862,6 +863,40 @@ fn real_codex_reports_rate_limit_429() {
         message,
         "exceeded retry limit, last status: 429 Too Many Requests"
     );
+}
+
+#[test]
+fn real_codex_reports_bad_request_400() {
+    if find_cli("codex", "real_codex_reports_bad_request_400").is_none() {
+        return;
+    }
+    let model_gone = "The model `gpt-x` does not exist or you do not have access to it.";
+    // `error.code: model_not_found`: the server's message alone.
+    let (out, mock) = codex_against_error(
+        ApiError::Other {
+            status: 400,
+            kind: "model_not_found".into(),
+            message: model_gone.into(),
+        },
+        "mock-codex-400-model",
+    );
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    assert_eq!(codex_failure(&out), model_gone);
+    assert_eq!(mock.responses_requests().len(), 1);
+
+    // Any other 400: the raw response body as the message.
+    let (out, _mock) = codex_against_error(
+        ApiError::Other {
+            status: 400,
+            kind: "invalid_request_error".into(),
+            message: "Invalid value for 'input'.".into(),
+        },
+        "mock-codex-400-other",
+    );
+    assert_eq!(out.code, Some(1), "{out:#?}");
+    let message = codex_failure(&out);
+    let body: Value = serde_json::from_str(&message).expect("the raw JSON body");
+    assert_eq!(body["error"]["message"], "Invalid value for 'input'.");
 }
 
 /// Stretch: a Codex tool call (its `exec_command`) scripted by the mock, then the answer.
