@@ -907,6 +907,12 @@ fn real_codex_runs_a_scripted_command() {
     };
     let scratch = Scratch::new();
     std::fs::write(scratch.work().join("calc.py"), BUGGY).expect("write");
+    // Running a command makes Codex create /tmp/codex-daemon-<uid>/ (ignoring TMPDIR) and
+    // leave it. Remove it afterwards if this test made it and it is still empty
+    // (remove_dir refuses a non-empty one, so a real Codex's files are never touched).
+    let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+    let daemon_dir = PathBuf::from(format!("/tmp/codex-daemon-{uid}"));
+    let made_daemon_dir = !daemon_dir.exists();
     let mock = MockAnthropic::start(
         Script::openai()
             .tool("exec_command", json!({"cmd": "cat calc.py"}))
@@ -919,6 +925,9 @@ fn real_codex_runs_a_scripted_command() {
         Duration::from_secs(30),
     );
     out.record("mock-codex-tool");
+    if made_daemon_dir {
+        let _ = std::fs::remove_dir(&daemon_dir);
+    }
     assert_eq!(out.code, Some(0), "{out:#?}\n{:#?}", mock.requests());
     let reqs = mock.responses_requests();
     assert_eq!(reqs.len(), 2, "{out:#?}");
