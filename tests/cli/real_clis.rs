@@ -569,10 +569,13 @@ fn real_claude_without_key_fails_fast() {
         return;
     };
     let scratch = Scratch::new();
+    // A closed local port, so that nothing could reach Anthropic even on a machine with network.
+    let nowhere = closed_port_url();
     let cmd = scratch.command(
         &claude,
         &claude_args("plan"),
         &[
+            ("ANTHROPIC_BASE_URL", nowhere.as_str()),
             ("CLAUDE_CODE_MAX_RETRIES", "0"),
             ("DISABLE_TELEMETRY", "1"),
             ("DISABLE_ERROR_REPORTING", "1"),
@@ -627,10 +630,20 @@ fn real_gemini_without_key_fails_fast() {
     );
 }
 
-/// Test B, Codex: with no key and no network it never fails by itself; it keeps
-/// emitting non-final `type:"error"` "Reconnecting…" events. modix must bound it with
-/// its own wall-clock timeout (an idle timeout shorter than the keep-alive period).
-/// The test gives it 12 s, checks it is still going and that the group kill cleans up.
+/// `http://127.0.0.1:PORT` where nothing listens (bound, then released).
+fn closed_port_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
+
+/// Test B, Codex: with no key and no reachable API it never fails by itself; it keeps
+/// emitting non-final `type:"error"` "Reconnecting…" events (gaps growing to ~63 s).
+/// modix must bound it with its own wall-clock timeout. The test gives it 12 s, checks
+/// it is still going and that the group kill cleans up. Its endpoint is a closed local
+/// port rather than the default one (which behaves the same offline, observe.sh shows),
+/// so that on a machine with network the test neither reaches OpenAI nor changes meaning.
 #[test]
 fn real_codex_without_key_never_fails_by_itself() {
     let Some(codex) = find_cli("codex", "real_codex_without_key_never_fails_by_itself") else {
@@ -638,12 +651,15 @@ fn real_codex_without_key_never_fails_by_itself() {
     };
     let scratch = Scratch::new();
     let work = scratch.work();
+    let base_url = format!("openai_base_url=\"{}/v1\"", closed_port_url());
     let cmd = scratch.command(
         &codex,
         &[
             "exec",
             "--disable",
             "shell_snapshot",
+            "-c",
+            &base_url,
             "--json",
             "--skip-git-repo-check",
             "-C",
