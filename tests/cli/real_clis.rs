@@ -261,7 +261,9 @@ fn run_bounded(mut cmd: Command, stdin: &str, limit: Duration) -> Outcome {
     }
 }
 
-/// Running as root? (Claude Code refuses some permission modes for root unless IS_SANDBOX=1.)
+/// Running as root? Claude Code refuses `bypassPermissions` for root unless IS_SANDBOX=1;
+/// `acceptEdits` was observed to work without it, the variable is set for root anyway so a
+/// test switching modes does not trip on it.
 fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
@@ -281,7 +283,8 @@ fn claude_args(permission_mode: &str) -> Vec<&str> {
     ]
 }
 
-/// Claude Code against the mock: fake key, no retries, nothing but the mock to talk to.
+/// Claude Code against the mock: fake key, `retries` as its own retry bound
+/// (`CLAUDE_CODE_MAX_RETRIES`), nothing but the mock to talk to.
 fn claude_against(
     scratch: &Scratch,
     claude: &Path,
