@@ -257,7 +257,8 @@ pub(super) fn judge(agent: &Agent, output_schema: &str, out: &ProcessOutcome) ->
         return validated(output_schema, synthesize(output_schema, agent, out));
     }
     if out.exit_code != Some(0) {
-        let tail = last_lines(&out.stderr.text, 5);
+        let stderr = out.stderr.text();
+        let tail = last_lines(&stderr, 5);
         let how = ended(out);
         return Verdict::ProcessError(if tail.is_empty() {
             how
@@ -274,11 +275,11 @@ pub(super) fn judge(agent: &Agent, output_schema: &str, out: &ProcessOutcome) ->
         None => (OutputFormat::Text, None, None),
     };
     if let Some(ptr) = error_pointer
-        && cli_reported_error(&out.stdout.text, ptr)
+        && cli_reported_error(&out.stdout.text(), ptr)
     {
         return Verdict::ProcessError(format!("the CLI reported an error ({ptr} is true)"));
     }
-    match shell::extract_json(&out.stdout.text, format, pointer) {
+    match shell::extract_json(&out.stdout.text(), format, pointer) {
         Ok(value) => validated(output_schema, value),
         Err(e) => Verdict::Invalid(vec![e.to_string()]),
     }
@@ -336,7 +337,7 @@ fn synthesize(output_schema: &str, agent: &Agent, out: &ProcessOutcome) -> Value
     let failures = if passed {
         Vec::new()
     } else {
-        let both = format!("{}\n{}", out.stdout.text, out.stderr.text);
+        let both = format!("{}\n{}", out.stdout.text(), out.stderr.text());
         last_lines(&both, TAIL_LINES)
             .into_iter()
             .map(str::to_owned)

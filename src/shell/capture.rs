@@ -31,9 +31,10 @@ impl Default for CaptureLimits {
 /// What was kept of a stream, ready to show or store.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Captured {
-    /// Lossy UTF-8. When the stream was longer than head + tail this is
-    /// `head + "\n…[N bytes omitted]…\n" + tail`.
-    pub text: String,
+    /// The bytes as the process wrote them (stored faithfully, even when
+    /// they are not text). When the stream was longer than head + tail this
+    /// is `head + "\n…[N bytes omitted]…\n" + tail`.
+    pub bytes: Vec<u8>,
     /// Every byte the stream produced, kept or not.
     pub total_bytes: u64,
     /// Bytes dropped from the middle (0 when nothing was dropped).
@@ -45,6 +46,22 @@ impl Captured {
     pub fn is_truncated(&self) -> bool {
         self.omitted_bytes > 0
     }
+
+    /// The bytes as text, with invalid UTF-8 replaced (for parsing and
+    /// messages; the record keeps the bytes themselves).
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.bytes)
+    }
+}
+
+/// How far the cut of a truncated stream moves to avoid splitting a word:
+/// a secret (an API key is one word) cut in half would leave its first
+/// characters in the record, where no redactor can recognise them.
+const WORD_MARGIN: usize = 1024;
+
+/// Whether a byte can be part of a secret-like word (keys, tokens).
+fn in_word(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/' | b'+' | b'=' | b'~')
 }
 
 /// The last `n` non-blank lines of `text` (all of them if it has fewer), for
@@ -121,25 +138,48 @@ impl CaptureBuffer {
             let mut all = self.head;
             all.extend_from_slice(&tail);
             return Captured {
-                text: String::from_utf8_lossy(&all).into_owned(),
+                bytes: all,
                 total_bytes: self.total,
                 omitted_bytes: 0,
             };
         }
-        // The cut points can fall inside a multi-byte character; trim the
-        // partial pieces rather than print replacement characters for them.
+        // The cut points can fall inside a multi-byte character or a word;
+        // trim the partial pieces rather than keep half of either.
         let head = trim_partial_end(&self.head);
-        let tail_start = partial_start_len(&tail);
-        let tail = &tail[tail_start..];
+        let head = &head[..word_end(head)];
+        let tail = &tail[partial_start_len(&tail)..];
+        let tail = &tail[word_start(tail)..];
         let omitted = self.total - (head.len() + tail.len()) as u64;
-        let mut text = String::from_utf8_lossy(head).into_owned();
-        text.push_str(&format!("\n…[{omitted} bytes omitted]…\n"));
-        text.push_str(&String::from_utf8_lossy(tail));
+        let mut bytes = Vec::with_capacity(head.len() + tail.len() + 40);
+        bytes.extend_from_slice(head);
+        bytes.extend_from_slice(format!("\n…[{omitted} bytes omitted]…\n").as_bytes());
+        bytes.extend_from_slice(tail);
         Captured {
-            text,
+            bytes,
             total_bytes: self.total,
             omitted_bytes: omitted,
         }
+    }
+}
+
+/// Where `head` ends without its last word, when that word may have been cut
+/// (it runs to the end); a word longer than [`WORD_MARGIN`] is kept.
+fn word_end(head: &[u8]) -> usize {
+    let start = head.len().saturating_sub(WORD_MARGIN);
+    match head[start..].iter().rposition(|&b| !in_word(b)) {
+        Some(i) => start + i + 1,
+        None if start == 0 => 0,
+        None => head.len(),
+    }
+}
+
+/// Where `tail` starts after its first word, which may have been cut.
+fn word_start(tail: &[u8]) -> usize {
+    let end = tail.len().min(WORD_MARGIN);
+    match tail[..end].iter().position(|&b| !in_word(b)) {
+        Some(i) => i,
+        None if end == tail.len() => tail.len(),
+        None => 0,
     }
 }
 
@@ -178,7 +218,7 @@ mod tests {
         c.push(b"hello ");
         c.push(b"world");
         let got = c.finish();
-        assert_eq!(got.text, "hello world");
+        assert_eq!(got.text(), "hello world");
         assert_eq!(got.total_bytes, 11);
         assert!(!got.is_truncated());
     }
@@ -188,21 +228,21 @@ mod tests {
         let mut c = CaptureBuffer::new(limits(3, 3));
         c.push(b"abcdef");
         let got = c.finish();
-        assert_eq!(got.text, "abcdef");
+        assert_eq!(got.text(), "abcdef");
         assert_eq!(got.omitted_bytes, 0);
     }
 
     #[test]
     fn long_stream_keeps_head_and_tail() {
-        let mut c = CaptureBuffer::new(limits(4, 4));
-        for chunk in [&b"0123"[..], b"45", b"6789", b"abcdefgh", b"XYZ"] {
+        let mut c = CaptureBuffer::new(limits(5, 5));
+        for chunk in [&b"0123 "[..], b"45", b"6789", b"abcdefgh", b" XYZ"] {
             c.push(chunk);
         }
-        assert!(c.held_bytes() <= 8);
+        assert!(c.held_bytes() <= 10);
         let got = c.finish();
-        assert_eq!(got.total_bytes, 21);
-        assert_eq!(got.omitted_bytes, 13);
-        assert_eq!(got.text, "0123\n…[13 bytes omitted]…\nhXYZ");
+        assert_eq!(got.total_bytes, 23);
+        assert_eq!(got.omitted_bytes, 14);
+        assert_eq!(got.text(), "0123 \n…[14 bytes omitted]…\n XYZ");
         assert!(got.is_truncated());
     }
 
@@ -214,9 +254,10 @@ mod tests {
             assert!(c.held_bytes() <= 200);
         }
         let got = c.finish();
-        assert!(got.text.starts_with("0\n1\n2\n"));
-        assert!(got.text.ends_with("99998\n99999\n"));
-        assert_eq!(last_lines(&got.text, 2), ["99998", "99999"]);
+        let text = got.text();
+        assert!(text.starts_with("0\n1\n2\n"));
+        assert!(text.ends_with("99998\n99999\n"));
+        assert_eq!(last_lines(&text, 2), ["99998", "99999"]);
     }
 
     #[test]
@@ -226,17 +267,37 @@ mod tests {
         let got = c.finish();
         assert_eq!(got.total_bytes, 3);
         assert_eq!(got.omitted_bytes, 3);
-        assert_eq!(got.text, "\n…[3 bytes omitted]…\n");
+        assert_eq!(got.text(), "\n…[3 bytes omitted]…\n");
     }
 
     #[test]
     fn cuts_inside_characters_are_trimmed() {
         // "é" is two bytes; cut the head after the first and the tail before the second.
-        let mut c = CaptureBuffer::new(limits(2, 2));
-        c.push("aé-----éb".as_bytes());
+        let mut c = CaptureBuffer::new(limits(3, 3));
+        c.push("a é-----é b".as_bytes());
         let got = c.finish();
-        assert_eq!(got.text, "a\n…[9 bytes omitted]…\nb");
-        assert!(!got.text.contains('\u{FFFD}'));
+        assert_eq!(got.text(), "a \n…[9 bytes omitted]…\n b");
+        assert!(!got.text().contains('\u{FFFD}'));
+    }
+
+    #[test]
+    fn a_cut_never_keeps_part_of_a_word() {
+        // A key straddling either cut: none of its characters are kept, so
+        // no prefix of it reaches the record.
+        let key = "sk-ant-api03-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        let mut c = CaptureBuffer::new(limits(20, 20));
+        c.push(format!("head {key} middle {key} end").as_bytes());
+        let got = c.finish();
+        let text = got.text();
+        assert_eq!(text, "head \n…[106 bytes omitted]…\n end");
+        assert!(!text.contains("sk-"), "{text}");
+    }
+
+    #[test]
+    fn non_text_bytes_are_kept_as_written() {
+        let mut c = CaptureBuffer::new(limits(10, 10));
+        c.push(b"a\0b\xff");
+        assert_eq!(c.finish().bytes, b"a\0b\xff");
     }
 
     #[test]

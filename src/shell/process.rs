@@ -519,7 +519,7 @@ mod tests {
     }
 
     fn first_line_pid(c: &Captured) -> i32 {
-        c.text
+        c.text()
             .lines()
             .next()
             .and_then(|l| l.trim().parse().ok())
@@ -534,8 +534,8 @@ mod tests {
         assert_eq!(got.end, EndReason::Exited);
         assert_eq!(got.exit_code, Some(3));
         assert_eq!(got.signal, None);
-        assert_eq!(got.stdout.text, "out\n");
-        assert_eq!(got.stderr.text, "err\n");
+        assert_eq!(got.stdout.text(), "out\n");
+        assert_eq!(got.stderr.text(), "err\n");
         assert!(!got.success());
     }
 
@@ -554,7 +554,7 @@ mod tests {
         let mut s = spec("echo \"$FOO|${HOME-unset}\"");
         s.env.push(("FOO".into(), "bar baz".into()));
         let got = run_process(s, no_cancel()).await.unwrap();
-        assert_eq!(got.stdout.text, "bar baz|unset\n");
+        assert_eq!(got.stdout.text(), "bar baz|unset\n");
     }
 
     #[tokio::test]
@@ -563,7 +563,7 @@ mod tests {
         s.args
             .extend(["sh", "a b", "$(echo no)", "'q'"].map(OsString::from));
         let got = run_process(s, no_cancel()).await.unwrap();
-        assert_eq!(got.stdout.text, "a b|$(echo no)|'q'|");
+        assert_eq!(got.stdout.text(), "a b|$(echo no)|'q'|");
     }
 
     #[tokio::test]
@@ -571,11 +571,11 @@ mod tests {
         let mut s = spec("cat");
         s.stdin = Some(b"hello\nworld".to_vec());
         let got = run_process(s, no_cancel()).await.unwrap();
-        assert_eq!(got.stdout.text, "hello\nworld");
+        assert_eq!(got.stdout.text(), "hello\nworld");
         assert!(got.success());
         // No stdin: /dev/null, so `cat` ends at once.
         let got = run_process(spec("cat"), no_cancel()).await.unwrap();
-        assert_eq!(got.stdout.text, "");
+        assert_eq!(got.stdout.text(), "");
     }
 
     #[tokio::test]
@@ -634,7 +634,7 @@ mod tests {
         let got = run_process(s, no_cancel()).await.unwrap();
         assert!(t0.elapsed() < Duration::from_secs(4));
         assert_eq!(got.end, EndReason::IdleTimeout);
-        assert_eq!(got.stdout.text, "hi\n");
+        assert_eq!(got.stdout.text(), "hi\n");
     }
 
     #[tokio::test]
@@ -643,7 +643,7 @@ mod tests {
         s.idle_timeout = Some(Duration::from_millis(400));
         let got = run_process(s, no_cancel()).await.unwrap();
         assert_eq!(got.end, EndReason::Exited);
-        assert_eq!(got.stderr.text, "1\n2\n3\n4\n5\n6\n");
+        assert_eq!(got.stderr.text(), "1\n2\n3\n4\n5\n6\n");
     }
 
     #[tokio::test]
@@ -728,8 +728,8 @@ mod tests {
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
         assert_eq!(got.stdout.total_bytes, 20_000_005);
         assert!(got.stdout.is_truncated());
-        assert!(got.stdout.text.len() < 2100);
-        assert!(got.stdout.text.ends_with("a\nEND\n"));
+        assert!(got.stdout.text().len() < 2100);
+        assert!(got.stdout.text().ends_with("a\nEND\n"));
     }
 
     #[tokio::test]
@@ -789,6 +789,9 @@ mod tests {
         s.cwd = dir.path().into();
         let got = run_process(s, no_cancel()).await.unwrap();
         let cwd = dir.path().canonicalize().unwrap();
-        assert_eq!(got.stdout.text, format!("hello world\n{}\n", cwd.display()));
+        assert_eq!(
+            got.stdout.text(),
+            format!("hello world\n{}\n", cwd.display())
+        );
     }
 }

@@ -40,7 +40,7 @@ pub async fn probe_version(
             timeout.as_secs()
         ));
     }
-    let text = format!("{}\n{}", outcome.stdout.text, outcome.stderr.text);
+    let text = format!("{}\n{}", outcome.stdout.text(), outcome.stderr.text());
     let raw = re
         .captures(&text)
         .and_then(|c| c.get(1))
