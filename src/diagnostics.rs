@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use miette::{
-    GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteDiagnostic, NamedSource,
+    GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteDiagnostic,
     Severity as MietteSeverity,
 };
 use serde::Serialize;
@@ -132,10 +132,7 @@ impl Diagnostic {
 
 /// 1-based line and column (in characters) of a byte offset.
 pub fn line_column(source: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(source.len());
-    while !source.is_char_boundary(offset) {
-        offset -= 1;
-    }
+    let offset = floor_char_boundary(source, offset);
     let before = &source[..offset];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
@@ -225,40 +222,49 @@ impl Diagnostics {
     }
 
     /// Renders every diagnostic for a terminal: a headline with `file:line:col`,
-    /// then a miette snippet of the source where one is known.
+    /// then a miette snippet of the offending line where one is known.
     pub fn render_human(&self, color: bool) -> String {
         let theme = if color {
             GraphicalTheme::unicode()
         } else {
             GraphicalTheme::unicode_nocolor()
         };
+        // No context lines: a snippet shows the offending line and nothing else
+        // of the file (a config path may point at a file holding secrets).
         let handler = GraphicalReportHandler::new_themed(theme)
             .with_wrap_lines(false)
-            .with_links(false);
+            .with_links(false)
+            .with_context_lines(0);
         let mut out = String::new();
         for d in &self.items {
-            let mut md = MietteDiagnostic::new(d.headline()).with_severity(match d.severity {
-                Severity::Error => MietteSeverity::Error,
-                Severity::Warning => MietteSeverity::Warning,
-            });
-            if let Some(help) = &d.help {
-                md = md.with_help(help.clone());
-            }
-            let source = self.sources.get(&d.file);
-            let report = match (&d.span, source) {
-                (Some(span), Some(text)) => {
-                    md = md.with_label(LabeledSpan::at(span.clone(), "here"));
-                    miette::Report::new(md)
-                        .with_source_code(NamedSource::new(&d.file, text.to_string()))
-                }
-                _ => miette::Report::new(md),
-            };
+            let report = self.report(d);
             if handler.render_report(&mut out, report.as_ref()).is_err() {
-                let _ = writeln!(out, "{}", d.headline());
+                let _ = writeln!(out, "{}", terminal_text(&d.headline()));
             }
             out.push('\n');
         }
         out
+    }
+
+    /// One diagnostic as miette sees it: only ever the window of its line
+    /// that [`LineWindow`] cuts, never the whole source.
+    fn report(&self, d: &Diagnostic) -> miette::Report {
+        let mut md =
+            MietteDiagnostic::new(terminal_text(&d.headline())).with_severity(match d.severity {
+                Severity::Error => MietteSeverity::Error,
+                Severity::Warning => MietteSeverity::Warning,
+            });
+        if let Some(help) = &d.help {
+            md = md.with_help(terminal_text(help));
+        }
+        match (&d.span, self.sources.get(&d.file)) {
+            (Some(span), Some(text)) => {
+                let window = LineWindow::new(&terminal_text(&d.file), text, span, d);
+                md = md.with_label(LabeledSpan::at(window.label.clone(), "here"));
+                miette::Report::new(md).with_source_code(window)
+            }
+            _ => miette::Report::new(md),
+        }
     }
 
     /// `{"errors": n, "warnings": n, "diagnostics": [...]}`.
@@ -269,6 +275,150 @@ impl Diagnostics {
             "diagnostics": self.items,
         })
     }
+}
+
+/// Longest stretch of the offending line a snippet shows, in characters:
+/// miette cannot draw a column past 65,535, and a snippet never shows more of
+/// a file than the place it points at.
+pub const SNIPPET_WIDTH: usize = 100;
+/// When a line is cut, at most this many of its characters come before the error.
+const SNIPPET_LEAD: usize = 40;
+/// Messages and help are cut to this many characters in human output (the
+/// JSON keeps them whole): a message may quote a name as long as the file.
+pub const MAX_TEXT_CHARS: usize = 2_000;
+
+/// The window of one source line that a snippet shows, as miette's source:
+/// one line of at most [`SNIPPET_WIDTH`] characters with `…` where it was cut,
+/// which reports the real line and column of the error for miette's header.
+#[derive(Debug)]
+struct LineWindow {
+    name: String,
+    text: String,
+    /// 0-based, in the real file.
+    line: usize,
+    column: usize,
+    /// The error's byte range in `text`.
+    label: Range<usize>,
+}
+
+impl LineWindow {
+    fn new(name: &str, source: &str, span: &Range<usize>, d: &Diagnostic) -> Self {
+        let start = floor_char_boundary(source, span.start);
+        let (line, column) = match (d.line, d.column) {
+            (Some(l), Some(c)) => (l, c),
+            _ => line_column(source, start),
+        };
+        let (text, label) = cut_line(source, start, span.end.max(start));
+        LineWindow {
+            name: name.to_owned(),
+            text,
+            line: line.saturating_sub(1),
+            column: column.saturating_sub(1),
+            label,
+        }
+    }
+}
+
+impl miette::SourceCode for LineWindow {
+    fn read_span<'a>(
+        &'a self,
+        _span: &miette::SourceSpan,
+        _before: usize,
+        _after: usize,
+    ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
+        Ok(Box::new(miette::MietteSpanContents::new_named(
+            self.name.clone(),
+            self.text.as_bytes(),
+            (0, self.text.len()).into(),
+            self.line,
+            self.column,
+            1,
+        )))
+    }
+}
+
+/// The line around byte `start` of `source`, cut to a window around it, and
+/// the byte range of `start..end` in that window. Looks at no more than
+/// [`SNIPPET_WIDTH`] characters either side, however long the line.
+fn cut_line(source: &str, start: usize, end: usize) -> (String, Range<usize>) {
+    let at_line_end = |c: &char| !matches!(c, '\n' | '\r');
+    let before: Vec<char> = source[..start]
+        .chars()
+        .rev()
+        .take_while(at_line_end)
+        .take(SNIPPET_WIDTH + 1)
+        .collect();
+    let after: Vec<(usize, char)> = source[start..]
+        .char_indices()
+        .take_while(|(_, c)| at_line_end(c))
+        .take(SNIPPET_WIDTH + 1)
+        .collect();
+    let right = after
+        .len()
+        .min(SNIPPET_WIDTH - before.len().min(SNIPPET_LEAD));
+    let left = before.len().min(SNIPPET_WIDTH - right);
+    let mut text = String::new();
+    if before.len() > left {
+        text.push('…');
+    }
+    text.extend(before[..left].iter().rev().map(|&c| visible(c)));
+    let label_start = text.len();
+    let mut label_end = None;
+    for &(i, c) in &after[..right] {
+        if label_end.is_none() && start + i >= end {
+            label_end = Some(text.len());
+        }
+        text.push(visible(c));
+    }
+    let label_end = label_end.unwrap_or(text.len());
+    if after.len() > right {
+        text.push('…');
+    }
+    if text.is_empty() {
+        // miette draws no line for an empty source; an empty line is still a place.
+        text.push(' ');
+    }
+    (text, label_start..label_end)
+}
+
+/// A character as a snippet may print it: control and bidi characters would
+/// act on the terminal (or reorder the line) instead of showing.
+fn visible(c: char) -> char {
+    if (c.is_control() && c != '\t') || is_bidi_control(c) {
+        '\u{FFFD}'
+    } else {
+        c
+    }
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}')
+}
+
+/// Text for a terminal: control characters escaped, cut to [`MAX_TEXT_CHARS`].
+fn terminal_text(s: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i == MAX_TEXT_CHARS {
+            let rest = s.chars().count() - i;
+            let _ = write!(out, "… ({rest} more characters; `--json` has them all)");
+            break;
+        }
+        if (c.is_control() && !matches!(c, '\n' | '\t')) || is_bidi_control(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn floor_char_boundary(s: &str, offset: usize) -> usize {
+    let mut offset = offset.min(s.len());
+    while !s.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    offset
 }
 
 /// The closest of `candidates` to `name`, for "did you mean" hints.
@@ -318,5 +468,41 @@ mod tests {
     fn closest_suggests_near_names() {
         assert_eq!(closest("claud", ["claude", "codex"]), Some("claude"));
         assert_eq!(closest("zzz", ["claude", "codex"]), None);
+    }
+
+    #[test]
+    fn a_long_line_is_cut_around_the_error() {
+        let src = format!("{{\n{}X{}\n}}", "a".repeat(70_000), "b".repeat(70_000));
+        let at = src.find('X').unwrap();
+        let (text, label) = cut_line(&src, at, at + 1);
+        assert_eq!(&text[label.clone()], "X");
+        assert!(text.starts_with('…') && text.ends_with('…'), "{text}");
+        assert_eq!(text.chars().count(), SNIPPET_WIDTH + 2);
+        // Short lines are shown whole, and nothing of the lines around them.
+        let (text, label) = cut_line("one\ntwo three\nfour", 8, 13);
+        assert_eq!((text.as_str(), &text[label]), ("two three", "three"));
+    }
+
+    #[test]
+    fn a_snippet_never_carries_control_characters() {
+        let (text, _) = cut_line("a\u{1b}[31mb\u{202e}c", 0, 1);
+        assert_eq!(text, "a\u{FFFD}[31mb\u{FFFD}c");
+    }
+
+    #[test]
+    fn human_output_shows_only_the_offending_line() {
+        let src = format!("secret one\n{}\nsecret two\n", "x".repeat(100_000));
+        let mut diags = Diagnostics::new();
+        diags.add_source("f.json", src.as_str());
+        diags.push(
+            Diagnostic::error("c", "f.json", "bad").with_span(&src, 11 + 99_990..11 + 99_991),
+        );
+        let out = diags.render_human(false);
+        assert!(out.contains("f.json:2:99991"), "{out}");
+        assert!(!out.contains("secret"), "{out}");
+        assert!(
+            out.lines().all(|l| l.chars().count() < 2 * SNIPPET_WIDTH),
+            "{out}"
+        );
     }
 }

@@ -116,36 +116,81 @@ pub fn check_schema(
         }
     };
     for v in &violations {
-        let mut d = if let Some(key) = &v.unknown_key {
-            let help = match closest(key, v.allowed_keys.iter().map(String::as_str)) {
-                Some(near) => format!(
-                    "did you mean `{near}`? (allowed here: {})",
-                    v.allowed_keys.join(", ")
-                ),
-                None if v.allowed_keys.is_empty() => "remove this key".to_owned(),
-                None => format!("remove it; allowed here: {}", v.allowed_keys.join(", ")),
-            };
-            Diagnostic::error("config::unknown-key", &file.display, v.message.clone())
-                .with_help(help)
-        } else {
-            Diagnostic::error("config::schema", &file.display, v.message.clone()).with_help(
-                format!(
-                    "change the value at {} to match schemas/{schema_id}.schema.json",
-                    if v.pointer.is_empty() {
-                        "the top level"
-                    } else {
-                        &v.pointer
-                    }
-                ),
-            )
-        };
-        d = d.with_pointer(v.pointer.clone());
+        let mut d = violation_diagnostic(file, schema_id, value, v);
         if let Some(span) = locate(&file.text, &v.pointer, v.unknown_key.is_some()) {
             d = d.with_span(&file.text, span);
         }
         diags.push(d);
     }
     violations.is_empty()
+}
+
+fn violation_diagnostic(
+    file: &SourceFile,
+    schema_id: &str,
+    value: &Value,
+    v: &schema::Violation,
+) -> Diagnostic {
+    let d = if let Some(key) = &v.unknown_key {
+        let help = match closest(key, v.allowed_keys.iter().map(String::as_str)) {
+            Some(near) => format!(
+                "did you mean `{near}`? (allowed here: {})",
+                v.allowed_keys.join(", ")
+            ),
+            None if v.allowed_keys.is_empty() => "remove this key".to_owned(),
+            None => format!("remove it; allowed here: {}", v.allowed_keys.join(", ")),
+        };
+        Diagnostic::error("config::unknown-key", &file.display, v.message.clone()).with_help(help)
+    } else {
+        let message = without_quoted_value(&v.message, value.pointer(&v.pointer));
+        Diagnostic::error("config::schema", &file.display, message).with_help(format!(
+            "change the value at {} to match schemas/{schema_id}.schema.json",
+            if v.pointer.is_empty() {
+                "the top level"
+            } else {
+                &v.pointer
+            }
+        ))
+    };
+    d.with_pointer(v.pointer.clone())
+}
+
+/// Longest value a schema message may quote whole.
+const MAX_QUOTED_VALUE: usize = 80;
+
+/// `message` with a quoted object, array or long scalar (jsonschema quotes
+/// the whole offending value, which may be most of the file) replaced by a
+/// short description: a message shows no more of a config file than the line
+/// it points at.
+fn without_quoted_value(message: &str, value: Option<&Value>) -> String {
+    let Some(value) = value else {
+        return message.to_owned();
+    };
+    let quoted = value.to_string();
+    // A scalar sits on one line; an object or array may span many.
+    let one_line = match value {
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => quoted.chars().count() <= MAX_QUOTED_VALUE,
+    };
+    if one_line || !message.contains(&quoted) {
+        return shown_text(message);
+    }
+    let short = match value {
+        Value::Object(m) => format!("an object of {} keys", m.len()),
+        Value::Array(a) => format!("an array of {} items", a.len()),
+        Value::String(s) => format!("a string of {} characters", s.chars().count()),
+        _ => format!("a value of {} characters", quoted.len()),
+    };
+    message.replacen(&quoted, &short, 1)
+}
+
+/// A message cut to a length a person reads.
+fn shown_text(message: &str) -> String {
+    match message.char_indices().nth(4 * MAX_QUOTED_VALUE) {
+        Some((i, _)) => format!("{}…", &message[..i]),
+        None => message.to_owned(),
+    }
 }
 
 /// Byte range of the value (or, with `key`, of the property name) at `pointer`.
@@ -216,6 +261,19 @@ mod tests {
         let r = locate(text, "/a/b", true).unwrap();
         assert_eq!(&text[r], "\"b\"");
         assert!(locate(text, "/zz", false).is_none());
+    }
+
+    #[test]
+    fn big_values_are_not_quoted_in_messages() {
+        let value: Value = serde_json::from_str(&format!("[\"{}\", 2]", "s".repeat(200))).unwrap();
+        let message = format!("{value} is not of type \"object\"");
+        assert_eq!(
+            without_quoted_value(&message, Some(&value)),
+            "an array of 2 items is not of type \"object\""
+        );
+        let small = Value::from("ten");
+        let message = "\"ten\" is not of type \"integer\"";
+        assert_eq!(without_quoted_value(message, Some(&small)), message);
     }
 }
 

@@ -8,3 +8,4 @@ mod init;
 mod presets;
 mod util;
 mod validate;
+mod validate_limits;

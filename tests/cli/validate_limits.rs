@@ -1,0 +1,132 @@
+//! Hostile and odd input: huge lines and files, very long names, duplicate
+//! keys, look-alike characters, bad encodings and paths that are not files.
+//! Every case ends with a clear error and exit 2: never a panic, never a hang,
+//! never more of a file than the offending line.
+
+use crate::util::{Sandbox, output_text};
+
+/// Longest line the human output may have: a snippet is cut to 100
+/// characters and a message to 2,000.
+const MAX_LINE: usize = 2_500;
+
+/// Runs `modix ARGS`, expects exit 2 and no panic, and returns what it printed.
+fn fails(sb: &Sandbox, args: &[&str]) -> String {
+    let out = sb.modix().args(args).output().unwrap();
+    let text = output_text(&out);
+    let head: String = text.chars().take(3_000).collect();
+    assert_eq!(out.status.code(), Some(2), "{head}");
+    assert!(!text.contains("panicked"), "{head}");
+    text
+}
+
+/// `validate` in both forms: the human text (every line bounded) and the JSON.
+fn validate(sb: &Sandbox) -> (String, serde_json::Value) {
+    let text = fails(sb, &["validate"]);
+    assert_lines_bounded(&text);
+    let json = fails(sb, &["validate", "--json"]);
+    (text, serde_json::from_str(&json).expect("json"))
+}
+
+fn assert_lines_bounded(text: &str) {
+    for line in text.lines() {
+        let n = line.chars().count();
+        assert!(n <= MAX_LINE, "a line of {n} characters");
+    }
+}
+
+fn assert_has(text: &str, needles: &[&str]) {
+    for n in needles {
+        assert!(
+            text.contains(n),
+            "missing {n:?} in:\n{}",
+            text.chars().take(5_000).collect::<String>()
+        );
+    }
+}
+
+/// The diagnostics of a `--json` answer with this code.
+fn with_code<'a>(v: &'a serde_json::Value, code: &str) -> Vec<&'a serde_json::Value> {
+    v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["code"] == code)
+        .collect()
+}
+
+/// `file:line:column` of the only diagnostic with `code`.
+fn place(v: &serde_json::Value, code: &str) -> String {
+    let found = with_code(v, code);
+    assert_eq!(found.len(), 1, "{v:#}");
+    let d = found[0];
+    format!(
+        "{}:{}:{}",
+        d["file"].as_str().unwrap(),
+        d["line"],
+        d["column"]
+    )
+}
+
+// 1. Columns past 65,535 and what a snippet shows.
+
+#[test]
+fn a_minified_file_with_an_error_far_along_its_only_line() {
+    let sb = Sandbox::initialized();
+    let agents: serde_json::Value = serde_json::from_str(&sb.read(".modix/agents.json")).unwrap();
+    let minified = serde_json::to_string(&agents).unwrap();
+    let broken = format!(
+        "{},{}}}",
+        &minified[..minified.len() - 1],
+        " ".repeat(70_000)
+    );
+    sb.write(".modix/agents.json", &broken);
+    let (text, json) = validate(&sb);
+    let at = place(&json, "config::syntax");
+    assert!(at.starts_with(".modix/agents.json:1:7"), "{at}");
+    assert_has(&text, &[&at, "trailing comma", "…"]);
+}
+
+#[test]
+fn a_long_toml_line_and_a_long_unterminated_string() {
+    let sb = Sandbox::initialized();
+    let description = "y".repeat(100_000);
+    sb.write(
+        ".modix/fsm/long.toml",
+        &format!("id = \"long\"\nversion = \"1.0.0\"\ndescription = \"{description}\" oops\n"),
+    );
+    sb.write(
+        ".modix/shells.json",
+        &format!("{{\"shells\": {{\"a\": \"{}", "x".repeat(3_000_000)),
+    );
+    let (text, json) = validate(&sb);
+    let toml_at = place(&json, "fsm::syntax");
+    let json_at = place(&json, "config::syntax");
+    assert_eq!(toml_at, ".modix/fsm/long.toml:3:100018");
+    assert_eq!(json_at, ".modix/shells.json:1:3000018");
+    assert_has(&text, &[&toml_at, &json_at, "EOF while parsing a string"]);
+    let check = fails(&sb, &["fsm", "check", ".modix/fsm/long.toml"]);
+    assert_lines_bounded(&check);
+    assert_has(&check, &[&toml_at]);
+}
+
+#[test]
+fn a_snippet_shows_the_offending_line_and_nothing_around_it() {
+    let sb = Sandbox::initialized();
+    sb.write(
+        ".modix/brains.json",
+        "{\n  \"brains\": {\n    \"a\": { \"provider\": \"anthropic\", \"model\": \"ABOVE-1\",\n      \"api_key_evn\": \"X\",\n      \"params\": { \"note\": \"BELOW-1\" } },\n    \"b\": [\n      \"INSIDE-1\",\n      \"INSIDE-2\"\n    ]\n  }\n}\n",
+    );
+    let (text, json) = validate(&sb);
+    assert_has(
+        &text,
+        &[
+            ".modix/brains.json:4:7",
+            "api_key_evn",
+            "an array of 2 items",
+        ],
+    );
+    let all = format!("{text}{json}");
+    for secret in ["ABOVE-1", "BELOW-1", "INSIDE-1", "INSIDE-2"] {
+        assert!(!all.contains(secret), "{secret} shown in:\n{all}");
+    }
+}
