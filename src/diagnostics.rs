@@ -421,14 +421,99 @@ fn floor_char_boundary(s: &str, offset: usize) -> usize {
     offset
 }
 
-/// The closest of `candidates` to `name`, for "did you mean" hints.
+/// Names longer than this (in characters) get no "did you mean": comparing
+/// two names costs the product of their lengths, and a hint would not help.
+pub const MAX_SUGGEST_CHARS: usize = 64;
+/// Work one suggestion may do: a comparison costs the product of the two
+/// lengths plus [`COMPARE_COST`].
+const SUGGEST_CALL_BUDGET: usize = 200_000;
+/// The fixed cost of one comparison (allocations, setup), in the same units.
+const COMPARE_COST: usize = 64;
+/// Work all suggestions of one process may do together, so a file with
+/// thousands of unknown names still validates in bounded time (later names
+/// just get no hint).
+const SUGGEST_TOTAL_BUDGET: usize = 10_000_000;
+/// A help line lists at most this many names, then "and N more".
+pub const MAX_LISTED_NAMES: usize = 20;
+/// Names quoted in help are cut to this many characters.
+pub const MAX_NAME_CHARS: usize = 64;
+
+static SUGGEST_WORK_LEFT: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(SUGGEST_TOTAL_BUDGET);
+
+/// The closest of `candidates` to `name`, for "did you mean" hints. Costs at
+/// most [`SUGGEST_CALL_BUDGET`].
 pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim::jaro_winkler(name, c), c))
-        .filter(|(score, _)| *score > 0.75)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
+    let name = suggestable(name)?;
+    let n = name.chars().count();
+    let mut budget = take_budget();
+    let mut best: Option<(f64, &str)> = None;
+    for c in candidates {
+        if c == name {
+            best = Some((1.0, c));
+            break;
+        }
+        let Some(m) = suggestable(c).map(|c| c.chars().count()) else {
+            continue;
+        };
+        let cost = n * m + COMPARE_COST;
+        if cost > budget {
+            break;
+        }
+        budget -= cost;
+        let score = strsim::jaro_winkler(name, c);
+        if score > 0.75 && best.is_none_or(|(s, _)| score >= s) {
+            best = Some((score, c));
+        }
+    }
+    SUGGEST_WORK_LEFT.fetch_add(budget, std::sync::atomic::Ordering::Relaxed);
+    best.map(|(_, c)| c)
+}
+
+/// `name` if it is short enough to compare.
+fn suggestable(name: &str) -> Option<&str> {
+    let short = !name.is_empty() && name.len() <= 4 * MAX_SUGGEST_CHARS;
+    (short && name.chars().count() <= MAX_SUGGEST_CHARS).then_some(name)
+}
+
+/// Takes this call's share of the process-wide suggestion budget.
+fn take_budget() -> usize {
+    use std::sync::atomic::Ordering::Relaxed;
+    let left = SUGGEST_WORK_LEFT
+        .fetch_update(Relaxed, Relaxed, |left| {
+            Some(left - left.min(SUGGEST_CALL_BUDGET))
+        })
+        .unwrap_or(0);
+    left.min(SUGGEST_CALL_BUDGET)
+}
+
+/// `name`, cut to [`MAX_NAME_CHARS`] characters for quoting in help.
+pub fn shown(name: &str) -> String {
+    match name.char_indices().nth(MAX_NAME_CHARS) {
+        Some((i, _)) => format!("{}…", &name[..i]),
+        None => name.to_owned(),
+    }
+}
+
+/// "`a`, `b`, `c`", or the first [`MAX_LISTED_NAMES`] then "and N more".
+pub fn list_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let mut names = names.into_iter();
+    let mut list = names
+        .by_ref()
+        .take(MAX_LISTED_NAMES)
+        .map(|n| format!("`{}`", shown(n)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // Callers pass exact-size iterators (slices, map keys): counting the rest
+    // is then free, where walking 10,000 names per message would not be.
+    let more = match names.size_hint() {
+        (low, Some(high)) if low == high => low,
+        _ => names.count(),
+    };
+    if more > 0 {
+        let _ = write!(list, " and {more} more");
+    }
+    list
 }
 
 /// "did you mean `x`?" or "known: `a`, `b`" — the help text for an unknown name.
@@ -437,15 +522,13 @@ pub fn unknown_name_help<'a>(
     kind: &str,
     candidates: impl IntoIterator<Item = &'a str> + Clone,
 ) -> String {
-    let known: Vec<String> = candidates
-        .clone()
-        .into_iter()
-        .map(|c| format!("`{c}`"))
-        .collect();
+    let known = list_names(candidates.clone());
     match closest(name, candidates) {
-        Some(c) => format!("did you mean `{c}`? (known {kind}s: {})", known.join(", ")),
-        None if known.is_empty() => format!("no {kind}s are defined; define `{name}` first"),
-        None => format!("use one of the known {kind}s: {}", known.join(", ")),
+        Some(c) => format!("did you mean `{}`? (known {kind}s: {known})", shown(c)),
+        None if known.is_empty() => {
+            format!("no {kind}s are defined; define `{}` first", shown(name))
+        }
+        None => format!("use one of the known {kind}s: {known}"),
     }
 }
 
@@ -504,5 +587,16 @@ mod tests {
             out.lines().all(|l| l.chars().count() < 2 * SNIPPET_WIDTH),
             "{out}"
         );
+    }
+
+    #[test]
+    fn long_names_are_not_compared_and_lists_are_capped() {
+        let long = "A".repeat(200_000);
+        let near = format!("{long}B");
+        assert_eq!(closest(&long, [near.as_str()]), None);
+        let names: Vec<String> = (0..10_000).map(|i| format!("S{i}")).collect();
+        let help = unknown_name_help(&long, "state", names.iter().map(String::as_str));
+        assert!(help.len() < 2_000, "{}", help.len());
+        assert!(help.ends_with("and 9980 more"), "{help}");
     }
 }

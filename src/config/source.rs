@@ -10,7 +10,7 @@ use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::diagnostics::{Diagnostic, Diagnostics, closest, offset_of};
+use crate::diagnostics::{Diagnostic, Diagnostics, closest, list_names, offset_of};
 use crate::schema;
 
 /// A config file's text, kept for pointing into it.
@@ -132,27 +132,31 @@ fn violation_diagnostic(
     v: &schema::Violation,
 ) -> Diagnostic {
     let d = if let Some(key) = &v.unknown_key {
-        let help = match closest(key, v.allowed_keys.iter().map(String::as_str)) {
-            Some(near) => format!(
-                "did you mean `{near}`? (allowed here: {})",
-                v.allowed_keys.join(", ")
-            ),
-            None if v.allowed_keys.is_empty() => "remove this key".to_owned(),
-            None => format!("remove it; allowed here: {}", v.allowed_keys.join(", ")),
-        };
-        Diagnostic::error("config::unknown-key", &file.display, v.message.clone()).with_help(help)
+        Diagnostic::error("config::unknown-key", &file.display, v.message.clone())
+            .with_help(unknown_key_help(key, &v.allowed_keys))
     } else {
-        let message = without_quoted_value(&v.message, value.pointer(&v.pointer));
-        Diagnostic::error("config::schema", &file.display, message).with_help(format!(
+        let instance = value.pointer(&v.pointer);
+        let message = without_quoted_value(&v.message, instance);
+        let help = format!(
             "change the value at {} to match schemas/{schema_id}.schema.json",
             if v.pointer.is_empty() {
                 "the top level"
             } else {
                 &v.pointer
             }
-        ))
+        );
+        Diagnostic::error("config::schema", &file.display, message).with_help(help)
     };
     d.with_pointer(v.pointer.clone())
+}
+
+fn unknown_key_help(key: &str, allowed: &[String]) -> String {
+    let listed = list_names(allowed.iter().map(String::as_str));
+    match closest(key, allowed.iter().map(String::as_str)) {
+        Some(near) => format!("did you mean `{near}`? (allowed here: {listed})"),
+        None if allowed.is_empty() => "remove this key".to_owned(),
+        None => format!("remove it; allowed here: {listed}"),
+    }
 }
 
 /// Longest value a schema message may quote whole.

@@ -67,6 +67,33 @@ fn place(v: &serde_json::Value, code: &str) -> String {
     )
 }
 
+/// A workflow with states `names` (the last is terminal) chained by `go`
+/// events, plus `extra` TOML at the end.
+fn workflow(id: &str, names: &[String], extra: &str) -> String {
+    let mut s = format!(
+        "id = \"{id}\"\nversion = \"1.0.0\"\ninitial = \"{}\"\n",
+        names[0]
+    );
+    for (i, name) in names.iter().enumerate() {
+        if i + 1 == names.len() {
+            s += &format!("[states.{name}]\nkind = \"terminal\"\noutcome = \"success\"\n");
+        } else {
+            s += &format!("[states.{name}]\nkind = \"input\"\nevent = \"go\"\n");
+        }
+    }
+    for pair in names.windows(2) {
+        s += &format!(
+            "[[transitions]]\nfrom = \"{}\"\nevent = \"go\"\nto = \"{}\"\n",
+            pair[0], pair[1]
+        );
+    }
+    s + extra
+}
+
+fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i}")).collect()
+}
+
 // 1. Columns past 65,535 and what a snippet shows.
 
 #[test]
@@ -129,4 +156,61 @@ fn a_snippet_shows_the_offending_line_and_nothing_around_it() {
     for secret in ["ABOVE-1", "BELOW-1", "INSIDE-1", "INSIDE-2"] {
         assert!(!all.contains(secret), "{secret} shown in:\n{all}");
     }
+}
+
+// 2. Very long names, and long lists of names.
+
+#[test]
+fn a_very_long_state_name_gets_an_answer_not_a_hang() {
+    let sb = Sandbox::initialized();
+    let long = "A".repeat(200_000);
+    let near = format!("{}B", &long[1..]);
+    let states = vec![long, "DONE".to_owned()];
+    let extra = format!("[[transitions]]\nfrom = \"DONE\"\nevent = \"again\"\nto = \"{near}\"\n");
+    sb.write(".modix/fsm/long.toml", &workflow("long", &states, &extra));
+    let (text, json) = validate(&sb);
+    assert_eq!(with_code(&json, "fsm::unknown-state").len(), 1, "{json:#}");
+    assert_has(
+        &text,
+        &[
+            "fsm::unknown-state",
+            "more characters; `--json` has them all",
+        ],
+    );
+    assert_lines_bounded(&fails(&sb, &["fsm", "check"]));
+    assert_lines_bounded(&fails(&sb, &["go", "an epic"]));
+}
+
+#[test]
+fn an_unknown_name_among_ten_thousand_lists_twenty() {
+    let sb = Sandbox::initialized();
+    let states = names("S", 10_000);
+    let extra = "[[transitions]]\nfrom = \"S0\"\nevent = \"oops\"\nto = \"NOWHERE\"\n";
+    sb.write(".modix/fsm/big.toml", &workflow("big", &states, extra));
+    let (text, json) = validate(&sb);
+    let help = with_code(&json, "fsm::unknown-state")[0]["help"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(help.ends_with("`S19` and 9980 more"), "{help}");
+    assert!(help.len() < 500, "{help}");
+    assert_has(&text, &["and 9980 more"]);
+}
+
+#[test]
+fn a_long_unknown_workflow_name_for_go() {
+    let sb = Sandbox::initialized();
+    // One argument may be at most 128 KiB on Linux.
+    let name = "w".repeat(100_000);
+    let out = sb
+        .modix()
+        .args(["go", "--workflow", &name, "an epic"])
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(!out.status.success() && !text.contains("panicked"));
+    assert_has(
+        &text,
+        &["unknown workflow", "use one of the known workflows"],
+    );
 }
