@@ -441,10 +441,11 @@ pub const MAX_NAME_CHARS: usize = 64;
 static SUGGEST_WORK_LEFT: std::sync::atomic::AtomicUsize =
     std::sync::atomic::AtomicUsize::new(SUGGEST_TOTAL_BUDGET);
 
-/// The closest of `candidates` to `name`, for "did you mean" hints. Costs at
-/// most [`SUGGEST_CALL_BUDGET`].
+/// The closest of `candidates` to `name`, for "did you mean" hints. Look-alike
+/// characters (Cyrillic `а`, Greek `Ο`, fullwidth letters) count as the ASCII
+/// letter they imitate. Costs at most [`SUGGEST_CALL_BUDGET`].
 pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let name = suggestable(name)?;
+    let name = suggestable(name).map(fold_lookalikes)?;
     let n = name.chars().count();
     let mut budget = take_budget();
     let mut best: Option<(f64, &str)> = None;
@@ -461,7 +462,7 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
             break;
         }
         budget -= cost;
-        let score = strsim::jaro_winkler(name, c);
+        let score = strsim::jaro_winkler(&name, c);
         if score > 0.75 && best.is_none_or(|(s, _)| score >= s) {
             best = Some((score, c));
         }
@@ -485,6 +486,141 @@ fn take_budget() -> usize {
         })
         .unwrap_or(0);
     left.min(SUGGEST_CALL_BUDGET)
+}
+
+/// `name` with look-alike characters replaced by the ASCII they imitate and
+/// invisible ones dropped.
+pub fn fold_lookalikes(name: &str) -> String {
+    name.chars()
+        .filter(|c| !is_invisible(*c))
+        .map(|c| ascii_lookalike(c).unwrap_or(c))
+        .collect()
+}
+
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}' | '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}'
+    )
+}
+
+/// The ASCII character `c` is easily mistaken for, if any.
+fn ascii_lookalike(c: char) -> Option<char> {
+    let ascii = match c {
+        // Cyrillic
+        'а' => 'a',
+        'е' => 'e',
+        'о' => 'o',
+        'р' => 'p',
+        'с' => 'c',
+        'у' => 'y',
+        'х' => 'x',
+        'і' => 'i',
+        'ј' => 'j',
+        'ѕ' => 's',
+        'ԁ' => 'd',
+        'һ' => 'h',
+        'ӏ' => 'l',
+        'ԛ' => 'q',
+        'ԝ' => 'w',
+        'А' => 'A',
+        'В' => 'B',
+        'Е' => 'E',
+        'К' => 'K',
+        'М' => 'M',
+        'Н' => 'H',
+        'О' => 'O',
+        'Р' => 'P',
+        'С' => 'C',
+        'Т' => 'T',
+        'Х' => 'X',
+        'У' => 'Y',
+        'І' => 'I',
+        'Ј' => 'J',
+        'Ѕ' => 'S',
+        'Ԁ' => 'D',
+        // Greek
+        'Α' => 'A',
+        'Β' => 'B',
+        'Ε' => 'E',
+        'Ζ' => 'Z',
+        'Η' => 'H',
+        'Ι' => 'I',
+        'Κ' => 'K',
+        'Μ' => 'M',
+        'Ν' => 'N',
+        'Ο' => 'O',
+        'Ρ' => 'P',
+        'Τ' => 'T',
+        'Υ' => 'Y',
+        'Χ' => 'X',
+        'ο' => 'o',
+        'ι' => 'i',
+        'κ' => 'k',
+        'ν' => 'v',
+        'ρ' => 'p',
+        'υ' => 'u',
+        'χ' => 'x',
+        'α' => 'a',
+        // Dashes and the like
+        '‐' | '‑' | '‒' | '–' | '—' | '−' => '-',
+        // Fullwidth ASCII
+        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0)?,
+        _ => return None,
+    };
+    Some(ascii)
+}
+
+/// Points out the non-ASCII characters of a name that is not found, since a
+/// look-alike (Cyrillic `а` for `a`) is invisible in the message otherwise:
+/// "`clаude` has a non-ASCII character `а` (U+0430, looks like `a`) at position 3".
+pub fn non_ascii_note(name: &str) -> Option<String> {
+    const SHOWN: usize = 3;
+    let odd: Vec<(usize, char)> = name
+        .chars()
+        .enumerate()
+        .filter(|(_, c)| !c.is_ascii())
+        .take(SHOWN + 1)
+        .collect();
+    if odd.is_empty() {
+        return None;
+    }
+    let described: Vec<String> = odd
+        .iter()
+        .take(SHOWN)
+        .map(|&(i, c)| describe_char(c, i + 1))
+        .collect();
+    let mut note = match odd.len() {
+        1 => format!(
+            "`{}` has a non-ASCII character {}",
+            shown(name),
+            described[0]
+        ),
+        _ => format!(
+            "`{}` has non-ASCII characters: {}",
+            shown(name),
+            described.join(", ")
+        ),
+    };
+    if odd.len() > SHOWN {
+        let total = name.chars().filter(|c| !c.is_ascii()).count();
+        let _ = write!(note, " and {} more", total - SHOWN);
+    }
+    Some(note)
+}
+
+/// "`а` (U+0430, looks like `a`) at position 3"; invisible characters by code point only.
+fn describe_char(c: char, position: usize) -> String {
+    let code = format!("U+{:04X}", c as u32);
+    let glyph = if is_invisible(c) || is_bidi_control(c) || c.is_control() {
+        "an invisible character ".to_owned()
+    } else {
+        format!("`{c}` ")
+    };
+    match ascii_lookalike(c) {
+        Some(a) => format!("{glyph}({code}, looks like `{a}`) at position {position}"),
+        None => format!("{glyph}({code}) at position {position}"),
+    }
 }
 
 /// `name`, cut to [`MAX_NAME_CHARS`] characters for quoting in help.
@@ -516,19 +652,24 @@ pub fn list_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     list
 }
 
-/// "did you mean `x`?" or "known: `a`, `b`" — the help text for an unknown name.
+/// "did you mean `x`?" or "known: `a`, `b`" — the help text for an unknown name,
+/// led by a note on any non-ASCII characters in it.
 pub fn unknown_name_help<'a>(
     name: &str,
     kind: &str,
     candidates: impl IntoIterator<Item = &'a str> + Clone,
 ) -> String {
     let known = list_names(candidates.clone());
-    match closest(name, candidates) {
+    let help = match closest(name, candidates) {
         Some(c) => format!("did you mean `{}`? (known {kind}s: {known})", shown(c)),
         None if known.is_empty() => {
             format!("no {kind}s are defined; define `{}` first", shown(name))
         }
         None => format!("use one of the known {kind}s: {known}"),
+    };
+    match non_ascii_note(name) {
+        Some(note) => format!("{note}; {help}"),
+        None => help,
     }
 }
 
@@ -587,6 +728,20 @@ mod tests {
             out.lines().all(|l| l.chars().count() < 2 * SNIPPET_WIDTH),
             "{out}"
         );
+    }
+
+    #[test]
+    fn look_alike_characters_are_pointed_out_and_folded() {
+        assert_eq!(closest("cl\u{430}ude", ["codex", "claude"]), Some("claude"));
+        assert_eq!(closest("D\u{39f}NE", ["START", "DONE"]), Some("DONE"));
+        let help = unknown_name_help("cl\u{430}ude", "shell", ["claude", "codex"]);
+        assert!(
+            help.starts_with(
+                "`cl\u{430}ude` has a non-ASCII character `\u{430}` (U+0430, looks like `a`) at position 3; did you mean `claude`?"
+            ),
+            "{help}"
+        );
+        assert_eq!(non_ascii_note("plain"), None);
     }
 
     #[test]

@@ -10,7 +10,9 @@ use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::diagnostics::{Diagnostic, Diagnostics, closest, list_names, offset_of};
+use crate::diagnostics::{
+    Diagnostic, Diagnostics, closest, fold_lookalikes, list_names, non_ascii_note, offset_of, shown,
+};
 use crate::schema;
 
 /// A config file's text, kept for pointing into it.
@@ -145,6 +147,10 @@ fn violation_diagnostic(
                 &v.pointer
             }
         );
+        let help = match instance.and_then(Value::as_str).and_then(lookalike_help) {
+            Some(note) => format!("{note} {help}"),
+            None => help,
+        };
         Diagnostic::error("config::schema", &file.display, message).with_help(help)
     };
     d.with_pointer(v.pointer.clone())
@@ -152,11 +158,26 @@ fn violation_diagnostic(
 
 fn unknown_key_help(key: &str, allowed: &[String]) -> String {
     let listed = list_names(allowed.iter().map(String::as_str));
-    match closest(key, allowed.iter().map(String::as_str)) {
+    let help = match closest(key, allowed.iter().map(String::as_str)) {
         Some(near) => format!("did you mean `{near}`? (allowed here: {listed})"),
         None if allowed.is_empty() => "remove this key".to_owned(),
         None => format!("remove it; allowed here: {listed}"),
+    };
+    match non_ascii_note(key) {
+        Some(note) => format!("{note}; {help}"),
+        None => help,
     }
+}
+
+/// For a string with non-ASCII characters (names must be ASCII): which ones,
+/// and the ASCII it probably meant.
+fn lookalike_help(text: &str) -> Option<String> {
+    let note = non_ascii_note(text)?;
+    let ascii = fold_lookalikes(text);
+    Some(match ascii.is_ascii() {
+        true => format!("{note}: write `{}`; otherwise", shown(&ascii)),
+        false => format!("{note}; otherwise"),
+    })
 }
 
 /// Longest value a schema message may quote whole.

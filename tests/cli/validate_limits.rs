@@ -214,3 +214,50 @@ fn a_long_unknown_workflow_name_for_go() {
         &["unknown workflow", "use one of the known workflows"],
     );
 }
+
+// 5. Look-alike characters.
+
+#[test]
+fn a_greek_letter_in_a_state_name_is_pointed_out() {
+    let sb = Sandbox::initialized();
+    let states = vec!["START".to_owned(), "DONE".to_owned()];
+    let extra = "[[transitions]]\nfrom = \"START\"\nevent = \"back\"\nto = \"D\u{39f}NE\"\n";
+    sb.write(".modix/fsm/w.toml", &workflow("w", &states, extra));
+    let (text, _) = validate(&sb);
+    assert_has(
+        &text,
+        &[
+            "`D\u{39f}NE` has a non-ASCII character `\u{39f}` (U+039F, looks like `O`) at position 2; did you mean `DONE`?",
+        ],
+    );
+}
+
+#[test]
+fn a_cyrillic_letter_in_names_is_pointed_out_everywhere() {
+    let sb = Sandbox::initialized();
+    let show = fails(&sb, &["fsm", "show", "executi\u{43e}n_fsm_v1"]);
+    assert_has(
+        &show,
+        &["(U+043E, looks like `o`) at position 8; did you mean `execution_fsm_v1`?"],
+    );
+    // A reference checked against the known names…
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["fsm"] = "executi\u{43e}n_fsm_v1".into();
+    });
+    let (text, _) = validate(&sb);
+    assert_has(
+        &text,
+        &["(U+043E, looks like `o`) at position 8; did you mean `execution_fsm_v1`?"],
+    );
+    // …and a name the schema's ASCII pattern refuses.
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["planner"]["shell"] = "cl\u{430}ude".into();
+    });
+    let (text, _) = validate(&sb);
+    assert_has(
+        &text,
+        &[
+            "`cl\u{430}ude` has a non-ASCII character `\u{430}` (U+0430, looks like `a`) at position 3: write `claude`",
+        ],
+    );
+}
