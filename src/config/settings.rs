@@ -21,9 +21,11 @@ pub fn home_dir() -> Option<PathBuf> {
 /// Loads and layers the global settings; problems in the file are diagnostics.
 pub fn load(diags: &mut Diagnostics) -> Settings {
     let mut settings = Settings::default();
+    // Anything at that path is read, so a directory or a broken symlink
+    // there is reported rather than silently meaning "no settings".
     if let Some(path) = home_dir()
         .map(|h| h.join("settings.json"))
-        .filter(|p| p.is_file())
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
     {
         let display = path.display().to_string();
         if let Some(file) = source::read(&path, &display, diags)
@@ -71,7 +73,7 @@ pub fn color() -> Option<String> {
 fn peek(key: &str) -> Option<String> {
     static FILE: std::sync::OnceLock<Option<serde_json::Value>> = std::sync::OnceLock::new();
     let value = FILE.get_or_init(|| {
-        let text = std::fs::read_to_string(home_dir()?.join("settings.json")).ok()?;
+        let text = source::read_text(&home_dir()?.join("settings.json")).ok()?;
         serde_json::from_str(&text).ok()
     });
     value.as_ref()?.get(key)?.as_str().map(str::to_owned)

@@ -2,6 +2,7 @@
 //! problem: syntax (line:column), schema violations (JSON pointer plus the line
 //! it sits on), and unknown keys with the nearest allowed name.
 
+use std::io::Read as _;
 use std::ops::Range;
 use std::path::Path;
 
@@ -11,7 +12,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::diagnostics::{
-    Diagnostic, Diagnostics, closest, fold_lookalikes, list_names, non_ascii_note, offset_of, shown,
+    Diagnostic, Diagnostics, closest, fold_lookalikes, line_column, list_names, non_ascii_note,
+    offset_of, shown,
 };
 use crate::schema;
 
@@ -21,9 +23,168 @@ pub struct SourceFile {
     pub text: String,
 }
 
+/// Largest config or FSM file modix reads, in bytes. The biggest real file is
+/// a workflow of about 400 KB; anything far larger is a mistake (or not a
+/// config file at all), and reading it whole would only make modix slow.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Why a config or FSM file could not be read as text.
+#[derive(Debug)]
+pub enum ReadError {
+    Missing,
+    /// The file is over [`MAX_FILE_BYTES`]: `size` bytes, or more when not `exact`
+    /// (a file whose size the file system does not know, as in `/proc`).
+    TooLarge {
+        size: u64,
+        exact: bool,
+    },
+    /// Not UTF-8 from this byte on.
+    NotUtf8 {
+        offset: usize,
+        line: usize,
+        column: usize,
+        byte: u8,
+        /// Starts with a UTF-16 byte order mark.
+        utf16: bool,
+    },
+    /// Not a regular file: what it is instead ("is a directory", …).
+    NotAFile(String),
+    Io(std::io::Error),
+}
+
+/// Reads a config or FSM file as UTF-8 text, reading at most
+/// [`MAX_FILE_BYTES`] + 1 bytes, and never opening what is not a regular file
+/// (a FIFO would block forever, a device never end).
+pub fn read_text(path: &Path) -> Result<String, ReadError> {
+    let meta = std::fs::metadata(path).map_err(|e| not_found_why(path, e))?;
+    if !meta.is_file() {
+        return Err(ReadError::NotAFile(kind_of(&meta.file_type()).to_owned()));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(ReadError::TooLarge {
+            size: meta.len(),
+            exact: true,
+        });
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(ReadError::Io)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(ReadError::TooLarge {
+            size: MAX_FILE_BYTES,
+            exact: false,
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| not_utf8(e.as_bytes(), e.utf8_error().valid_up_to()))
+}
+
+/// Why `metadata` failed: a missing file, or a symlink that leads nowhere.
+fn not_found_why(path: &Path, e: std::io::Error) -> ReadError {
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link {
+        return match e.kind() {
+            std::io::ErrorKind::NotFound => ReadError::Missing,
+            _ => ReadError::Io(e),
+        };
+    }
+    if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) {
+        return ReadError::NotAFile(format!("is a symlink loop: {e}"));
+    }
+    let target = std::fs::read_link(path).map_or_else(|_| "?".into(), |t| t.display().to_string());
+    ReadError::NotAFile(format!("is a dangling symlink to `{target}`: {e}"))
+}
+
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "is a directory"
+    } else if t.is_fifo() {
+        "is a named pipe (FIFO)"
+    } else if t.is_socket() {
+        "is a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "is a device"
+    } else {
+        "is not a regular file"
+    }
+}
+
+fn not_utf8(bytes: &[u8], offset: usize) -> ReadError {
+    // The prefix up to `offset` is valid UTF-8 by definition.
+    let valid = std::str::from_utf8(&bytes[..offset]).unwrap_or_default();
+    let (line, column) = line_column(valid, offset);
+    ReadError::NotUtf8 {
+        offset,
+        line,
+        column,
+        byte: bytes[offset],
+        utf16: bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]),
+    }
+}
+
+impl ReadError {
+    /// The diagnostic for `display`; `area` is the code's prefix (`config`, `fsm`).
+    pub fn diagnostic(&self, area: &str, display: &str) -> Diagnostic {
+        let (name, message, help) = self.describe(area);
+        let d = Diagnostic::error(&format!("{area}::{name}"), display, message).with_help(help);
+        match self {
+            ReadError::NotUtf8 { line, column, .. } => d.with_line_column(*line, *column),
+            _ => d,
+        }
+    }
+
+    /// Code name, message and help.
+    fn describe(&self, area: &str) -> (&'static str, String, String) {
+        match self {
+            ReadError::Missing => (
+                "missing-file",
+                "file is missing".into(),
+                if area == "config" {
+                    "run `modix init` to write the missing files (existing ones are kept)".into()
+                } else {
+                    "check the path".into()
+                },
+            ),
+            ReadError::TooLarge { size, exact } => (
+                "too-large",
+                format!(
+                    "file is {}{size} bytes; modix reads files of at most {MAX_FILE_BYTES} bytes ({} MiB)",
+                    if *exact { "" } else { "over " },
+                    MAX_FILE_BYTES >> 20
+                ),
+                "check that this is the right file: config and FSM files are a few KB".into(),
+            ),
+            ReadError::NotUtf8 {
+                offset,
+                byte,
+                utf16,
+                ..
+            } => (
+                "not-utf8",
+                format!("byte offset {offset} (0x{byte:02X}) is not UTF-8"),
+                format!(
+                    "save the file as UTF-8{}: config and FSM files must be UTF-8 text",
+                    if *utf16 { " (it is UTF-16)" } else { "" }
+                ),
+            ),
+            ReadError::NotAFile(what) => (
+                "unreadable",
+                format!("cannot read: {what}"),
+                "replace it with a regular file, or remove it".into(),
+            ),
+            ReadError::Io(e) => (
+                "unreadable",
+                format!("cannot read: {e}"),
+                "check the file's permissions".into(),
+            ),
+        }
+    }
+}
+
 /// Reads `path`; a missing or unreadable file is a diagnostic, not a panic.
 pub fn read(path: &Path, display: &str, diags: &mut Diagnostics) -> Option<SourceFile> {
-    match std::fs::read_to_string(path) {
+    match read_text(path) {
         Ok(text) => {
             diags.add_source(display, text.as_str());
             Some(SourceFile {
@@ -31,19 +192,8 @@ pub fn read(path: &Path, display: &str, diags: &mut Diagnostics) -> Option<Sourc
                 text,
             })
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            diags.push(
-                Diagnostic::error("config::missing-file", display, "file is missing").with_help(
-                    "run `modix init` to write the missing files (existing ones are kept)",
-                ),
-            );
-            None
-        }
         Err(e) => {
-            diags.push(
-                Diagnostic::error("config::unreadable", display, format!("cannot read: {e}"))
-                    .with_help("check the file's permissions and that it is UTF-8 text"),
-            );
+            diags.push(e.diagnostic("config", display));
             None
         }
     }
@@ -299,6 +449,36 @@ mod tests {
         let small = Value::from("ten");
         let message = "\"ten\" is not of type \"integer\"";
         assert_eq!(without_quoted_value(message, Some(&small)), message);
+    }
+
+    #[test]
+    fn reads_at_most_the_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.json");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(MAX_FILE_BYTES + 1).unwrap();
+        assert!(
+            matches!(read_text(&big), Err(ReadError::TooLarge { size, exact: true }) if size == MAX_FILE_BYTES + 1)
+        );
+        let latin1 = dir.path().join("l.json");
+        std::fs::write(&latin1, b"{\n \"caf\xe9\": 1}").unwrap();
+        assert!(matches!(
+            read_text(&latin1),
+            Err(ReadError::NotUtf8 {
+                offset: 7,
+                line: 2,
+                column: 6,
+                byte: 0xE9,
+                utf16: false
+            })
+        ));
+        assert!(
+            matches!(read_text(dir.path()), Err(ReadError::NotAFile(w)) if w == "is a directory")
+        );
+        assert!(matches!(
+            read_text(&dir.path().join("none")),
+            Err(ReadError::Missing)
+        ));
     }
 }
 

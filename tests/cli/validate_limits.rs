@@ -3,6 +3,8 @@
 //! Every case ends with a clear error and exit 2: never a panic, never a hang,
 //! never more of a file than the offending line.
 
+use std::path::Path;
+
 use crate::util::{Sandbox, output_text};
 
 /// Longest line the human output may have: a snippet is cut to 100
@@ -215,6 +217,33 @@ fn a_long_unknown_workflow_name_for_go() {
     );
 }
 
+// 3. Large files.
+
+/// A sparse file of `len` bytes: large on paper, nothing written.
+fn sparse(path: &Path, len: u64) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::File::create(path).unwrap().set_len(len).unwrap();
+}
+
+#[test]
+fn a_file_over_the_cap_is_refused_with_its_size_and_the_cap() {
+    let sb = Sandbox::initialized();
+    sparse(&sb.root().join(".modix/brains.json"), 50 << 20);
+    sparse(&sb.root().join(".modix/fsm/huge.toml"), (4 << 20) + 1);
+    let (text, json) = validate(&sb);
+    assert_eq!(
+        with_code(&json, "config::too-large")[0]["file"],
+        ".modix/brains.json"
+    );
+    assert_has(
+        &text,
+        &[
+            ".modix/brains.json: error[config::too-large]: file is 52428800 bytes; modix reads files of at most 4194304 bytes (4 MiB)",
+            ".modix/fsm/huge.toml: error[fsm::too-large]: file is 4194305 bytes",
+        ],
+    );
+}
+
 // 5. Look-alike characters.
 
 #[test]
@@ -259,5 +288,108 @@ fn a_cyrillic_letter_in_names_is_pointed_out_everywhere() {
         &[
             "`cl\u{430}ude` has a non-ASCII character `\u{430}` (U+0430, looks like `a`) at position 3: write `claude`",
         ],
+    );
+}
+
+// 6. Encodings.
+
+fn write_bytes(path: &Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn latin1_and_binary_files_name_the_first_bad_byte() {
+    let sb = Sandbox::initialized();
+    let modix = sb.root().join(".modix");
+    write_bytes(
+        &modix.join("shells.json"),
+        b"{\n  \"shells\": { \"caf\xe9\": {} }\n}\n",
+    );
+    write_bytes(&modix.join("fsm/bin.toml"), b"id = \"x\"\n\x00\x01\xff\xfe");
+    write_bytes(
+        &sb.dir.path().join("home/settings.json"),
+        b"\xff\xfe{\x00}\x00",
+    );
+    let (text, json) = validate(&sb);
+    assert_eq!(with_code(&json, "config::not-utf8").len(), 2, "{json:#}");
+    assert_has(
+        &text,
+        &[
+            ".modix/shells.json:2:19: error[config::not-utf8]: byte offset 20 (0xE9) is not UTF-8",
+            ".modix/fsm/bin.toml:2:3: error[fsm::not-utf8]: byte offset 11 (0xFF) is not UTF-8",
+            "settings.json:1:1: error[config::not-utf8]: byte offset 0 (0xFF) is not UTF-8",
+            "save the file as UTF-8 (it is UTF-16)",
+        ],
+    );
+}
+
+// 7. Paths that are not readable files.
+
+#[test]
+fn a_settings_file_that_is_a_directory() {
+    let sb = Sandbox::initialized();
+    std::fs::create_dir_all(sb.dir.path().join("home/settings.json")).unwrap();
+    let (text, _) = validate(&sb);
+    assert_has(
+        &text,
+        &["settings.json: error[config::unreadable]: cannot read: is a directory"],
+    );
+}
+
+#[test]
+fn fsm_entries_that_are_not_files_are_each_reported() {
+    let sb = Sandbox::initialized();
+    let fsm = sb.root().join(".modix/fsm");
+    std::os::unix::fs::symlink("nowhere.toml", fsm.join("dangling.toml")).unwrap();
+    std::os::unix::fs::symlink("loop.toml", fsm.join("loop.toml")).unwrap();
+    std::fs::create_dir(fsm.join("folder.toml")).unwrap();
+    let fifo = fsm.join("pipe.toml");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // A FIFO would block a reader forever: it must be reported, not opened.
+    let (text, _) = validate(&sb);
+    assert_has(
+        &text,
+        &[
+            ".modix/fsm/dangling.toml: error[fsm::unreadable]: cannot read: is a dangling symlink to `nowhere.toml`: No such file or directory",
+            ".modix/fsm/loop.toml: error[fsm::unreadable]: cannot read: is a symlink loop: Too many levels of symbolic links",
+            ".modix/fsm/folder.toml: error[fsm::unreadable]: cannot read: is a directory",
+            ".modix/fsm/pipe.toml: error[fsm::unreadable]: cannot read: is a named pipe (FIFO)",
+        ],
+    );
+}
+
+#[test]
+fn an_fsm_folder_that_is_a_file() {
+    let sb = Sandbox::initialized();
+    std::fs::remove_dir_all(sb.root().join(".modix/fsm")).unwrap();
+    sb.write(".modix/fsm", "not a folder");
+    let (text, _) = validate(&sb);
+    assert_has(
+        &text,
+        &[".modix/fsm: error[fsm::unreadable]: cannot list FSM files: Not a directory"],
+    );
+}
+
+#[test]
+fn an_unreadable_config_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::initialized();
+    let path = sb.root().join(".modix/shells.json");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).unwrap();
+    if std::fs::File::open(&path).is_ok() {
+        eprintln!("skipped: running as root, so a mode-000 file is still readable");
+        return;
+    }
+    let (text, _) = validate(&sb);
+    assert_has(
+        &text,
+        &[".modix/shells.json: error[config::unreadable]: cannot read: Permission denied"],
     );
 }
