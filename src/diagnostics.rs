@@ -95,6 +95,17 @@ impl Diagnostic {
         self
     }
 
+    /// [`Diagnostic::with_span`] for one of many diagnostics in the same source.
+    pub fn with_span_in(mut self, index: &LineIndex, span: Range<usize>) -> Self {
+        let len = index.source.len();
+        let start = span.start.min(len);
+        let (line, column) = index.line_column(start);
+        self.line = Some(line);
+        self.column = Some(column);
+        self.span = Some(start..span.end.clamp(start, len));
+        self
+    }
+
     /// Sets line and column (1-based) when no byte span is known.
     pub fn with_line_column(mut self, line: usize, column: usize) -> Self {
         self.line = Some(line);
@@ -137,6 +148,47 @@ pub fn line_column(source: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     (line, source[line_start..offset].chars().count() + 1)
+}
+
+/// Line and column look-ups for many diagnostics in one source, each in time
+/// independent of the source's size: [`line_column`] scans from the start, so
+/// a file with thousands of problems would cost the square of its size.
+pub struct LineIndex<'a> {
+    source: &'a str,
+    /// (byte offset, line, column) at every line start, and every
+    /// [`LineIndex::STRIDE`] bytes within long lines; sorted by offset.
+    marks: Vec<(usize, usize, usize)>,
+}
+
+impl<'a> LineIndex<'a> {
+    /// Most bytes a look-up scans.
+    const STRIDE: usize = 4096;
+
+    pub fn new(source: &'a str) -> Self {
+        let mut marks = vec![(0, 1, 1)];
+        let (mut line, mut column, mut last) = (1, 1, 0);
+        for (i, c) in source.char_indices() {
+            if i - last >= Self::STRIDE {
+                marks.push((i, line, column));
+                last = i;
+            }
+            if c == '\n' {
+                (line, column, last) = (line + 1, 1, i + 1);
+                marks.push((last, line, column));
+            } else {
+                column += 1;
+            }
+        }
+        LineIndex { source, marks }
+    }
+
+    /// 1-based line and column (in characters) of a byte offset, as [`line_column`].
+    pub fn line_column(&self, offset: usize) -> (usize, usize) {
+        let offset = floor_char_boundary(self.source, offset);
+        let i = self.marks.partition_point(|m| m.0 <= offset) - 1;
+        let (at, line, column) = self.marks[i];
+        (line, column + self.source[at..offset].chars().count())
+    }
 }
 
 /// Byte offset of a 1-based line and column (in characters), clamped to the source.
@@ -692,6 +744,20 @@ mod tests {
     fn closest_suggests_near_names() {
         assert_eq!(closest("claud", ["claude", "codex"]), Some("claude"));
         assert_eq!(closest("zzz", ["claude", "codex"]), None);
+    }
+
+    #[test]
+    fn line_index_agrees_with_line_column() {
+        let long = "é".repeat(3 * LineIndex::STRIDE);
+        let src = format!("ab\ncdé\n{long}x\n\nlast");
+        let index = LineIndex::new(&src);
+        for offset in (0..=src.len() + 2).step_by(7).chain([src.len()]) {
+            assert_eq!(
+                index.line_column(offset),
+                line_column(&src, offset),
+                "{offset}"
+            );
+        }
     }
 
     #[test]

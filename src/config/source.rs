@@ -2,6 +2,7 @@
 //! problem: syntax (line:column), schema violations (JSON pointer plus the line
 //! it sits on), and unknown keys with the nearest allowed name.
 
+use std::collections::HashMap;
 use std::io::Read as _;
 use std::ops::Range;
 use std::path::Path;
@@ -12,8 +13,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::diagnostics::{
-    Diagnostic, Diagnostics, closest, fold_lookalikes, line_column, list_names, non_ascii_note,
-    offset_of, shown,
+    Diagnostic, Diagnostics, LineIndex, closest, fold_lookalikes, line_column, list_names,
+    non_ascii_note, offset_of, shown,
 };
 use crate::schema;
 
@@ -267,14 +268,20 @@ pub fn check_schema(
             return false;
         }
     };
+    if violations.is_empty() {
+        return true;
+    }
+    // One parse and one line index for all the violations: a file can have thousands.
+    let mut locator = Locator::new(&file.text);
+    let index = LineIndex::new(&file.text);
     for v in &violations {
         let mut d = violation_diagnostic(file, schema_id, value, v);
-        if let Some(span) = locate(&file.text, &v.pointer, v.unknown_key.is_some()) {
-            d = d.with_span(&file.text, span);
+        if let Some(span) = locator.find(&v.pointer, v.unknown_key.is_some()) {
+            d = d.with_span_in(&index, span);
         }
         diags.push(d);
     }
-    violations.is_empty()
+    false
 }
 
 fn violation_diagnostic(
@@ -370,45 +377,85 @@ fn shown_text(message: &str) -> String {
 
 /// Byte range of the value (or, with `key`, of the property name) at `pointer`.
 pub fn locate(text: &str, pointer: &str, key: bool) -> Option<Range<usize>> {
-    let parsed = parse_to_ast(text, &CollectOptions::default(), &ParseOptions::default()).ok()?;
-    let mut node = parsed.value?;
-    let mut key_range = None;
-    if pointer.is_empty() {
-        let r = range_of(&node);
-        return Some(r.start..r.start + 1);
+    Locator::new(text).find(pointer, key)
+}
+
+/// Finds many JSON pointers in one file, parsing it once.
+struct Locator<'t> {
+    root: Option<Ast<'t>>,
+    /// Key → property index of large objects, by the object's start offset,
+    /// built on first use: a lookup in an object of 10,000 agents is not a scan.
+    keys: HashMap<usize, HashMap<String, usize>>,
+}
+
+/// Objects with more properties than this get a key index.
+const SCAN_PROPS: usize = 32;
+
+impl<'t> Locator<'t> {
+    fn new(text: &'t str) -> Self {
+        let root = parse_to_ast(text, &CollectOptions::default(), &ParseOptions::default())
+            .ok()
+            .and_then(|p| p.value);
+        Locator {
+            root,
+            keys: HashMap::new(),
+        }
     }
-    for raw in pointer.split('/').skip(1) {
-        let seg = raw.replace("~1", "/").replace("~0", "~");
-        node = match node {
-            Ast::Object(obj) => {
-                let prop = obj
-                    .properties
-                    .into_iter()
-                    .find(|p| prop_name(&p.name) == seg)?;
-                key_range = Some(match &prop.name {
-                    ObjectPropName::String(s) => s.range.start..s.range.end,
-                    ObjectPropName::Word(w) => w.range.start..w.range.end,
-                });
-                prop.value
-            }
-            Ast::Array(arr) => {
-                key_range = None;
-                let i: usize = seg.parse().ok()?;
-                arr.elements.into_iter().nth(i)?
-            }
-            _ => return None,
-        };
-    }
-    match (key, key_range) {
-        (true, Some(r)) => Some(r),
-        _ => Some(range_of(&node)),
+
+    fn find(&mut self, pointer: &str, key: bool) -> Option<Range<usize>> {
+        let mut node = self.root.as_ref()?;
+        if pointer.is_empty() {
+            let r = range_of(node);
+            return Some(r.start..r.start + 1);
+        }
+        let mut key_range = None;
+        for raw in pointer.split('/').skip(1) {
+            let seg = raw.replace("~1", "/").replace("~0", "~");
+            node = match node {
+                Ast::Object(obj) => {
+                    let prop = &obj.properties[prop_index(&mut self.keys, obj, &seg)?];
+                    key_range = Some(name_range(&prop.name));
+                    &prop.value
+                }
+                Ast::Array(arr) => {
+                    key_range = None;
+                    arr.elements.get(seg.parse::<usize>().ok()?)?
+                }
+                _ => return None,
+            };
+        }
+        match (key, key_range) {
+            (true, Some(r)) => Some(r),
+            _ => Some(range_of(node)),
+        }
     }
 }
 
-fn prop_name(name: &ObjectPropName) -> String {
+/// Index of the property `name` (the last one, as JSON keeps the last).
+fn prop_index(
+    keys: &mut HashMap<usize, HashMap<String, usize>>,
+    obj: &jsonc_parser::ast::Object,
+    name: &str,
+) -> Option<usize> {
+    if obj.properties.len() <= SCAN_PROPS {
+        return obj.properties.iter().rposition(|p| p.name.as_str() == name);
+    }
+    keys.entry(obj.range.start)
+        .or_insert_with(|| {
+            obj.properties
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.name.as_str().to_owned(), i))
+                .collect()
+        })
+        .get(name)
+        .copied()
+}
+
+fn name_range(name: &ObjectPropName) -> Range<usize> {
     match name {
-        ObjectPropName::String(s) => s.value.to_string(),
-        ObjectPropName::Word(w) => w.value.to_string(),
+        ObjectPropName::String(s) => s.range.start..s.range.end,
+        ObjectPropName::Word(w) => w.range.start..w.range.end,
     }
 }
 

@@ -244,6 +244,22 @@ fn a_file_over_the_cap_is_refused_with_its_size_and_the_cap() {
     );
 }
 
+#[test]
+fn hundreds_of_errors_in_one_file_are_all_reported() {
+    let sb = Sandbox::initialized();
+    let states = names("S", 500);
+    let extra: String = (0..500)
+        .map(|i| format!("[[transitions]]\nfrom = \"S{i}\"\nevent = \"x\"\nto = \"X{i}\"\n"))
+        .collect();
+    let file = workflow("big", &states, &extra);
+    sb.write(".modix/fsm/big.toml", &file);
+    let (text, json) = validate(&sb);
+    assert_eq!(with_code(&json, "fsm::unknown-state").len(), 500);
+    let line = file.lines().position(|l| l == "to = \"X499\"").unwrap() + 1;
+    let last = format!(".modix/fsm/big.toml:{line}:6");
+    assert_has(&text, &[&last, "transition to unknown state `X499`"]);
+}
+
 // 5. Look-alike characters.
 
 #[test]
