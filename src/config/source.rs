@@ -227,7 +227,9 @@ pub fn parse<T: DeserializeOwned>(
 /// Strict JSON (no comments, no trailing commas): what every tool can read.
 pub fn parse_json(file: &SourceFile, diags: &mut Diagnostics) -> Option<Value> {
     match serde_json::from_str::<Value>(&file.text) {
-        Ok(v) => Some(v),
+        // JSON keeps the last of two equal keys and drops the first without a word.
+        Ok(v) if duplicate_keys(file, diags) => Some(v),
+        Ok(_) => None,
         Err(e) => {
             let offset = offset_of(&file.text, e.line(), e.column().max(1));
             diags.push(
@@ -248,6 +250,89 @@ pub fn parse_json(file: &SourceFile, diags: &mut Diagnostics) -> Option<Value> {
 
 fn strip_position(msg: &str) -> &str {
     msg.rsplit_once(" at line ").map_or(msg, |(m, _)| m)
+}
+
+/// Reports every key defined twice in one object, with both places; true when
+/// there were none.
+fn duplicate_keys(file: &SourceFile, diags: &mut Diagnostics) -> bool {
+    let Some(root) = parse_to_ast(
+        &file.text,
+        &CollectOptions::default(),
+        &ParseOptions::default(),
+    )
+    .ok()
+    .and_then(|p| p.value) else {
+        return true;
+    };
+    let mut found = Vec::new();
+    find_duplicates(&root, "", &mut found);
+    if found.is_empty() {
+        return true;
+    }
+    let index = LineIndex::new(&file.text);
+    for dup in found {
+        let at = |offset| {
+            let (line, column) = index.line_column(offset);
+            format!("{line}:{column}")
+        };
+        let d = Diagnostic::error(
+            "config::duplicate-key",
+            &file.display,
+            format!(
+                "key `{}` is defined twice in this object: at {} and again at {}",
+                shown(&dup.key),
+                at(dup.first.start),
+                at(dup.again.start)
+            ),
+        )
+        .with_pointer(dup.pointer)
+        .with_span_in(&index, dup.again)
+        .with_help("keep one of the two: JSON keeps only the last, silently dropping the first");
+        diags.push(d);
+    }
+    false
+}
+
+/// A key repeated in one object.
+struct Duplicate {
+    key: String,
+    pointer: String,
+    first: Range<usize>,
+    again: Range<usize>,
+}
+
+/// Collects the repeated keys of every object under `node` (at `pointer`).
+/// Recursion is bounded: serde_json has already refused nesting deeper than 128.
+fn find_duplicates(node: &Ast, pointer: &str, found: &mut Vec<Duplicate>) {
+    match node {
+        Ast::Object(obj) => {
+            let mut seen: HashMap<&str, Range<usize>> = HashMap::new();
+            for prop in &obj.properties {
+                let name = prop.name.as_str();
+                let here = name_range(&prop.name);
+                let child = format!("{pointer}/{}", escape_pointer(name));
+                if let Some(first) = seen.insert(name, here.clone()) {
+                    found.push(Duplicate {
+                        key: name.to_owned(),
+                        pointer: child.clone(),
+                        first,
+                        again: here,
+                    });
+                }
+                find_duplicates(&prop.value, &child, found);
+            }
+        }
+        Ast::Array(arr) => {
+            for (i, el) in arr.elements.iter().enumerate() {
+                find_duplicates(el, &format!("{pointer}/{i}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn escape_pointer(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
 }
 
 /// Reports every schema violation of `value`; true when there were none.
@@ -483,6 +568,40 @@ mod tests {
         let r = locate(text, "/a/b", true).unwrap();
         assert_eq!(&text[r], "\"b\"");
         assert!(locate(text, "/zz", false).is_none());
+    }
+
+    fn file(text: &str) -> SourceFile {
+        SourceFile {
+            display: "f.json".into(),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors_naming_both_places() {
+        let mut diags = Diagnostics::new();
+        let f = file("{\n  \"a\": {\"x\": 1, \"y\": 2,\n        \"x\": 3},\n  \"a\": 4\n}");
+        assert!(parse_json(&f, &mut diags).is_none());
+        let found: Vec<_> = diags
+            .items()
+            .iter()
+            .map(|d| (d.pointer.clone().unwrap(), d.line, d.message.clone()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "/a/x".to_owned(),
+                    Some(3),
+                    "key `x` is defined twice in this object: at 2:9 and again at 3:9".to_owned()
+                ),
+                (
+                    "/a".to_owned(),
+                    Some(4),
+                    "key `a` is defined twice in this object: at 2:3 and again at 4:3".to_owned()
+                ),
+            ]
+        );
     }
 
     #[test]

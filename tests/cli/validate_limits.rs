@@ -260,6 +260,52 @@ fn hundreds_of_errors_in_one_file_are_all_reported() {
     assert_has(&text, &[&last, "transition to unknown state `X499`"]);
 }
 
+// 4. Duplicate keys.
+
+#[test]
+fn a_brain_defined_twice_names_both_places() {
+    let sb = Sandbox::initialized();
+    sb.write(
+        ".modix/brains.json",
+        "{\n  \"brains\": {\n    \"fast\": { \"provider\": \"anthropic\", \"model\": \"haiku\" },\n    \"fast\": { \"provider\": \"openai\", \"model\": \"gpt-5\" }\n  }\n}\n",
+    );
+    let (text, json) = validate(&sb);
+    assert_eq!(
+        place(&json, "config::duplicate-key"),
+        ".modix/brains.json:4:5"
+    );
+    let d = with_code(&json, "config::duplicate-key")[0];
+    assert_eq!(d["pointer"], "/brains/fast");
+    assert_has(
+        &text,
+        &["key `fast` is defined twice in this object: at 3:5 and again at 4:5"],
+    );
+}
+
+#[test]
+fn two_top_level_agents_keys() {
+    let sb = Sandbox::initialized();
+    let agents = sb.read(".modix/agents.json");
+    let body = agents
+        .trim()
+        .strip_prefix('{')
+        .unwrap()
+        .strip_suffix('}')
+        .unwrap();
+    sb.write(
+        ".modix/agents.json",
+        &format!("{{{body},\n  \"agents\": {{}}\n}}\n"),
+    );
+    let (text, json) = validate(&sb);
+    let found = with_code(&json, "config::duplicate-key");
+    assert_eq!(found.len(), 1, "{json:#}");
+    assert_eq!(found[0]["pointer"], "/agents");
+    assert_has(
+        &text,
+        &["key `agents` is defined twice in this object: at 2:3 and again at"],
+    );
+}
+
 // 5. Look-alike characters.
 
 #[test]
