@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use miette::{
-    GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteDiagnostic, NamedSource,
+    GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteDiagnostic,
     Severity as MietteSeverity,
 };
 use serde::Serialize;
@@ -95,6 +95,17 @@ impl Diagnostic {
         self
     }
 
+    /// [`Diagnostic::with_span`] for one of many diagnostics in the same source.
+    pub fn with_span_in(mut self, index: &LineIndex, span: Range<usize>) -> Self {
+        let len = index.source.len();
+        let start = span.start.min(len);
+        let (line, column) = index.line_column(start);
+        self.line = Some(line);
+        self.column = Some(column);
+        self.span = Some(start..span.end.clamp(start, len));
+        self
+    }
+
     /// Sets line and column (1-based) when no byte span is known.
     pub fn with_line_column(mut self, line: usize, column: usize) -> Self {
         self.line = Some(line);
@@ -132,14 +143,52 @@ impl Diagnostic {
 
 /// 1-based line and column (in characters) of a byte offset.
 pub fn line_column(source: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(source.len());
-    while !source.is_char_boundary(offset) {
-        offset -= 1;
-    }
+    let offset = floor_char_boundary(source, offset);
     let before = &source[..offset];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     (line, source[line_start..offset].chars().count() + 1)
+}
+
+/// Line and column look-ups for many diagnostics in one source, each in time
+/// independent of the source's size: [`line_column`] scans from the start, so
+/// a file with thousands of problems would cost the square of its size.
+pub struct LineIndex<'a> {
+    source: &'a str,
+    /// (byte offset, line, column) at every line start, and every
+    /// [`LineIndex::STRIDE`] bytes within long lines; sorted by offset.
+    marks: Vec<(usize, usize, usize)>,
+}
+
+impl<'a> LineIndex<'a> {
+    /// Most bytes a look-up scans.
+    const STRIDE: usize = 4096;
+
+    pub fn new(source: &'a str) -> Self {
+        let mut marks = vec![(0, 1, 1)];
+        let (mut line, mut column, mut last) = (1, 1, 0);
+        for (i, c) in source.char_indices() {
+            if i - last >= Self::STRIDE {
+                marks.push((i, line, column));
+                last = i;
+            }
+            if c == '\n' {
+                (line, column, last) = (line + 1, 1, i + 1);
+                marks.push((last, line, column));
+            } else {
+                column += 1;
+            }
+        }
+        LineIndex { source, marks }
+    }
+
+    /// 1-based line and column (in characters) of a byte offset, as [`line_column`].
+    pub fn line_column(&self, offset: usize) -> (usize, usize) {
+        let offset = floor_char_boundary(self.source, offset);
+        let i = self.marks.partition_point(|m| m.0 <= offset) - 1;
+        let (at, line, column) = self.marks[i];
+        (line, column + self.source[at..offset].chars().count())
+    }
 }
 
 /// Byte offset of a 1-based line and column (in characters), clamped to the source.
@@ -226,40 +275,49 @@ impl Diagnostics {
     }
 
     /// Renders every diagnostic for a terminal: a headline with `file:line:col`,
-    /// then a miette snippet of the source where one is known.
+    /// then a miette snippet of the offending line where one is known.
     pub fn render_human(&self, color: bool) -> String {
         let theme = if color {
             GraphicalTheme::unicode()
         } else {
             GraphicalTheme::unicode_nocolor()
         };
+        // No context lines: a snippet shows the offending line and nothing else
+        // of the file (a config path may point at a file holding secrets).
         let handler = GraphicalReportHandler::new_themed(theme)
             .with_wrap_lines(false)
-            .with_links(false);
+            .with_links(false)
+            .with_context_lines(0);
         let mut out = String::new();
         for d in &self.items {
-            let mut md = MietteDiagnostic::new(d.headline()).with_severity(match d.severity {
-                Severity::Error => MietteSeverity::Error,
-                Severity::Warning => MietteSeverity::Warning,
-            });
-            if let Some(help) = &d.help {
-                md = md.with_help(help.clone());
-            }
-            let source = self.sources.get(&d.file);
-            let report = match (&d.span, source) {
-                (Some(span), Some(text)) => {
-                    md = md.with_label(LabeledSpan::at(span.clone(), "here"));
-                    miette::Report::new(md)
-                        .with_source_code(NamedSource::new(&d.file, text.to_string()))
-                }
-                _ => miette::Report::new(md),
-            };
+            let report = self.report(d);
             if handler.render_report(&mut out, report.as_ref()).is_err() {
-                let _ = writeln!(out, "{}", d.headline());
+                let _ = writeln!(out, "{}", terminal_text(&d.headline()));
             }
             out.push('\n');
         }
         out
+    }
+
+    /// One diagnostic as miette sees it: only ever the window of its line
+    /// that [`LineWindow`] cuts, never the whole source.
+    fn report(&self, d: &Diagnostic) -> miette::Report {
+        let mut md =
+            MietteDiagnostic::new(terminal_text(&d.headline())).with_severity(match d.severity {
+                Severity::Error => MietteSeverity::Error,
+                Severity::Warning => MietteSeverity::Warning,
+            });
+        if let Some(help) = &d.help {
+            md = md.with_help(terminal_text(help));
+        }
+        match (&d.span, self.sources.get(&d.file)) {
+            (Some(span), Some(text)) => {
+                let window = LineWindow::new(&terminal_text(&d.file), text, span, d);
+                md = md.with_label(LabeledSpan::at(window.label.clone(), "here"));
+                miette::Report::new(md).with_source_code(window)
+            }
+            _ => miette::Report::new(md),
+        }
     }
 
     /// `{"errors": n, "warnings": n, "diagnostics": [...]}`.
@@ -272,31 +330,399 @@ impl Diagnostics {
     }
 }
 
-/// The closest of `candidates` to `name`, for "did you mean" hints.
-pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim::jaro_winkler(name, c), c))
-        .filter(|(score, _)| *score > 0.75)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
+/// Longest stretch of the offending line a snippet shows, in characters:
+/// miette cannot draw a column past 65,535, and a snippet never shows more of
+/// a file than the place it points at.
+pub const SNIPPET_WIDTH: usize = 100;
+/// When a line is cut, at most this many of its characters come before the error.
+const SNIPPET_LEAD: usize = 40;
+/// Messages and help are cut to this many characters in human output (the
+/// JSON keeps them whole): a message may quote a name as long as the file.
+pub const MAX_TEXT_CHARS: usize = 2_000;
+
+/// The window of one source line that a snippet shows, as miette's source:
+/// one line of at most [`SNIPPET_WIDTH`] characters with `…` where it was cut,
+/// which reports the real line and column of the error for miette's header.
+#[derive(Debug)]
+struct LineWindow {
+    name: String,
+    text: String,
+    /// 0-based, in the real file.
+    line: usize,
+    column: usize,
+    /// The error's byte range in `text`.
+    label: Range<usize>,
 }
 
-/// "did you mean `x`?" or "known: `a`, `b`" — the help text for an unknown name.
+impl LineWindow {
+    fn new(name: &str, source: &str, span: &Range<usize>, d: &Diagnostic) -> Self {
+        let start = floor_char_boundary(source, span.start);
+        let (line, column) = match (d.line, d.column) {
+            (Some(l), Some(c)) => (l, c),
+            _ => line_column(source, start),
+        };
+        let (text, label) = cut_line(source, start, span.end.max(start));
+        LineWindow {
+            name: name.to_owned(),
+            text,
+            line: line.saturating_sub(1),
+            column: column.saturating_sub(1),
+            label,
+        }
+    }
+}
+
+impl miette::SourceCode for LineWindow {
+    fn read_span<'a>(
+        &'a self,
+        _span: &miette::SourceSpan,
+        _before: usize,
+        _after: usize,
+    ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
+        Ok(Box::new(miette::MietteSpanContents::new_named(
+            self.name.clone(),
+            self.text.as_bytes(),
+            (0, self.text.len()).into(),
+            self.line,
+            self.column,
+            1,
+        )))
+    }
+}
+
+/// The line around byte `start` of `source`, cut to a window around it, and
+/// the byte range of `start..end` in that window. Looks at no more than
+/// [`SNIPPET_WIDTH`] characters either side, however long the line.
+fn cut_line(source: &str, start: usize, end: usize) -> (String, Range<usize>) {
+    let at_line_end = |c: &char| !matches!(c, '\n' | '\r');
+    let before: Vec<char> = source[..start]
+        .chars()
+        .rev()
+        .take_while(at_line_end)
+        .take(SNIPPET_WIDTH + 1)
+        .collect();
+    let after: Vec<(usize, char)> = source[start..]
+        .char_indices()
+        .take_while(|(_, c)| at_line_end(c))
+        .take(SNIPPET_WIDTH + 1)
+        .collect();
+    let right = after
+        .len()
+        .min(SNIPPET_WIDTH - before.len().min(SNIPPET_LEAD));
+    let left = before.len().min(SNIPPET_WIDTH - right);
+    let mut text = String::new();
+    if before.len() > left {
+        text.push('…');
+    }
+    text.extend(before[..left].iter().rev().map(|&c| visible(c)));
+    let label_start = text.len();
+    let mut label_end = None;
+    for &(i, c) in &after[..right] {
+        if label_end.is_none() && start + i >= end {
+            label_end = Some(text.len());
+        }
+        text.push(visible(c));
+    }
+    let label_end = label_end.unwrap_or(text.len());
+    if after.len() > right {
+        text.push('…');
+    }
+    if text.is_empty() {
+        // miette draws no line for an empty source; an empty line is still a place.
+        text.push(' ');
+    }
+    (text, label_start..label_end)
+}
+
+/// A character as a snippet may print it: control and bidi characters would
+/// act on the terminal (or reorder the line) instead of showing.
+fn visible(c: char) -> char {
+    if (c.is_control() && c != '\t') || is_bidi_control(c) {
+        '\u{FFFD}'
+    } else {
+        c
+    }
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}')
+}
+
+/// Text for a terminal: control characters escaped, cut to [`MAX_TEXT_CHARS`].
+fn terminal_text(s: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i == MAX_TEXT_CHARS {
+            let rest = s.chars().count() - i;
+            let _ = write!(out, "… ({rest} more characters; `--json` has them all)");
+            break;
+        }
+        if (c.is_control() && !matches!(c, '\n' | '\t')) || is_bidi_control(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn floor_char_boundary(s: &str, offset: usize) -> usize {
+    let mut offset = offset.min(s.len());
+    while !s.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    offset
+}
+
+/// Names longer than this (in characters) get no "did you mean": comparing
+/// two names costs the product of their lengths, and a hint would not help.
+pub const MAX_SUGGEST_CHARS: usize = 64;
+/// Work one suggestion may do: a comparison costs the product of the two
+/// lengths plus [`COMPARE_COST`].
+const SUGGEST_CALL_BUDGET: usize = 200_000;
+/// The fixed cost of one comparison (allocations, setup), in the same units.
+const COMPARE_COST: usize = 64;
+/// Work all suggestions of one process may do together, so a file with
+/// thousands of unknown names still validates in bounded time (later names
+/// just get no hint).
+const SUGGEST_TOTAL_BUDGET: usize = 10_000_000;
+/// A help line lists at most this many names, then "and N more".
+pub const MAX_LISTED_NAMES: usize = 20;
+/// Names quoted in help are cut to this many characters.
+pub const MAX_NAME_CHARS: usize = 64;
+
+static SUGGEST_WORK_LEFT: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(SUGGEST_TOTAL_BUDGET);
+
+/// The closest of `candidates` to `name`, for "did you mean" hints. Look-alike
+/// characters (Cyrillic `а`, Greek `Ο`, fullwidth letters) count as the ASCII
+/// letter they imitate. Costs at most [`SUGGEST_CALL_BUDGET`].
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let name = suggestable(name).map(fold_lookalikes)?;
+    let n = name.chars().count();
+    let mut budget = take_budget();
+    let mut best: Option<(f64, &str)> = None;
+    for c in candidates {
+        if c == name {
+            best = Some((1.0, c));
+            break;
+        }
+        let Some(m) = suggestable(c).map(|c| c.chars().count()) else {
+            continue;
+        };
+        let cost = n * m + COMPARE_COST;
+        if cost > budget {
+            break;
+        }
+        budget -= cost;
+        let score = strsim::jaro_winkler(&name, c);
+        if score > 0.75 && best.is_none_or(|(s, _)| score >= s) {
+            best = Some((score, c));
+        }
+    }
+    SUGGEST_WORK_LEFT.fetch_add(budget, std::sync::atomic::Ordering::Relaxed);
+    best.map(|(_, c)| c)
+}
+
+/// `name` if it is short enough to compare.
+fn suggestable(name: &str) -> Option<&str> {
+    let short = !name.is_empty() && name.len() <= 4 * MAX_SUGGEST_CHARS;
+    (short && name.chars().count() <= MAX_SUGGEST_CHARS).then_some(name)
+}
+
+/// Takes this call's share of the process-wide suggestion budget.
+fn take_budget() -> usize {
+    use std::sync::atomic::Ordering::Relaxed;
+    let left = SUGGEST_WORK_LEFT
+        .fetch_update(Relaxed, Relaxed, |left| {
+            Some(left - left.min(SUGGEST_CALL_BUDGET))
+        })
+        .unwrap_or(0);
+    left.min(SUGGEST_CALL_BUDGET)
+}
+
+/// `name` with look-alike characters replaced by the ASCII they imitate and
+/// invisible ones dropped.
+pub fn fold_lookalikes(name: &str) -> String {
+    name.chars()
+        .filter(|c| !is_invisible(*c))
+        .map(|c| ascii_lookalike(c).unwrap_or(c))
+        .collect()
+}
+
+fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}' | '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}'
+    )
+}
+
+/// The ASCII character `c` is easily mistaken for, if any.
+fn ascii_lookalike(c: char) -> Option<char> {
+    let ascii = match c {
+        // Cyrillic
+        'а' => 'a',
+        'е' => 'e',
+        'о' => 'o',
+        'р' => 'p',
+        'с' => 'c',
+        'у' => 'y',
+        'х' => 'x',
+        'і' => 'i',
+        'ј' => 'j',
+        'ѕ' => 's',
+        'ԁ' => 'd',
+        'һ' => 'h',
+        'ӏ' => 'l',
+        'ԛ' => 'q',
+        'ԝ' => 'w',
+        'А' => 'A',
+        'В' => 'B',
+        'Е' => 'E',
+        'К' => 'K',
+        'М' => 'M',
+        'Н' => 'H',
+        'О' => 'O',
+        'Р' => 'P',
+        'С' => 'C',
+        'Т' => 'T',
+        'Х' => 'X',
+        'У' => 'Y',
+        'І' => 'I',
+        'Ј' => 'J',
+        'Ѕ' => 'S',
+        'Ԁ' => 'D',
+        // Greek
+        'Α' => 'A',
+        'Β' => 'B',
+        'Ε' => 'E',
+        'Ζ' => 'Z',
+        'Η' => 'H',
+        'Ι' => 'I',
+        'Κ' => 'K',
+        'Μ' => 'M',
+        'Ν' => 'N',
+        'Ο' => 'O',
+        'Ρ' => 'P',
+        'Τ' => 'T',
+        'Υ' => 'Y',
+        'Χ' => 'X',
+        'ο' => 'o',
+        'ι' => 'i',
+        'κ' => 'k',
+        'ν' => 'v',
+        'ρ' => 'p',
+        'υ' => 'u',
+        'χ' => 'x',
+        'α' => 'a',
+        // Dashes and the like
+        '‐' | '‑' | '‒' | '–' | '—' | '−' => '-',
+        // Fullwidth ASCII
+        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0)?,
+        _ => return None,
+    };
+    Some(ascii)
+}
+
+/// Points out the non-ASCII characters of a name that is not found, since a
+/// look-alike (Cyrillic `а` for `a`) is invisible in the message otherwise:
+/// "`clаude` has a non-ASCII character `а` (U+0430, looks like `a`) at position 3".
+pub fn non_ascii_note(name: &str) -> Option<String> {
+    const SHOWN: usize = 3;
+    let odd: Vec<(usize, char)> = name
+        .chars()
+        .enumerate()
+        .filter(|(_, c)| !c.is_ascii())
+        .take(SHOWN + 1)
+        .collect();
+    if odd.is_empty() {
+        return None;
+    }
+    let described: Vec<String> = odd
+        .iter()
+        .take(SHOWN)
+        .map(|&(i, c)| describe_char(c, i + 1))
+        .collect();
+    let mut note = match odd.len() {
+        1 => format!(
+            "`{}` has a non-ASCII character {}",
+            shown(name),
+            described[0]
+        ),
+        _ => format!(
+            "`{}` has non-ASCII characters: {}",
+            shown(name),
+            described.join(", ")
+        ),
+    };
+    if odd.len() > SHOWN {
+        let total = name.chars().filter(|c| !c.is_ascii()).count();
+        let _ = write!(note, " and {} more", total - SHOWN);
+    }
+    Some(note)
+}
+
+/// "`а` (U+0430, looks like `a`) at position 3"; invisible characters by code point only.
+fn describe_char(c: char, position: usize) -> String {
+    let code = format!("U+{:04X}", c as u32);
+    let glyph = if is_invisible(c) || is_bidi_control(c) || c.is_control() {
+        "an invisible character ".to_owned()
+    } else {
+        format!("`{c}` ")
+    };
+    match ascii_lookalike(c) {
+        Some(a) => format!("{glyph}({code}, looks like `{a}`) at position {position}"),
+        None => format!("{glyph}({code}) at position {position}"),
+    }
+}
+
+/// `name`, cut to [`MAX_NAME_CHARS`] characters for quoting in help.
+pub fn shown(name: &str) -> String {
+    match name.char_indices().nth(MAX_NAME_CHARS) {
+        Some((i, _)) => format!("{}…", &name[..i]),
+        None => name.to_owned(),
+    }
+}
+
+/// "`a`, `b`, `c`", or the first [`MAX_LISTED_NAMES`] then "and N more".
+pub fn list_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let mut names = names.into_iter();
+    let mut list = names
+        .by_ref()
+        .take(MAX_LISTED_NAMES)
+        .map(|n| format!("`{}`", shown(n)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // Callers pass exact-size iterators (slices, map keys): counting the rest
+    // is then free, where walking 10,000 names per message would not be.
+    let more = match names.size_hint() {
+        (low, Some(high)) if low == high => low,
+        _ => names.count(),
+    };
+    if more > 0 {
+        let _ = write!(list, " and {more} more");
+    }
+    list
+}
+
+/// "did you mean `x`?" or "known: `a`, `b`" — the help text for an unknown name,
+/// led by a note on any non-ASCII characters in it.
 pub fn unknown_name_help<'a>(
     name: &str,
     kind: &str,
     candidates: impl IntoIterator<Item = &'a str> + Clone,
 ) -> String {
-    let known: Vec<String> = candidates
-        .clone()
-        .into_iter()
-        .map(|c| format!("`{c}`"))
-        .collect();
-    match closest(name, candidates) {
-        Some(c) => format!("did you mean `{c}`? (known {kind}s: {})", known.join(", ")),
-        None if known.is_empty() => format!("no {kind}s are defined; define `{name}` first"),
-        None => format!("use one of the known {kind}s: {}", known.join(", ")),
+    let known = list_names(candidates.clone());
+    let help = match closest(name, candidates) {
+        Some(c) => format!("did you mean `{}`? (known {kind}s: {known})", shown(c)),
+        None if known.is_empty() => {
+            format!("no {kind}s are defined; define `{}` first", shown(name))
+        }
+        None => format!("use one of the known {kind}s: {known}"),
+    };
+    match non_ascii_note(name) {
+        Some(note) => format!("{note}; {help}"),
+        None => help,
     }
 }
 
@@ -319,5 +745,80 @@ mod tests {
     fn closest_suggests_near_names() {
         assert_eq!(closest("claud", ["claude", "codex"]), Some("claude"));
         assert_eq!(closest("zzz", ["claude", "codex"]), None);
+    }
+
+    #[test]
+    fn line_index_agrees_with_line_column() {
+        let long = "é".repeat(3 * LineIndex::STRIDE);
+        let src = format!("ab\ncdé\n{long}x\n\nlast");
+        let index = LineIndex::new(&src);
+        for offset in (0..=src.len() + 2).step_by(7).chain([src.len()]) {
+            assert_eq!(
+                index.line_column(offset),
+                line_column(&src, offset),
+                "{offset}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_long_line_is_cut_around_the_error() {
+        let src = format!("{{\n{}X{}\n}}", "a".repeat(70_000), "b".repeat(70_000));
+        let at = src.find('X').unwrap();
+        let (text, label) = cut_line(&src, at, at + 1);
+        assert_eq!(&text[label.clone()], "X");
+        assert!(text.starts_with('…') && text.ends_with('…'), "{text}");
+        assert_eq!(text.chars().count(), SNIPPET_WIDTH + 2);
+        // Short lines are shown whole, and nothing of the lines around them.
+        let (text, label) = cut_line("one\ntwo three\nfour", 8, 13);
+        assert_eq!((text.as_str(), &text[label]), ("two three", "three"));
+    }
+
+    #[test]
+    fn a_snippet_never_carries_control_characters() {
+        let (text, _) = cut_line("a\u{1b}[31mb\u{202e}c", 0, 1);
+        assert_eq!(text, "a\u{FFFD}[31mb\u{FFFD}c");
+    }
+
+    #[test]
+    fn human_output_shows_only_the_offending_line() {
+        let src = format!("secret one\n{}\nsecret two\n", "x".repeat(100_000));
+        let mut diags = Diagnostics::new();
+        diags.add_source("f.json", src.as_str());
+        diags.push(
+            Diagnostic::error("c", "f.json", "bad").with_span(&src, 11 + 99_990..11 + 99_991),
+        );
+        let out = diags.render_human(false);
+        assert!(out.contains("f.json:2:99991"), "{out}");
+        assert!(!out.contains("secret"), "{out}");
+        assert!(
+            out.lines().all(|l| l.chars().count() < 2 * SNIPPET_WIDTH),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn look_alike_characters_are_pointed_out_and_folded() {
+        assert_eq!(closest("cl\u{430}ude", ["codex", "claude"]), Some("claude"));
+        assert_eq!(closest("D\u{39f}NE", ["START", "DONE"]), Some("DONE"));
+        let help = unknown_name_help("cl\u{430}ude", "shell", ["claude", "codex"]);
+        assert!(
+            help.starts_with(
+                "`cl\u{430}ude` has a non-ASCII character `\u{430}` (U+0430, looks like `a`) at position 3; did you mean `claude`?"
+            ),
+            "{help}"
+        );
+        assert_eq!(non_ascii_note("plain"), None);
+    }
+
+    #[test]
+    fn long_names_are_not_compared_and_lists_are_capped() {
+        let long = "A".repeat(200_000);
+        let near = format!("{long}B");
+        assert_eq!(closest(&long, [near.as_str()]), None);
+        let names: Vec<String> = (0..10_000).map(|i| format!("S{i}")).collect();
+        let help = unknown_name_help(&long, "state", names.iter().map(String::as_str));
+        assert!(help.len() < 2_000, "{}", help.len());
+        assert!(help.ends_with("and 9980 more"), "{help}");
     }
 }

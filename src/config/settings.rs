@@ -36,9 +36,9 @@ pub fn load() -> (Settings, Diagnostics) {
 
 fn read(diags: &mut Diagnostics) -> Option<Settings> {
     let path = file()?;
-    if !path.exists() {
-        return None;
-    }
+    // Anything at that path is read, so a directory or a broken symlink
+    // there is reported rather than silently meaning "no settings".
+    std::fs::symlink_metadata(&path).ok()?;
     let display = path.display().to_string();
     let file = source::read(&path, &display, diags)?;
     source::parse::<Settings>(&file, "settings", diags)

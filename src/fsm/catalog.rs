@@ -6,10 +6,11 @@
 //! default silently instead of the user's broken workflow would surprise).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{CompileOptions, Machine, Source, compile_with_id};
+use crate::config::source;
 use crate::diagnostics::{Diagnostic, Diagnostics};
 
 /// One FSM file, loaded or not.
@@ -58,7 +59,9 @@ impl Catalog {
             cat.add(&text, builtin_display(&name), Source::Builtin(name), opts);
         }
         let mut diags = Diagnostics::new();
-        if let Some(dir) = project_fsm_dir.filter(|d| d.is_dir()) {
+        // A folder that is missing means no project FSMs; anything else at
+        // that path (a file, a broken symlink) is reported by `load_dir`.
+        if let Some(dir) = project_fsm_dir.filter(|d| std::fs::symlink_metadata(d).is_ok()) {
             cat.load_dir(dir, opts, &mut diags);
         }
         for e in &cat.entries {
@@ -69,21 +72,20 @@ impl Catalog {
 
     fn load_dir(&mut self, dir: &Path, opts: &CompileOptions, diags: &mut Diagnostics) {
         let shown = display_dir(dir);
-        let mut files: Vec<_> = match std::fs::read_dir(dir) {
-            Ok(rd) => rd
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "toml") && p.is_file())
-                .collect(),
+        let files = match list_toml(dir) {
+            Ok(files) => files,
             Err(e) => {
                 diags.push(
-                    Diagnostic::error("fsm::syntax", &shown, format!("cannot list FSM files: {e}"))
-                        .with_help("check the folder's permissions"),
+                    Diagnostic::error(
+                        "fsm::unreadable",
+                        &shown,
+                        format!("cannot list FSM files: {e}"),
+                    )
+                    .with_help("make it a readable folder of `*.toml` files, or remove it"),
                 );
                 return;
             }
         };
-        files.sort();
         let mut project_ids: BTreeMap<String, String> = BTreeMap::new();
         for path in files {
             let name = path
@@ -91,25 +93,11 @@ impl Catalog {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let display = format!("{shown}/{name}");
-            let text = match std::fs::read_to_string(&path) {
+            let text = match source::read_text(&path) {
                 Ok(t) => t,
                 Err(e) => {
-                    let mut d = Diagnostics::new();
-                    d.push(
-                        Diagnostic::error(
-                            "fsm::syntax",
-                            &display,
-                            format!("cannot read the file: {e}"),
-                        )
-                        .with_help("check that the file is readable UTF-8 text"),
-                    );
-                    self.entries.push(Entry {
-                        id: None,
-                        source: Source::File(path),
-                        display,
-                        machine: None,
-                        diagnostics: d,
-                    });
+                    let d = e.diagnostic("fsm", &display);
+                    self.push_unreadable(path, display, d);
                     continue;
                 }
             };
@@ -136,6 +124,19 @@ impl Catalog {
                 project_ids.insert(id, display);
             }
         }
+    }
+
+    /// An FSM file that could not be read: reported, and loaded as nothing.
+    fn push_unreadable(&mut self, path: PathBuf, display: String, d: Diagnostic) {
+        let mut diagnostics = Diagnostics::new();
+        diagnostics.push(d);
+        self.entries.push(Entry {
+            id: None,
+            source: Source::File(path),
+            display,
+            machine: None,
+            diagnostics,
+        });
     }
 
     fn add(&mut self, text: &str, display: String, source: Source, opts: &CompileOptions) -> usize {
@@ -188,6 +189,21 @@ impl Catalog {
             .and_then(|e| e.id.as_ref())
             .is_some_and(|id| self.by_id.get(id) == Some(&index))
     }
+}
+
+/// Every `*.toml` entry of `dir`, sorted, whatever its type: a folder, a
+/// broken symlink or an unreadable file named `*.toml` is reported when read,
+/// not skipped.
+fn list_toml(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
 }
 
 /// `.modix/fsm` for a project folder; the path as given otherwise.

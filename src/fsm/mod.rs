@@ -22,7 +22,7 @@ mod proptests;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::diagnostics::Diagnostics;
 
 pub use catalog::Catalog;
 pub use emit::{AgentState, Outcome};
@@ -63,18 +63,11 @@ pub fn compile_file(
     display_name: &str,
     opts: &CompileOptions,
 ) -> (Option<Machine>, Diagnostics) {
-    match std::fs::read_to_string(path) {
+    match crate::config::source::read_text(path) {
         Ok(text) => compile(&text, display_name, Source::File(path.to_path_buf()), opts),
         Err(e) => {
             let mut diags = Diagnostics::new();
-            diags.push(
-                Diagnostic::error(
-                    "fsm::syntax",
-                    display_name,
-                    format!("cannot read the file: {e}"),
-                )
-                .with_help("check that the file exists, is readable and is UTF-8 text"),
-            );
+            diags.push(e.diagnostic("fsm", display_name));
             (None, diags)
         }
     }
