@@ -678,10 +678,7 @@ fn describe_char(c: char, position: usize) -> String {
 
 /// `name`, cut to [`MAX_NAME_CHARS`] characters for quoting in help.
 pub fn shown(name: &str) -> String {
-    match name.char_indices().nth(MAX_NAME_CHARS) {
-        Some((i, _)) => format!("{}…", &name[..i]),
-        None => name.to_owned(),
-    }
+    crate::text::truncate(name, MAX_NAME_CHARS).into_owned()
 }
 
 /// "`a`, `b`, `c`", or the first [`MAX_LISTED_NAMES`] then "and N more".

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::{self, Agent, Config, ProjectPaths, Settings, source};
-use crate::diagnostics::{Diagnostic, Diagnostics, unknown_name_help};
+use crate::diagnostics::{Diagnostic, Diagnostics, shown, unknown_name_help};
 use crate::error::Error;
 use crate::fsm::{Catalog, CompileOptions, Lifecycle, Machine, Role, Source, StateId, StateKind};
 
@@ -70,7 +70,7 @@ impl Project {
             }
             None => {
                 return Err(Error::usage(
-                    format!("unknown workflow `{id}`"),
+                    format!("unknown workflow `{}`", shown(id)),
                     unknown_name_help(id, "workflow", workflows()),
                 ));
             }

@@ -89,7 +89,7 @@ pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
     let project = parsed(paths, "projects.json", "projects", diags).map(|(_, p)| p);
     // Run state, not config: written by the engine and usually git-ignored,
     // so a fresh clone may not have it. Checked when present.
-    if paths.file("state.json").exists()
+    if std::fs::symlink_metadata(paths.file("state.json")).is_ok()
         && let Some(f) = source::read(&paths.file("state.json"), &paths.shown("state.json"), diags)
         && let Some(v) = source::parse_json(&f, diags)
     {

@@ -19,7 +19,7 @@ use super::emit::{AgentState, Condition, EmitRule, Outcome};
 use super::graph_checks;
 use super::machine::{Edge, Ending, Machine, Source, State, StateId, StateKind, Transition};
 use super::spec::{RawFile, RawState, Text};
-use crate::diagnostics::{Diagnostic, Diagnostics, unknown_name_help};
+use crate::diagnostics::{Diagnostic, Diagnostics, LineIndex, unknown_name_help};
 
 /// Where diagnostics go, with the text they point into.
 pub(crate) struct Ctx<'a> {
@@ -28,19 +28,25 @@ pub(crate) struct Ctx<'a> {
     pub shared: Arc<str>,
     pub file: &'a str,
     pub diags: &'a mut Diagnostics,
+    /// Line starts of `text`, built on the first diagnostic: finding a
+    /// span's line by rescanning the text per diagnostic is quadratic on a
+    /// file with thousands of problems.
+    pub lines: std::cell::OnceCell<crate::diagnostics::LineIndex<'a>>,
 }
 
 impl Ctx<'_> {
     pub fn error(&mut self, code: &str, span: Range<usize>, msg: String, help: String) {
+        let lines = self.lines.get_or_init(|| LineIndex::new(self.text));
         let d = Diagnostic::error(code, self.file, msg)
-            .with_span(self.text, span)
+            .with_span_in(lines, span)
             .with_help(help);
         self.diags.push(d);
     }
 
     pub fn warning(&mut self, code: &str, span: Range<usize>, msg: String, help: String) {
+        let lines = self.lines.get_or_init(|| LineIndex::new(self.text));
         let d = Diagnostic::warning(code, self.file, msg)
-            .with_span(self.text, span)
+            .with_span_in(lines, span)
             .with_help(help);
         self.diags.push(d);
     }

@@ -114,6 +114,7 @@ pub(crate) fn compile_with_id(
         shared,
         file: display_name,
         diags: &mut diags,
+        lines: std::cell::OnceCell::new(),
     };
     let machine = check::compile(raw, &mut cx, source, opts);
     diags.sort();

@@ -730,7 +730,11 @@ mod tests {
         assert!(got.stdout.is_truncated());
         assert!(got.stdout.text().len() < 2100);
         // The cut word (a run of `a`s) is dropped, not kept in part.
-        assert!(got.stdout.text().ends_with("]…\n\nEND\n"), "{}", got.stdout.text());
+        assert!(
+            got.stdout.text().ends_with("]…\n\nEND\n"),
+            "{}",
+            got.stdout.text()
+        );
     }
 
     #[tokio::test]
