@@ -196,7 +196,7 @@ fn allowed_keys(schema_path: &str, root: Option<Value>) -> Vec<String> {
             };
             continue;
         }
-        let key = seg.replace("~1", "/").replace("~0", "~");
+        let key = unescape_pointer(seg);
         node = match node {
             Value::Object(map) => match map.get(&key) {
                 Some(n) => n,
@@ -243,6 +243,11 @@ fn resolve_ref<'a>(
 /// Escapes a key for use in a JSON pointer (RFC 6901).
 pub fn escape_pointer(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The key one JSON pointer segment names (the inverse of [`escape_pointer`]).
+pub fn unescape_pointer(segment: &str) -> String {
+    segment.replace("~1", "/").replace("~0", "~")
 }
 
 #[cfg(test)]

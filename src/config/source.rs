@@ -495,7 +495,7 @@ impl<'t> Locator<'t> {
         }
         let mut key_range = None;
         for raw in pointer.split('/').skip(1) {
-            let seg = raw.replace("~1", "/").replace("~0", "~");
+            let seg = crate::schema::unescape_pointer(raw);
             node = match node {
                 Ast::Object(obj) => {
                     let prop = &obj.properties[prop_index(&mut self.keys, obj, &seg)?];
