@@ -146,6 +146,7 @@ fn echo_spec(echo: &Path, cwd: &Path) -> ProcessSpec {
         kill_grace: Duration::from_secs(1),
         capture: CaptureLimits::default(),
         echo: None,
+        on_spawn: None,
     }
 }
 

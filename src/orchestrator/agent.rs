@@ -3,7 +3,7 @@
 //! structured result, validated against its schema, as a [`Verdict`].
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,14 +60,30 @@ impl Verdict {
     }
 }
 
+/// Why an agent could not be started, with the command line as far as it
+/// was known (recorded with the invocation).
 #[derive(Debug, thiserror::Error)]
 pub(super) enum PrepareError {
     #[error(
         "agent `{agent}`: program `{program}` not found (looked on PATH and in the project root)"
     )]
-    NotFound { agent: String, program: String },
+    NotFound {
+        agent: String,
+        program: String,
+        argv: Vec<String>,
+    },
     #[error("agent `{agent}`: {message}")]
     Args { agent: String, message: String },
+}
+
+impl PrepareError {
+    /// The command line that would have run, redacted.
+    pub fn argv(&self) -> &[String] {
+        match self {
+            PrepareError::NotFound { argv, .. } => argv,
+            PrepareError::Args { .. } => &[],
+        }
+    }
 }
 
 /// The secrets the run must never record: every brain's key, and passed-through
@@ -100,7 +116,7 @@ fn looks_secret(name: &str) -> bool {
 /// user text only ever becomes one argv element or stdin.
 pub(super) fn prepare(
     call: &Call,
-    program: PathBuf,
+    root: &Path,
     prompt: &str,
     system_prompt: Option<&str>,
     runtimes: &Runtimes,
@@ -142,8 +158,17 @@ pub(super) fn prepare(
             (args, (!by_argument).then(|| prompt.as_bytes().to_vec()))
         }
     };
-    let mut argv_redacted = vec![program.display().to_string()];
+    let written = program_of(agent);
+    let mut argv_redacted = vec![written.to_owned()];
     argv_redacted.extend(redactor.redact_args(&args));
+    let Some(program) = shell::find_binary(root, written) else {
+        return Err(PrepareError::NotFound {
+            agent: agent.id.clone(),
+            program: written.to_owned(),
+            argv: argv_redacted,
+        });
+    };
+    argv_redacted[0] = program.display().to_string();
     let max = runtimes.output.max_capture_bytes as usize;
     Ok(Prepared {
         spec: ProcessSpec {
@@ -165,21 +190,18 @@ pub(super) fn prepare(
                 tail_bytes: max - max / 4,
             },
             echo: call.echo.clone(),
+            on_spawn: None,
         },
         argv_redacted,
     })
 }
 
-/// The program an agent runs, found on PATH or in the project root.
-pub(super) fn locate(root: &Path, agent: &Agent) -> Result<PathBuf, PrepareError> {
-    let program = match &agent.binding {
+/// The program an agent runs, as written in the config.
+fn program_of(agent: &Agent) -> &str {
+    match &agent.binding {
         Binding::Command { argv } => argv.first().map(String::as_str).unwrap_or_default(),
         Binding::Shell { shell, .. } => &shell.binary,
-    };
-    shell::find_binary(root, program).ok_or_else(|| PrepareError::NotFound {
-        agent: agent.id.clone(),
-        program: program.to_owned(),
-    })
+    }
 }
 
 /// The allow-listed part of modix's environment plus the MODIX_* contract.

@@ -4,6 +4,7 @@
 //! and turn the verdict into a [`Turn`] that the driver commits as is.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -11,11 +12,12 @@ use serde_json::Value;
 use super::agent::{self, Verdict};
 use super::context::{ContextPackage, default_prompt, render_prompt};
 use super::events::RunEvent;
+use super::inflight::InFlight;
 use super::{Driver, RunError, outcome, retry};
 use crate::config::{Agent, Binding, ContextMode};
 use crate::fsm::{AgentState, StateId};
-use crate::shell::{EchoFn, ProcessOutcome};
-use crate::store::{InvocationEnd, InvocationId, InvocationStatus, NewInvocation, NewMessage};
+use crate::shell::{EchoFn, ProcessOutcome, process_start_ticks};
+use crate::store::{InvocationStatus, NewInvocation, NewMessage, ProcessIds};
 
 /// The facts of one invocation, gathered once: its context package, its
 /// process's argv and environment, and its record are all made from these.
@@ -49,21 +51,49 @@ pub(super) struct Inputs {
 /// what the step records with it.
 pub(super) struct Turn {
     pub event: String,
-    pub invocation: Option<(InvocationId, InvocationEnd)>,
+    pub invocation: Option<NewInvocation>,
     pub messages: Vec<NewMessage>,
     pub reason: String,
     pub agent: Option<String>,
 }
 
+/// What running the agent came to.
+struct Ran {
+    verdict: Verdict,
+    out: Option<ProcessOutcome>,
+    process: Option<ProcessIds>,
+    /// Why it could not be started, when it could not.
+    error: Option<String>,
+}
+
+impl Ran {
+    fn failed_to_start(why: String) -> Ran {
+        Ran {
+            verdict: Verdict::ProcessError(why.clone()),
+            out: None,
+            process: None,
+            error: Some(why),
+        }
+    }
+}
+
+/// How an agent state's turn ended.
+pub(super) enum Ended {
+    /// With a verdict, ready to commit.
+    Turn(Box<Turn>),
+    /// Stopped by Ctrl-C or SIGTERM while the agent ran: the invocation is
+    /// recorded as abandoned, and a resume runs it again.
+    Interrupted(Box<NewInvocation>),
+}
+
 impl Driver<'_> {
-    /// Runs the agent of an agent state; `None` when the run was interrupted
-    /// while it ran.
+    /// Runs the agent of an agent state.
     pub(super) async fn agent_turn(
         &mut self,
         state: StateId,
         spec: &AgentState,
         agent: &Agent,
-    ) -> Result<Option<Turn>, RunError> {
+    ) -> Result<Ended, RunError> {
         let attempt = self.cursor.visits(state);
         let inputs = self.inputs(agent, attempt)?;
         let call = self.info.call(state, spec, agent, attempt, &inputs);
@@ -86,40 +116,46 @@ impl Driver<'_> {
             bound: call.bound,
         });
         let lifecycle = self.info.project.lifecycle(agent);
-        // A missing binary is the agent's failure (an event), not modix's.
-        let root = &self.info.project.config.paths.root;
-        let prepared = agent::locate(root, agent).and_then(|program| {
-            let runtimes = &self.info.project.config.runtimes;
-            let sys = system_prompt.as_deref();
-            agent::prepare(&call, program, &prompt, sys, runtimes, &self.info.redactor)
-        });
-        let id = self.store.start_invocation(&NewInvocation {
-            run_id: call.run_id.to_owned(),
+        let config = &self.info.project.config;
+        let sys = system_prompt.as_deref();
+        let prepared = agent::prepare(
+            &call,
+            &config.paths.root,
+            &prompt,
+            sys,
+            &config.runtimes,
+            &self.info.redactor,
+        );
+        let flight = InFlight {
+            seq: self.cursor.transitions() + 1,
             state: call.state.to_owned(),
             agent: agent.id.clone(),
             attempt,
             lifecycle_fsm: lifecycle.id().to_owned(),
-            lifecycle_start: lifecycle.start_step().clone(),
-            argv: prepared
-                .as_ref()
-                .map(|p| p.argv_redacted.clone())
-                .unwrap_or_default(),
+            argv: match &prepared {
+                Ok(p) => p.argv_redacted.clone(),
+                Err(e) => e.argv().to_vec(),
+            },
             prompt: self.info.redactor.redact(&prompt).into_owned(),
-            context,
-        })?;
-        let started = Instant::now();
-        let (verdict, process) = match prepared {
-            Err(e) => (Verdict::ProcessError(e.to_string()), None),
-            Ok(p) => {
-                let retry = &self.info.project.config.runtimes.retry;
-                match retry::run_with_retry(p.spec, self.cancel.clone(), retry).await {
-                    Ok(out) => (agent::judge(agent, call.output, &out), Some(out)),
-                    Err(e) => (Verdict::ProcessError(e.to_string()), None),
-                }
-            }
+            started_at: crate::store::now(),
+            process: None,
         };
+        let started = Instant::now();
+        let ran = match prepared {
+            Err(e) => Ran::failed_to_start(e.to_string()),
+            Ok(p) => self.run(p, &call, &flight).await,
+        };
+        let verdict = ran.verdict;
+        let mut record = self
+            .info
+            .invocation_record(flight, context, &verdict, ran.out.as_ref());
+        record.error = ran.error;
+        record.process = ran.process;
+        let start = lifecycle.start_step().clone();
         let Some(outcome) = verdict.outcome() else {
-            return Ok(None);
+            record.lifecycle = vec![start.clone(), lifecycle.abandoned_step(&start.2)];
+            record.status = InvocationStatus::Abandoned;
+            return Ok(Ended::Interrupted(Box::new(record)));
         };
         // Workflows are checked when the project loads to have a rule for
         // every outcome, so this only fails on a bug.
@@ -132,26 +168,53 @@ impl Driver<'_> {
                 ))
             })?
             .to_owned();
-        let (lifecycle_steps, completed) = lifecycle.finish_steps(outcome, verdict.output());
-        let (messages, reason) = outcome::describe(call.state, call.output, &verdict);
-        let end = InvocationEnd {
-            status: if completed {
-                InvocationStatus::Completed
-            } else {
-                InvocationStatus::Failed
-            },
-            outcome: Some(outcome),
-            duration_ms: Some(started.elapsed().as_millis() as u64),
-            lifecycle: lifecycle_steps,
-            ..self.info.process_record(&verdict, process.as_ref())
+        let (steps, completed) = lifecycle.finish_steps(outcome, verdict.output());
+        record.lifecycle = std::iter::once(start).chain(steps).collect();
+        record.status = if completed {
+            InvocationStatus::Completed
+        } else {
+            InvocationStatus::Failed
         };
-        Ok(Some(Turn {
+        record.outcome = Some(outcome);
+        record.duration_ms = Some(started.elapsed().as_millis() as u64);
+        let (messages, reason) = outcome::describe(call.state, call.output, &verdict);
+        Ok(Ended::Turn(Box::new(Turn {
             event,
-            invocation: Some((id, end)),
+            invocation: Some(record),
             messages,
             reason,
             agent: Some(agent.id.clone()),
-        }))
+        })))
+    }
+
+    /// Spawns the agent (noting its process group in the in-flight file the
+    /// moment it exists) and judges what it did.
+    async fn run(&self, mut prepared: agent::Prepared, call: &Call<'_>, flight: &InFlight) -> Ran {
+        let path = InFlight::path(&self.info.files.dir);
+        let flight = flight.clone();
+        let seen = Arc::new(Mutex::new(None));
+        let noted = Arc::clone(&seen);
+        prepared.spec.on_spawn = Some(Arc::new(move |pid| {
+            let process = process_start_ticks(pid).map(|started| ProcessIds { pgid: pid, started });
+            *noted.lock().unwrap_or_else(|p| p.into_inner()) = process;
+            InFlight {
+                process,
+                ..flight.clone()
+            }
+            .write(&path);
+        }));
+        let retry = &self.info.project.config.runtimes.retry;
+        let result = retry::run_with_retry(prepared.spec, self.cancel.clone(), retry).await;
+        let process = *seen.lock().unwrap_or_else(|p| p.into_inner());
+        match result {
+            Ok(out) => Ran {
+                verdict: agent::judge(call.agent, call.output, &out),
+                out: Some(out),
+                process,
+                error: None,
+            },
+            Err(e) => Ran::failed_to_start(e.to_string()),
+        }
     }
 
     /// What earlier steps left that this agent is handed.
@@ -230,27 +293,42 @@ impl super::RunInfo<'_> {
         }
     }
 
-    /// The parts of the invocation's record that come from its process,
-    /// redacted.
-    fn process_record(&self, verdict: &Verdict, out: Option<&ProcessOutcome>) -> InvocationEnd {
-        let redact = |s: &str| self.redactor.redact(s).into_owned();
-        InvocationEnd {
+    /// The invocation as recorded, from what it was given and what its
+    /// process did; the caller sets its lifecycle, status and outcome.
+    fn invocation_record(
+        &self,
+        flight: InFlight,
+        context: Value,
+        verdict: &Verdict,
+        out: Option<&ProcessOutcome>,
+    ) -> NewInvocation {
+        NewInvocation {
+            state: flight.state,
+            agent: flight.agent,
+            attempt: flight.attempt,
+            lifecycle_fsm: flight.lifecycle_fsm,
+            lifecycle: Vec::new(),
+            argv: flight.argv,
+            prompt: flight.prompt,
+            context,
+            started_at: flight.started_at,
+            process: None,
+            error: None,
             status: InvocationStatus::Failed,
             outcome: None,
             exit_code: out.and_then(|o| o.exit_code),
             signal: out.and_then(|o| o.signal),
             timed_out: matches!(verdict, Verdict::Timeout(_)),
             duration_ms: None,
-            stdout: out.map(|o| redact(&o.stdout.text())).unwrap_or_default(),
-            stderr: out.map(|o| redact(&o.stderr.text())).unwrap_or_default(),
+            stdout: out.map(|o| o.stdout.bytes.clone()).unwrap_or_default(),
+            stderr: out.map(|o| o.stderr.bytes.clone()).unwrap_or_default(),
             stdout_bytes: out.map_or(0, |o| o.stdout.total_bytes),
             stderr_bytes: out.map_or(0, |o| o.stderr.total_bytes),
-            parsed_output: verdict.output().map(|v| self.redactor.redact_json(v)),
+            parsed_output: verdict.output().cloned(),
             validation_errors: match verdict {
                 Verdict::Invalid(errs) => errs.clone(),
                 _ => Vec::new(),
             },
-            lifecycle: Vec::new(),
         }
     }
 

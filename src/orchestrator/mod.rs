@@ -21,6 +21,7 @@ mod agent;
 mod context;
 mod cursor;
 mod events;
+mod inflight;
 mod invoke;
 mod outcome;
 mod retry;
@@ -40,7 +41,7 @@ use crate::project::{Project, Workflow};
 use crate::shell::Redactor;
 use crate::store::{NewRun, NewTransition, Run, RunStatus, Step, Store, StoreError};
 use cursor::Cursor;
-use invoke::Turn;
+use invoke::{Ended, Turn};
 
 /// Why a run could not go on. The run itself is left resumable.
 #[derive(Debug, thiserror::Error)]
@@ -186,7 +187,7 @@ pub fn start(
     sink: &mut dyn EventSink,
 ) -> Result<RunReport, RunError> {
     let machine = &workflow.machine;
-    let mut store = Store::open(&project.config.paths.db())?;
+    let mut store = open_store(project)?;
     let run = store.create_run(&NewRun {
         epic: epic.to_owned(),
         workflow_id: machine.id().to_owned(),
@@ -207,7 +208,7 @@ pub fn resume(
     opts: &RunOptions,
     sink: &mut dyn EventSink,
 ) -> Result<RunReport, RunError> {
-    let mut store = Store::open(&project.config.paths.db())?;
+    let mut store = open_store(project)?;
     let run = store.run(run_ref)?;
     let not_resumable =
         |message: String, help: &'static str| RunError::NotResumable { message, help };
@@ -251,6 +252,7 @@ pub fn resume(
         ));
     }
     store.claim_run(&run.id, std::process::id())?;
+    recover_in_flight(&mut store, project, &run.id)?;
     abandon_open_invocations(&mut store, project, &run.id)?;
     store.set_status(&run.id, RunStatus::Running, Some("resumed"))?;
     drive(engine, project, workflow, store, run, opts, sink, true)
@@ -271,6 +273,45 @@ fn abandon_open_invocations(
             .map(|l| l.abandoned_step(last))
     })?;
     Ok(())
+}
+
+/// The project's store, redacting the secrets of its config from every
+/// text it writes.
+fn open_store(project: &Project) -> Result<Store, RunError> {
+    let store = Store::open(&project.config.paths.db())?;
+    Ok(store.with_redactor(agent::redactor(&project.config)))
+}
+
+/// A crashed run's agent, if one was running: its process group stopped
+/// (so it cannot write next to the re-run), and the invocation recorded as
+/// abandoned — unless its step was committed after all.
+fn recover_in_flight(store: &mut Store, project: &Project, run_id: &str) -> Result<(), RunError> {
+    let dir = project.config.paths.run_dir(run_id);
+    let path = inflight::InFlight::path(&dir);
+    let Some(flight) = inflight::InFlight::read(&path) else {
+        return Ok(());
+    };
+    if let Some(process) = flight.process {
+        let grace =
+            std::time::Duration::from_secs(project.config.runtimes.timeouts.kill_grace_secs);
+        inflight::stop_orphan(process, grace);
+    }
+    if !store.has_transition(run_id, flight.seq)? {
+        let lifecycle = project
+            .catalog
+            .get(&flight.lifecycle_fsm)
+            .and_then(|m| crate::fsm::Lifecycle::new(m.clone()).ok());
+        // The context the agent was given is in the run's context file.
+        let context = std::fs::read(dir.join("context.json"))
+            .ok()
+            .and_then(|t| serde_json::from_slice(&t).ok())
+            .unwrap_or(serde_json::Value::Null);
+        if let Some(lifecycle) = lifecycle {
+            store.record_abandoned(run_id, &flight.abandoned(context, &lifecycle))?;
+        }
+    }
+    std::fs::remove_file(&path)
+        .map_err(|e| RunError::io(format!("cannot remove {}", path.display()), e))
 }
 
 fn short(hash: &str) -> &str {
@@ -395,8 +436,11 @@ impl Driver<'_> {
                         RunError::Internal(format!("state {} has no resolved agent", state.name))
                     })?;
                     match self.agent_turn(id, spec, &agent).await? {
-                        Some(turn) => turn,
-                        None => {
+                        Ended::Turn(turn) => *turn,
+                        Ended::Interrupted(invocation) => {
+                            self.store
+                                .record_abandoned(&self.info.run.id, &invocation)?;
+                            self.info.files.forget_in_flight();
                             return self.interrupted(
                                 "interrupted while an agent ran; resume repeats that invocation",
                             );
@@ -523,6 +567,7 @@ fn status_in(kind: &StateKind) -> RunStatus {
 /// answer to (written once, when the run starts) and the context package
 /// the agent about to start reads.
 struct RunFiles {
+    /// `.modix/runs/<run>/`.
     dir: PathBuf,
 }
 
@@ -544,6 +589,12 @@ impl RunFiles {
                 .map_err(|e| RunError::io(format!("cannot write {}", path.display()), e))?;
         }
         Ok(files)
+    }
+
+    /// The in-flight note of an invocation now on record (best effort: a
+    /// stale note is recognised by its seq anyway).
+    fn forget_in_flight(&self) {
+        let _ = std::fs::remove_file(inflight::InFlight::path(&self.dir));
     }
 
     fn schema(&self, id: &str) -> PathBuf {

@@ -101,6 +101,7 @@ mod tests {
             kill_grace: Duration::from_secs(1),
             capture: Default::default(),
             echo: None,
+            on_spawn: None,
         };
         let (_tx, rx) = tokio::sync::watch::channel(false);
         let started = std::time::Instant::now();

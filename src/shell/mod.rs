@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 pub use argv::{Placeholders, placeholders_in, render_args};
 pub use capture::{CaptureLimits, last_lines};
 pub use extract::extract_json;
-pub use process::{EchoFn, EndReason, ProcessOutcome, ProcessSpec, SpawnError, run_process};
+pub use process::{
+    EchoFn, EndReason, ProcessOutcome, ProcessSpec, SpawnError, process_start_ticks, run_process,
+};
 pub use redact::Redactor;
 pub use version::probe_version;
 

@@ -80,7 +80,13 @@ pub struct ProcessSpec {
     /// must redact before printing. Holds at most one partial line (≤ 64 KiB)
     /// per stream on top of the capture limits.
     pub echo: Option<EchoFn>,
+    /// Called with the pid (= the process group) as soon as the process
+    /// exists, so the caller can note it where a later modix finds it.
+    pub on_spawn: Option<SpawnHook>,
 }
+
+/// Receives the pid of a process that was just started.
+pub type SpawnHook = Arc<dyn Fn(u32) + Send + Sync>;
 
 impl std::fmt::Debug for ProcessSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -143,6 +149,13 @@ impl ProcessOutcome {
 pub enum SpawnError {
     #[error("cannot run `{}`: program not found", program.display())]
     NotFound { program: PathBuf },
+    /// The program is a script whose `#!` interpreter does not exist (the
+    /// OS reports that as "not found" too, which would blame the script).
+    #[error("cannot run `{}`: its interpreter `{interpreter}` (from its #! line) was not found", program.display())]
+    InterpreterNotFound {
+        program: PathBuf,
+        interpreter: String,
+    },
     #[error("cannot run `{}`: permission denied (is it executable?)", program.display())]
     PermissionDenied { program: PathBuf },
     #[error("cannot run `{}`: working directory `{}` is not a directory", program.display(), cwd.display())]
@@ -153,6 +166,33 @@ pub enum SpawnError {
         #[source]
         source: io::Error,
     },
+}
+
+/// The interpreter a script's `#!` line names, when the script exists and
+/// that interpreter does not (why spawning an existing file says ENOENT).
+fn shebang_interpreter(program: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(program).ok()?.read(&mut head).ok()?;
+    let line = head[..n]
+        .strip_prefix(b"#!")?
+        .split(|&b| b == b'\n')
+        .next()?;
+    let interpreter = String::from_utf8_lossy(line)
+        .split_whitespace()
+        .next()?
+        .to_owned();
+    (!std::path::Path::new(&interpreter).exists()).then_some(interpreter)
+}
+
+/// When process `pid` started, in clock ticks after boot (field 22 of
+/// `/proc/<pid>/stat`): with the pid, it names one process even after the
+/// pid is reused. `None` when the process is gone or /proc is unavailable.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// SIGKILLs the process group when dropped while armed, so a dropped
@@ -291,8 +331,14 @@ pub async fn run_process(
         .process_group(0)
         .kill_on_drop(true);
     let mut child = cmd.spawn().map_err(|source| match source.kind() {
-        io::ErrorKind::NotFound => SpawnError::NotFound {
-            program: program.clone(),
+        io::ErrorKind::NotFound => match shebang_interpreter(&program) {
+            Some(interpreter) => SpawnError::InterpreterNotFound {
+                program: program.clone(),
+                interpreter,
+            },
+            None => SpawnError::NotFound {
+                program: program.clone(),
+            },
         },
         io::ErrorKind::PermissionDenied => SpawnError::PermissionDenied {
             program: program.clone(),
@@ -315,6 +361,9 @@ pub async fn run_process(
         armed: true,
     };
     tracing::debug!(pid, program = %program.display(), "spawned agent process");
+    if let Some(hook) = &spec.on_spawn {
+        hook(pid);
+    }
 
     let mut out = Reader::new(
         child.stdout.take(),
@@ -486,6 +535,7 @@ mod tests {
             kill_grace: Duration::from_millis(300),
             capture: CaptureLimits::default(),
             echo: None,
+            on_spawn: None,
         }
     }
 
@@ -774,6 +824,26 @@ mod tests {
         s.args.clear();
         let err = run_process(s, no_cancel()).await.unwrap_err();
         assert!(matches!(err, SpawnError::PermissionDenied { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_interpreter_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("agent");
+        std::fs::write(&script, "#!/nonexistent/python9 -u\nprint(1)\n").unwrap();
+        let mut perms = std::fs::metadata(&script).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&script, perms).unwrap();
+        let mut s = spec("");
+        s.program = script;
+        s.args = vec![];
+        let err = run_process(s, no_cancel()).await.unwrap_err();
+        assert!(
+            err.to_string().contains(
+                "its interpreter `/nonexistent/python9` (from its #! line) was not found"
+            ),
+            "{err}"
+        );
 
         let mut s = spec("true");
         s.cwd = Path::new("/nonexistent/dir").into();

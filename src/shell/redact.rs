@@ -104,6 +104,24 @@ impl Redactor {
         }
     }
 
+    /// `bytes` with secrets replaced in every stretch that is valid UTF-8
+    /// (a key is text, so it lies inside one); other bytes are kept as they
+    /// are. Borrowed when nothing matched.
+    pub fn redact_bytes<'a>(&self, bytes: &'a [u8]) -> Cow<'a, [u8]> {
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            return match self.redact(text) {
+                Cow::Borrowed(_) => Cow::Borrowed(bytes),
+                Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+            };
+        }
+        let mut out = Vec::with_capacity(bytes.len());
+        for chunk in bytes.utf8_chunks() {
+            out.extend_from_slice(self.redact(chunk.valid()).as_bytes());
+            out.extend_from_slice(chunk.invalid());
+        }
+        Cow::Owned(out)
+    }
+
     pub fn redact_args(&self, args: &[String]) -> Vec<String> {
         args.iter().map(|a| self.redact(a).into_owned()).collect()
     }
@@ -227,6 +245,13 @@ mod tests {
             r.redact("my-own-secret-1 sk-abcdefghijklmnopqrstuvwxyz"),
             "[REDACTED:MINE] [REDACTED:openai-key]"
         );
+    }
+
+    #[test]
+    fn bytes_are_redacted_around_invalid_utf8() {
+        let r = Redactor::new([("K", "secret-value-1")]);
+        let out = r.redact_bytes(b"\xff secret-value-1 \x00\xfe");
+        assert_eq!(&*out, b"\xff [REDACTED:K] \x00\xfe");
     }
 
     #[test]

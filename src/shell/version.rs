@@ -29,6 +29,7 @@ pub async fn probe_version(
             tail_bytes: 0,
         },
         echo: None,
+        on_spawn: None,
     };
     let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
     let outcome = run_process(spec, cancel).await.map_err(|e| e.to_string())?;

@@ -1,6 +1,6 @@
 //! The schema, versioned by `PRAGMA user_version`.
 //!
-//! `MIGRATIONS[i]` takes the database from version `i` to `i + 1`. All
+//! `VERSIONS[i]` takes the database from version `i` to `i + 1`. All
 //! pending ones run inside ONE `BEGIN EXCLUSIVE` transaction that re-reads
 //! `user_version` after taking the lock: when two processes open a fresh
 //! database at once, one migrates and the other, once it gets the lock, sees
@@ -8,7 +8,7 @@
 //!
 //! Never edit a released migration; append a new one.
 
-use rusqlite::{Transaction, TransactionBehavior};
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{Ctx, Store, StoreError};
 
@@ -112,10 +112,184 @@ CREATE INDEX transitions_by_invocation ON transitions(invocation_id)
 -- "runs newest first" uses the primary key: ULIDs sort by creation time.
 "#;
 
-const MIGRATIONS: &[&str] = &[V1];
+/// Version 1's SQL, for tests that build an old database.
+#[cfg(test)]
+pub(super) const V1_FOR_TESTS: &str = V1;
+
+/// Version 2: large texts stored once (`blobs`, content-addressed); an
+/// invocation written whole with its step (its lifecycle as a JSON column,
+/// no separate table), with the agent's process group, its start time and
+/// why it could not start; `CHECK`s that every SQLite's `integrity_check`
+/// accepts on NULLs (`x IS NULL OR json_valid(x)`: SQLite before 3.45
+/// reports `json_valid(NULL)` as a failed CHECK); and the run owner's start
+/// time, so a reused pid is not mistaken for a live owner.
+///
+/// The tables that change are rebuilt (SQLite cannot alter a CHECK), with
+/// foreign keys off for the rebuild (see `migrate`); their rows are copied
+/// by [`copy_v1_rows`], which hashes texts into `blobs`.
+const V2_CREATE: &str = r#"
+CREATE TABLE blobs (
+    id    INTEGER PRIMARY KEY,
+    hash  TEXT NOT NULL UNIQUE,            -- SHA-256 (hex) of the content
+    size  INTEGER NOT NULL CHECK (size > 0),
+    text  TEXT,                            -- content that is UTF-8 text without NUL
+    bytes BLOB,                            -- any other content, byte for byte
+    CHECK ((text IS NULL) <> (bytes IS NULL))
+) STRICT;
+
+CREATE TABLE invocations_v2 (
+    id                INTEGER PRIMARY KEY,
+    run_id            TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    n                 INTEGER NOT NULL CHECK (n >= 1),
+    state             TEXT NOT NULL,
+    agent             TEXT NOT NULL,
+    attempt           INTEGER NOT NULL,
+    lifecycle_fsm     TEXT NOT NULL,
+    lifecycle         TEXT NOT NULL CHECK (json_valid(lifecycle)),
+    argv              TEXT NOT NULL CHECK (json_valid(argv)),
+    prompt            INTEGER REFERENCES blobs(id),
+    context           INTEGER REFERENCES blobs(id),
+    started_at        TEXT NOT NULL,
+    ended_at          TEXT,
+    status            TEXT NOT NULL
+                      CHECK (status IN ('running', 'completed', 'failed', 'abandoned')),
+    outcome           TEXT CHECK (outcome IS NULL OR outcome IN
+                      ('output', 'invalid_output', 'process_error', 'timeout')),
+    error             TEXT,                -- why the agent could not start
+    pgid              INTEGER,             -- the agent's process group
+    process_started   INTEGER,             -- its leader's start (clock ticks since boot)
+    exit_code         INTEGER,
+    signal            INTEGER,
+    timed_out         INTEGER NOT NULL DEFAULT 0 CHECK (timed_out IN (0, 1)),
+    duration_ms       INTEGER,
+    stdout            INTEGER REFERENCES blobs(id),
+    stderr            INTEGER REFERENCES blobs(id),
+    stdout_bytes      INTEGER NOT NULL DEFAULT 0,
+    stderr_bytes      INTEGER NOT NULL DEFAULT 0,
+    parsed_output     INTEGER REFERENCES blobs(id),
+    validation_errors TEXT CHECK (validation_errors IS NULL OR json_valid(validation_errors)),
+    UNIQUE (run_id, n)
+) STRICT;
+
+CREATE TABLE messages_v2 (
+    id      INTEGER PRIMARY KEY,
+    run_id  TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq     INTEGER NOT NULL,     -- the workflow transition that produced it
+    kind    TEXT NOT NULL,
+    state   TEXT NOT NULL,
+    payload INTEGER NOT NULL REFERENCES blobs(id),
+    at      TEXT NOT NULL,
+    FOREIGN KEY (run_id, seq) REFERENCES transitions(run_id, seq) ON DELETE CASCADE
+) STRICT;
+
+ALTER TABLE runs ADD COLUMN owner_started INTEGER;
+"#;
+
+const V2_SWAP: &str = r#"
+DROP TABLE invocation_transitions;
+DROP TABLE messages;
+DROP TABLE invocations;
+ALTER TABLE invocations_v2 RENAME TO invocations;
+ALTER TABLE messages_v2 RENAME TO messages;
+CREATE INDEX messages_by_run_kind ON messages(run_id, kind, id);
+"#;
+
+/// One step of the schema's history.
+enum Migration {
+    Sql(&'static str),
+    /// Rows moved by code (hashing texts into blobs, say).
+    Code(fn(&super::Writer<'_>) -> Result<(), StoreError>),
+}
+
+/// The migrations, in order; a version's steps run together, in one
+/// transaction with the others pending. `VERSIONS[i]` are the steps from
+/// version `i` to `i + 1`.
+const VERSIONS: &[&[Migration]] = &[
+    &[Migration::Sql(V1)],
+    &[
+        Migration::Sql(V2_CREATE),
+        Migration::Code(copy_v1_rows),
+        Migration::Sql(V2_SWAP),
+    ],
+];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub const SCHEMA_VERSION: i64 = VERSIONS.len() as i64;
+
+/// Copies version-1 invocations (with their lifecycle rows) and messages
+/// into the version-2 tables, texts into `blobs`. Ids are kept, so the
+/// transitions that point at invocations still do.
+fn copy_v1_rows(w: &super::Writer<'_>) -> Result<(), StoreError> {
+    let path = w.path;
+    let mut read =
+        w.tx.prepare(
+            "SELECT id, run_id, n, state, agent, attempt, lifecycle_fsm, argv, prompt, context, \
+             started_at, ended_at, status, outcome, exit_code, signal, timed_out, duration_ms, \
+             stdout, stderr, stdout_bytes, stderr_bytes, parsed_output, validation_errors, \
+             (SELECT json_group_array(json_object('seq', seq, 'at', at, 'from', from_state, \
+                     'event', event, 'to', to_state)) \
+              FROM (SELECT * FROM invocation_transitions t WHERE t.invocation_id = i.id \
+                    ORDER BY seq)) \
+             FROM invocations i ORDER BY id",
+        )
+        .ctx(path, "reading version-1 invocations")?;
+    let mut rows = read.query([]).ctx(path, "reading version-1 invocations")?;
+    while let Some(r) = rows.next().ctx(path, "reading version-1 invocations")? {
+        let text = |i: usize| -> Result<String, StoreError> {
+            r.get::<_, Option<String>>(i)
+                .map(Option::unwrap_or_default)
+                .ctx(path, "reading version-1 invocations")
+        };
+        let blob = |i: usize| -> Result<Option<i64>, StoreError> { w.blob(text(i)?.as_bytes()) };
+        let (prompt, context, stdout, stderr) = (blob(8)?, blob(9)?, blob(18)?, blob(19)?);
+        let parsed = blob(22)?;
+        // Columns copied as they are; texts become blob ids.
+        w.tx.execute(
+            "INSERT INTO invocations_v2 (id, run_id, n, state, agent, attempt, lifecycle_fsm, \
+             lifecycle, argv, prompt, context, started_at, ended_at, status, outcome, exit_code, \
+             signal, timed_out, duration_ms, stdout, stderr, stdout_bytes, stderr_bytes, \
+             parsed_output, validation_errors) \
+             SELECT id, run_id, n, state, agent, attempt, lifecycle_fsm, ?2, argv, ?3, ?4, \
+             started_at, ended_at, status, \
+             CASE WHEN outcome = 'cancelled' THEN NULL ELSE outcome END, exit_code, signal, \
+             timed_out, duration_ms, ?5, ?6, stdout_bytes, stderr_bytes, ?7, validation_errors \
+             FROM invocations WHERE id = ?1",
+            params![
+                r.get::<_, i64>(0)
+                    .ctx(path, "reading version-1 invocations")?,
+                text(24)?,
+                prompt,
+                context,
+                stdout,
+                stderr,
+                parsed
+            ],
+        )
+        .ctx(path, "copying an invocation")?;
+    }
+    copy_v1_messages(w)
+}
+
+fn copy_v1_messages(w: &super::Writer<'_>) -> Result<(), StoreError> {
+    let path = w.path;
+    let mut read =
+        w.tx.prepare("SELECT id, payload FROM messages ORDER BY id")
+            .ctx(path, "reading version-1 messages")?;
+    let rows: Vec<(i64, String)> = read
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .and_then(|rows| rows.collect())
+        .ctx(path, "reading version-1 messages")?;
+    for (id, payload) in rows {
+        let blob = w.blob(payload.as_bytes())?;
+        w.tx.execute(
+            "INSERT INTO messages_v2 (id, run_id, seq, kind, state, payload, at) \
+             SELECT id, run_id, seq, kind, state, ?2, at FROM messages WHERE id = ?1",
+            params![id, blob],
+        )
+        .ctx(path, "copying a message")?;
+    }
+    Ok(())
+}
 
 fn too_new(store: &Store, found: i64) -> StoreError {
     StoreError::TooNew {
@@ -139,9 +313,29 @@ pub(super) fn check_not_newer(store: &Store) -> Result<i64, StoreError> {
 }
 
 /// Bring the schema up to [`SCHEMA_VERSION`].
+///
+/// Foreign keys are off while it runs (SQLite ignores the pragma inside a
+/// transaction, so it is set around it): rebuilding a table means dropping
+/// the old one, which with foreign keys on would cascade deletes or fail.
+/// `foreign_key_check` then proves, before the commit, that every reference
+/// still holds.
 pub(super) fn migrate(store: &mut Store) -> Result<(), StoreError> {
     let path = store.path.clone();
     let path = path.as_path();
+    store
+        .conn
+        .pragma_update(None, "foreign_keys", false)
+        .ctx(path, "pausing foreign keys to migrate")?;
+    let migrated = migrate_locked(store, path);
+    let restored = store
+        .conn
+        .pragma_update(None, "foreign_keys", true)
+        .ctx(path, "restoring foreign keys");
+    migrated?;
+    restored
+}
+
+fn migrate_locked(store: &mut Store, path: &std::path::Path) -> Result<(), StoreError> {
     let tx = Transaction::new(&mut store.conn, TransactionBehavior::Exclusive)
         .ctx(path, "locking the database to migrate it")?;
     // Re-read under the lock: another process may have migrated meanwhile.
@@ -159,14 +353,44 @@ pub(super) fn migrate(store: &mut Store) -> Result<(), StoreError> {
     if found == SCHEMA_VERSION {
         return Ok(());
     }
+    let writer = super::Writer {
+        tx,
+        path,
+        redactor: &store.redactor,
+    };
     let start = usize::try_from(found).unwrap_or(0);
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(start) {
+    for (i, steps) in VERSIONS.iter().enumerate().skip(start) {
         tracing::debug!(path = %path.display(), to = i + 1, "migrating run database");
-        tx.execute_batch(sql)
-            .ctx(path, "applying a schema migration")?;
+        for step in *steps {
+            match step {
+                Migration::Sql(sql) => writer
+                    .tx
+                    .execute_batch(sql)
+                    .ctx(path, "applying a schema migration")?,
+                Migration::Code(f) => f(&writer)?,
+            }
+        }
     }
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+    let broken: Option<String> = writer
+        .tx
+        .query_row("PRAGMA foreign_key_check", [], |r| r.get(0))
+        .optional()
+        .ctx(path, "checking references after the migration")?;
+    if let Some(table) = broken {
+        return Err(StoreError::Invalid {
+            path: path.to_path_buf(),
+            message: format!(
+                "migration left a broken reference in table {table}; nothing was changed"
+            ),
+        });
+    }
+    writer
+        .tx
+        .pragma_update(None, "user_version", SCHEMA_VERSION)
         .ctx(path, "recording the schema version")?;
-    tx.commit().ctx(path, "committing the schema migration")?;
+    writer
+        .tx
+        .commit()
+        .ctx(path, "committing the schema migration")?;
     Ok(())
 }

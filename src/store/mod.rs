@@ -14,6 +14,7 @@
 //! readers proceed while one writer writes, and `busy_timeout` turns lock
 //! waits into short sleeps instead of "database is locked" errors.
 
+mod blobs;
 mod migrations;
 mod query;
 mod record;
@@ -28,11 +29,11 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
+use crate::shell::Redactor;
+
 pub use migrations::SCHEMA_VERSION;
 pub use query::TransitionRecord;
-pub use record::{
-    InvocationEnd, InvocationId, InvocationStatus, NewInvocation, NewMessage, NewTransition, Step,
-};
+pub use record::{InvocationStatus, NewInvocation, NewMessage, NewTransition, ProcessIds, Step};
 pub use runs::{NewRun, Run};
 
 /// File name of the database inside `.modix/`.
@@ -104,6 +105,38 @@ pub enum StoreError {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// Every text written passes through it: redaction is a property of
+    /// the store's boundary, not of each caller.
+    redactor: Redactor,
+}
+
+/// A write transaction with what every write needs: the path for errors and
+/// the redactor for every text.
+pub(crate) struct Writer<'a> {
+    tx: Transaction<'a>,
+    path: &'a Path,
+    redactor: &'a Redactor,
+}
+
+impl Writer<'_> {
+    /// `text` with secrets replaced.
+    fn text<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        self.redactor.redact(text)
+    }
+
+    /// A JSON value as stored: its strings redacted, serialised.
+    fn json(&self, value: &impl serde::Serialize) -> Result<String, StoreError> {
+        let encode = |e: serde_json::Error| StoreError::Invalid {
+            path: self.path.to_path_buf(),
+            message: format!("cannot encode JSON: {e}"),
+        };
+        let value = serde_json::to_value(value).map_err(encode)?;
+        serde_json::to_string(&self.redactor.redact_json(&value)).map_err(encode)
+    }
+
+    fn commit(self, context: &'static str) -> Result<(), StoreError> {
+        self.tx.commit().ctx(self.path, context)
+    }
 }
 
 impl fmt::Debug for Store {
@@ -131,6 +164,7 @@ impl Store {
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
+            redactor: Redactor::default(),
         };
         // Refuse a newer schema before changing anything about the file.
         let version = migrations::check_not_newer(&store)?;
@@ -181,37 +215,22 @@ impl Store {
         }
     }
 
-    /// Start a write transaction that holds the write lock from the start.
-    /// Runs `f` with `synchronous=NORMAL` when the store is FULL: for records
-    /// that need not reach the disk on their own because the next FULL commit
-    /// fsyncs the WAL, earlier frames included, in order.
-    pub(crate) fn relaxed<T>(
-        &mut self,
-        f: impl FnOnce(&mut Self) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        self.conn
-            .pragma_update(None, "synchronous", "NORMAL")
-            .ctx(&*self, "relaxing synchronous")?;
-        let result = f(self);
-        let restored = self
-            .conn
-            .pragma_update(None, "synchronous", "FULL")
-            .ctx(&*self, "restoring synchronous");
-        let value = result?;
-        restored?;
-        Ok(value)
+    /// Redact with `redactor` (the run's secrets) from now on; the default
+    /// redacts well-known key shapes only.
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
     }
 
-    fn write_tx(&mut self) -> Result<(Transaction<'_>, &Path), StoreError> {
-        let tx =
-            Transaction::new(&mut self.conn, TransactionBehavior::Immediate).map_err(|source| {
-                StoreError::Sqlite {
-                    path: self.path.clone(),
-                    context: "starting a write transaction",
-                    source,
-                }
-            })?;
-        Ok((tx, &self.path))
+    /// Start a write transaction that holds the write lock from the start.
+    fn write_tx(&mut self) -> Result<Writer<'_>, StoreError> {
+        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)
+            .ctx(self.path.as_path(), "starting a write transaction")?;
+        Ok(Writer {
+            tx,
+            path: &self.path,
+            redactor: &self.redactor,
+        })
     }
 
     fn unknown_run(&self, prefix: &str) -> StoreError {

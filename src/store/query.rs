@@ -1,14 +1,14 @@
 //! Reading a run back: its transitions, invocations (with their lifecycle)
 //! and messages, as plain serializable records for `modix history` and for
-//! resume.
+//! resume. Texts come back from `blobs`.
 
 use rusqlite::types::Type;
 use rusqlite::{OptionalExtension, Row, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::record::{InvocationId, InvocationStatus};
-use super::{Ctx, Store, StoreError};
+use super::record::InvocationStatus;
+use super::{Ctx, Store, StoreError, blobs};
 use crate::fsm::Outcome;
 
 /// One workflow transition of a run.
@@ -26,11 +26,12 @@ pub struct TransitionRecord {
     pub agent: Option<String>,
     pub reason: Option<String>,
     pub redirected: bool,
-    pub invocation_id: Option<InvocationId>,
+    /// The run's invocation that produced it (the `N` of `--invocation N`).
+    pub invocation: Option<u32>,
 }
 
 /// One step of an invocation's lifecycle machine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LifecycleRecord {
     pub seq: u32,
     pub at: String,
@@ -42,7 +43,6 @@ pub struct LifecycleRecord {
 /// One agent invocation, in full.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InvocationRecord {
-    pub id: InvocationId,
     pub run_id: String,
     /// 1-based order within the run.
     pub n: u32,
@@ -57,6 +57,10 @@ pub struct InvocationRecord {
     pub ended_at: Option<String>,
     pub status: InvocationStatus,
     pub outcome: Option<Outcome>,
+    /// Why the agent could not be started, when it could not.
+    pub error: Option<String>,
+    /// The agent's process group, when it started.
+    pub pgid: Option<u32>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
@@ -84,8 +88,10 @@ pub struct MessageRecord {
     pub at: String,
 }
 
-pub(super) const TRANSITION_COLUMNS: &str = "run_id, seq, at, from_state, event, to_state, \
-     attempt, bound, agent, reason, redirected, invocation_id";
+/// The columns [`transition_from_row`] reads, with the tables they come from.
+pub(super) const TRANSITION_COLUMNS: &str = "t.run_id, t.seq, t.at, t.from_state, t.event, \
+     t.to_state, t.attempt, t.bound, t.agent, t.reason, t.redirected, i.n \
+     FROM transitions t LEFT JOIN invocations i ON i.id = t.invocation_id";
 
 pub(super) fn transition_from_row(row: &Row<'_>) -> rusqlite::Result<TransitionRecord> {
     Ok(TransitionRecord {
@@ -100,27 +106,15 @@ pub(super) fn transition_from_row(row: &Row<'_>) -> rusqlite::Result<TransitionR
         agent: row.get(8)?,
         reason: row.get(9)?,
         redirected: row.get(10)?,
-        invocation_id: row.get::<_, Option<i64>>(11)?.map(InvocationId),
+        invocation: row.get(11)?,
     })
 }
 
-/// A JSON column, parsed; a parse failure is a conversion error of that column.
+/// A JSON text column, parsed; a parse failure is a conversion error of that column.
 fn json_col<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
     let text: String = row.get(idx)?;
     serde_json::from_str(&text)
         .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e)))
-}
-
-fn opt_json_col<T: serde::de::DeserializeOwned>(
-    row: &Row<'_>,
-    idx: usize,
-) -> rusqlite::Result<Option<T>> {
-    match row.get::<_, Option<String>>(idx)? {
-        None => Ok(None),
-        Some(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, Box::new(e))),
-    }
 }
 
 /// A stored non-negative integer (sizes, durations).
@@ -129,42 +123,70 @@ fn u64_col(row: &Row<'_>, idx: usize) -> rusqlite::Result<u64> {
     u64::try_from(n).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(idx, n))
 }
 
-const INVOCATION_COLUMNS: &str = "id, run_id, n, state, agent, attempt, lifecycle_fsm, argv, \
-     prompt, context, started_at, ended_at, status, outcome, exit_code, signal, timed_out, \
-     duration_ms, stdout, stderr, stdout_bytes, stderr_bytes, parsed_output, validation_errors";
+/// The `SELECT … FROM invocations i …` that [`invocation_from_row`] reads.
+fn invocation_query(filter: &str) -> String {
+    let joins: Vec<(String, String)> = [
+        ("bp", "i.prompt"),
+        ("bc", "i.context"),
+        ("bo", "i.stdout"),
+        ("be", "i.stderr"),
+        ("bj", "i.parsed_output"),
+    ]
+    .iter()
+    .map(|(alias, col)| blobs::join(alias, col))
+    .collect();
+    let cols: Vec<&str> = joins.iter().map(|(_, c)| c.as_str()).collect();
+    let from: String = joins.iter().map(|(j, _)| j.as_str()).collect();
+    format!(
+        "SELECT i.run_id, i.n, i.state, i.agent, i.attempt, i.lifecycle_fsm, i.argv, \
+         i.started_at, i.ended_at, i.status, i.outcome, i.error, i.pgid, i.exit_code, i.signal, \
+         i.timed_out, i.duration_ms, i.stdout_bytes, i.stderr_bytes, i.validation_errors, \
+         i.lifecycle, {} FROM invocations i{from} WHERE {filter}",
+        cols.join(", ")
+    )
+}
 
 fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
+    // The blob pairs start after the 21 plain columns.
+    let blob = |k: usize| 21 + 2 * k;
     Ok(InvocationRecord {
-        id: InvocationId(row.get(0)?),
-        run_id: row.get(1)?,
-        n: row.get(2)?,
-        state: row.get(3)?,
-        agent: row.get(4)?,
-        attempt: row.get(5)?,
-        lifecycle_fsm: row.get(6)?,
-        argv: json_col(row, 7)?,
-        prompt: row.get(8)?,
-        context: json_col(row, 9)?,
-        started_at: row.get(10)?,
-        ended_at: row.get(11)?,
-        status: row.get(12)?,
-        outcome: row.get(13)?,
-        exit_code: row.get(14)?,
-        signal: row.get(15)?,
-        timed_out: row.get(16)?,
-        duration_ms: match row.get::<_, Option<i64>>(17)? {
+        run_id: row.get(0)?,
+        n: row.get(1)?,
+        state: row.get(2)?,
+        agent: row.get(3)?,
+        attempt: row.get(4)?,
+        lifecycle_fsm: row.get(5)?,
+        argv: json_col(row, 6)?,
+        started_at: row.get(7)?,
+        ended_at: row.get(8)?,
+        status: row.get(9)?,
+        outcome: row.get(10)?,
+        error: row.get(11)?,
+        pgid: row.get(12)?,
+        exit_code: row.get(13)?,
+        signal: row.get(14)?,
+        timed_out: row.get(15)?,
+        duration_ms: match row.get::<_, Option<i64>>(16)? {
             None => None,
-            Some(_) => Some(u64_col(row, 17)?),
+            Some(_) => Some(u64_col(row, 16)?),
         },
-        stdout: row.get(18)?,
-        stderr: row.get(19)?,
-        stdout_bytes: u64_col(row, 20)?,
-        stderr_bytes: u64_col(row, 21)?,
-        parsed_output: opt_json_col(row, 22)?,
-        validation_errors: opt_json_col(row, 23)?.unwrap_or_default(),
-        lifecycle: Vec::new(),
+        stdout_bytes: u64_col(row, 17)?,
+        stderr_bytes: u64_col(row, 18)?,
+        validation_errors: match row.get::<_, Option<String>>(19)? {
+            None => Vec::new(),
+            Some(_) => json_col(row, 19)?,
+        },
+        lifecycle: json_col(row, 20)?,
+        prompt: blobs::read(row, blob(0))?,
+        context: blobs::read_json(row, blob(1))?.unwrap_or(Value::Null),
+        stdout: blobs::read(row, blob(2))?,
+        stderr: blobs::read(row, blob(3))?,
+        parsed_output: blobs::read_json(row, blob(4))?,
     })
 }
+
+const MESSAGE_QUERY: &str = "SELECT m.id, m.run_id, m.seq, m.kind, m.state, b.text, b.bytes, \
+     m.at FROM messages m JOIN blobs b ON b.id = m.payload";
 
 fn message_from_row(row: &Row<'_>) -> rusqlite::Result<MessageRecord> {
     Ok(MessageRecord {
@@ -173,12 +195,10 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<MessageRecord> {
         seq: row.get(2)?,
         kind: row.get(3)?,
         state: row.get(4)?,
-        payload: json_col(row, 5)?,
-        at: row.get(6)?,
+        payload: blobs::read_json(row, 5)?.unwrap_or(Value::Null),
+        at: row.get(7)?,
     })
 }
-
-const MESSAGE_COLUMNS: &str = "id, run_id, seq, kind, state, payload, at";
 
 impl Store {
     /// The run's workflow transitions, by seq. Empty for an unknown run.
@@ -186,7 +206,7 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(&format!(
-                "SELECT {TRANSITION_COLUMNS} FROM transitions WHERE run_id = ?1 ORDER BY seq"
+                "SELECT {TRANSITION_COLUMNS} WHERE t.run_id = ?1 ORDER BY t.seq"
             ))
             .ctx(self, "reading transitions")?;
         stmt.query_map([run_id], transition_from_row)
@@ -197,77 +217,29 @@ impl Store {
     /// The run's invocations, by n, each with its lifecycle.
     #[cfg(test)]
     pub fn invocations(&self, run_id: &str) -> Result<Vec<InvocationRecord>, StoreError> {
-        use std::collections::HashMap;
-        let mut invocations: Vec<InvocationRecord> = {
-            let mut stmt = self
-                .conn
-                .prepare_cached(&format!(
-                    "SELECT {INVOCATION_COLUMNS} FROM invocations WHERE run_id = ?1 ORDER BY n"
-                ))
-                .ctx(self, "reading invocations")?;
-            stmt.query_map([run_id], invocation_from_row)
-                .and_then(|rows| rows.collect())
-                .ctx(self, "reading invocations")?
-        };
-        // One query for all lifecycles rather than one per invocation.
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT it.invocation_id, it.seq, it.at, it.from_state, it.event, it.to_state \
-                 FROM invocation_transitions it JOIN invocations i ON i.id = it.invocation_id \
-                 WHERE i.run_id = ?1 ORDER BY it.invocation_id, it.seq",
-            )
-            .ctx(self, "reading invocation lifecycles")?;
-        let rows: Vec<(i64, LifecycleRecord)> = stmt
-            .query_map([run_id], |row| {
-                Ok((row.get(0)?, lifecycle_from_row(row, 1)?))
-            })
+            .prepare(&invocation_query("i.run_id = ?1 ORDER BY i.n"))
+            .ctx(self, "reading invocations")?;
+        stmt.query_map([run_id], invocation_from_row)
             .and_then(|rows| rows.collect())
-            .ctx(self, "reading invocation lifecycles")?;
-        let index: HashMap<i64, usize> = invocations
-            .iter()
-            .enumerate()
-            .map(|(i, inv)| (inv.id.0, i))
-            .collect();
-        for (id, step) in rows {
-            if let Some(&i) = index.get(&id) {
-                invocations[i].lifecycle.push(step);
-            }
-        }
-        Ok(invocations)
+            .ctx(self, "reading invocations")
     }
 
     /// Invocation number `n` (1-based) of the run, with its lifecycle.
     pub fn invocation(&self, run_id: &str, n: u32) -> Result<InvocationRecord, StoreError> {
-        let found = self
-            .conn
+        self.conn
             .query_row(
-                &format!(
-                    "SELECT {INVOCATION_COLUMNS} FROM invocations WHERE run_id = ?1 AND n = ?2"
-                ),
+                &invocation_query("i.run_id = ?1 AND i.n = ?2"),
                 params![run_id, n],
                 invocation_from_row,
             )
             .optional()
-            .ctx(self, "reading an invocation")?;
-        let Some(mut inv) = found else {
-            return Err(StoreError::UnknownInvocation {
+            .ctx(self, "reading an invocation")?
+            .ok_or_else(|| StoreError::UnknownInvocation {
                 run_id: run_id.to_owned(),
                 n,
-            });
-        };
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT seq, at, from_state, event, to_state FROM invocation_transitions \
-                 WHERE invocation_id = ?1 ORDER BY seq",
-            )
-            .ctx(self, "reading an invocation lifecycle")?;
-        inv.lifecycle = stmt
-            .query_map([inv.id.0], |row| lifecycle_from_row(row, 0))
-            .and_then(|rows| rows.collect())
-            .ctx(self, "reading an invocation lifecycle")?;
-        Ok(inv)
+            })
     }
 
     /// The run's messages in the order they were written.
@@ -275,7 +247,7 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages WHERE run_id = ?1 ORDER BY id"
+                "{MESSAGE_QUERY} WHERE m.run_id = ?1 ORDER BY m.id"
             ))
             .ctx(self, "reading messages")?;
         stmt.query_map([run_id], message_from_row)
@@ -291,25 +263,13 @@ impl Store {
         kind: &str,
     ) -> Result<Option<MessageRecord>, StoreError> {
         self.conn
-            .query_row(
-                &format!(
-                    "SELECT {MESSAGE_COLUMNS} FROM messages WHERE run_id = ?1 AND kind = ?2 \
-                     ORDER BY id DESC LIMIT 1"
-                ),
-                params![run_id, kind],
-                message_from_row,
-            )
-            .optional()
+            .prepare_cached(&format!(
+                "{MESSAGE_QUERY} WHERE m.run_id = ?1 AND m.kind = ?2 ORDER BY m.id DESC LIMIT 1"
+            ))
+            .and_then(|mut s| {
+                s.query_row(params![run_id, kind], message_from_row)
+                    .optional()
+            })
             .ctx(self, "reading the latest message")
     }
-}
-
-fn lifecycle_from_row(row: &Row<'_>, first: usize) -> rusqlite::Result<LifecycleRecord> {
-    Ok(LifecycleRecord {
-        seq: row.get(first)?,
-        at: row.get(first + 1)?,
-        from: row.get(first + 2)?,
-        event: row.get(first + 3)?,
-        to: row.get(first + 4)?,
-    })
 }

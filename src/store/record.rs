@@ -1,41 +1,21 @@
-//! Writes that happen while a run executes: starting an agent invocation,
-//! recording a workflow step (finishing the invocation, its messages, the
-//! transition and the run's new state in ONE transaction), and abandoning
-//! invocations a crashed process left open.
+//! Writes that happen while a run executes: recording a workflow step — the
+//! invocation that produced it (written whole: what it was given, how its
+//! process ran, what it came to), its messages, the transition and the run's
+//! new state — in ONE transaction, and recording invocations a stopped or
+//! crashed run abandoned.
 //!
 //! One transaction per step is what makes resume trustworthy: after a crash
-//! the database holds either the whole step or none of it.
+//! the database holds either the whole step or none of it. While an agent
+//! runs, nothing is written here; what a resume needs to know about it (its
+//! process group) is kept beside the run by the orchestrator.
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::query::{TRANSITION_COLUMNS, TransitionRecord, transition_from_row};
-use super::{Ctx, RunStatus, Store, StoreError, now, text_enum_sql, to_i64};
+use super::{Ctx, RunStatus, Store, StoreError, Writer, now, text_enum_sql, to_i64};
 use crate::fsm::Outcome;
-use std::path::Path;
-
-/// Row id of an invocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct InvocationId(pub i64);
-
-/// What is known when an agent process is about to start.
-#[derive(Debug, Clone)]
-pub struct NewInvocation {
-    pub run_id: String,
-    pub state: String,
-    pub agent: String,
-    pub attempt: u32,
-    /// Name of the agent lifecycle machine (IDLE → EXECUTING → COMPLETED/FAILED).
-    pub lifecycle_fsm: String,
-    /// The lifecycle's first step as (from, event, to), recorded with the start.
-    pub lifecycle_start: (String, String, String),
-    /// Command line, already redacted by the caller.
-    pub argv: Vec<String>,
-    pub prompt: String,
-    pub context: Value,
-}
 
 /// How an invocation ended, per its lifecycle.
 #[derive(
@@ -52,35 +32,58 @@ pub struct NewInvocation {
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
 pub enum InvocationStatus {
+    /// Only in databases written by modix before 0.2, whose open rows a
+    /// resume closes as abandoned.
     Running,
     Completed,
     Failed,
-    /// Left running by a process that died; closed by
-    /// [`Store::abandon_open_invocations`].
+    /// Its run stopped (Ctrl-C, a crash) while it ran.
     Abandoned,
 }
 
 text_enum_sql!(InvocationStatus);
 
-/// How an invocation finished.
+/// The agent's process, as `ps` would name it: its group (the leader's
+/// pid) and the leader's start time, which tells it from a reused pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ProcessIds {
+    pub pgid: u32,
+    /// Clock ticks after boot (`/proc/<pid>/stat` field 22).
+    pub started: u64,
+}
+
+/// One agent invocation, as it is recorded.
 #[derive(Debug, Clone)]
-pub struct InvocationEnd {
-    /// Completed or Failed (Running is refused).
+pub struct NewInvocation {
+    pub state: String,
+    pub agent: String,
+    pub attempt: u32,
+    /// Name of the agent lifecycle machine (IDLE → EXECUTING → COMPLETED/FAILED).
+    pub lifecycle_fsm: String,
+    /// Its steps as (from, event, to): the first when the agent started,
+    /// the rest when it ended.
+    pub lifecycle: Vec<(String, String, String)>,
+    /// Command line, program first.
+    pub argv: Vec<String>,
+    pub prompt: String,
+    pub context: Value,
+    pub started_at: String,
+    pub process: Option<ProcessIds>,
+    /// Why the agent could not be started (program or interpreter missing).
+    pub error: Option<String>,
     pub status: InvocationStatus,
     pub outcome: Option<Outcome>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
     pub duration_ms: Option<u64>,
-    /// Possibly truncated; `*_bytes` are the full sizes.
-    pub stdout: String,
-    pub stderr: String,
+    /// As captured (possibly cut; `*_bytes` are the full sizes).
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
     pub parsed_output: Option<Value>,
     pub validation_errors: Vec<String>,
-    /// Lifecycle transitions after IDLE -start-> EXECUTING, as (from, event, to).
-    pub lifecycle: Vec<(String, String, String)>,
 }
 
 /// The workflow transition of a step.
@@ -112,120 +115,105 @@ pub struct NewMessage {
 #[derive(Debug, Clone)]
 pub struct Step {
     pub transition: NewTransition,
-    /// The invocation that produced the event, and how it ended.
-    pub invocation: Option<(InvocationId, InvocationEnd)>,
+    /// The invocation that produced the event.
+    pub invocation: Option<NewInvocation>,
     pub messages: Vec<NewMessage>,
     /// The run's status after the step (terminal when `to` is final).
     pub run_status: RunStatus,
 }
 
-fn json(path: &Path, value: &impl Serialize) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Invalid {
-        path: path.to_path_buf(),
-        message: format!("cannot encode JSON: {e}"),
-    })
-}
-
-/// Current state and status of `run_id`, or NotFound.
-fn run_state(
-    tx: &Transaction<'_>,
-    path: &Path,
-    run_id: &str,
-) -> Result<(String, RunStatus), StoreError> {
-    tx.query_row(
-        "SELECT current_state, status FROM runs WHERE id = ?1",
-        [run_id],
-        |row| Ok((row.get(0)?, row.get(1)?)),
-    )
-    .optional()
-    .ctx(path, "reading a run's state")?
-    .ok_or_else(|| StoreError::NotFound {
-        path: path.to_path_buf(),
-        what: format!("run {run_id}"),
-    })
-}
-
-/// Append lifecycle transitions to an invocation, after its last one.
-fn append_lifecycle(
-    tx: &Transaction<'_>,
-    path: &Path,
-    invocation: InvocationId,
-    at: &str,
-    steps: &[(&str, &str, &str)],
-) -> Result<(), StoreError> {
-    let mut stmt = tx
-        .prepare_cached(
-            "INSERT INTO invocation_transitions (invocation_id, seq, at, from_state, event, to_state) \
-             VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM invocation_transitions \
-                          WHERE invocation_id = ?1), ?2, ?3, ?4, ?5)",
-        )
-        .ctx(path, "recording an invocation lifecycle")?;
-    for (from, event, to) in steps {
-        stmt.execute(params![invocation.0, at, from, event, to])
-            .ctx(path, "recording an invocation lifecycle")?;
+impl Writer<'_> {
+    /// Current state and status of `run_id`, or NotFound.
+    fn run_state(&self, run_id: &str) -> Result<(String, RunStatus), StoreError> {
+        self.tx
+            .query_row(
+                "SELECT current_state, status FROM runs WHERE id = ?1",
+                [run_id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .ctx(self.path, "reading a run's state")?
+            .ok_or_else(|| StoreError::NotFound {
+                path: self.path.to_path_buf(),
+                what: format!("run {run_id}"),
+            })
     }
-    Ok(())
+
+    /// Inserts an invocation as the run's next (`n`); returns its row id.
+    fn insert_invocation(
+        &self,
+        run_id: &str,
+        inv: &NewInvocation,
+        ended_at: &str,
+    ) -> Result<i64, StoreError> {
+        let lifecycle: Vec<Value> = inv
+            .lifecycle
+            .iter()
+            .enumerate()
+            .map(|(i, (from, event, to))| {
+                let at = if i == 0 { &inv.started_at } else { ended_at };
+                json!({ "seq": i + 1, "at": at, "from": from, "event": event, "to": to })
+            })
+            .collect();
+        let validation_errors = match inv.validation_errors.is_empty() {
+            true => None,
+            false => Some(self.json(&inv.validation_errors)?),
+        };
+        let parsed = inv.parsed_output.as_ref().map(|v| self.blob_json(v));
+        let stmt = "INSERT INTO invocations (run_id, n, state, agent, attempt, lifecycle_fsm, \
+             lifecycle, argv, prompt, context, started_at, ended_at, status, outcome, error, \
+             pgid, process_started, exit_code, signal, timed_out, duration_ms, stdout, stderr, \
+             stdout_bytes, stderr_bytes, parsed_output, validation_errors) \
+             VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM invocations WHERE run_id = ?1), \
+             ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
+             ?20, ?21, ?22, ?23, ?24, ?25, ?26)";
+        self.tx
+            .prepare_cached(stmt)
+            .and_then(|mut s| {
+                s.execute(params![
+                    run_id,
+                    inv.state,
+                    inv.agent,
+                    inv.attempt,
+                    inv.lifecycle_fsm,
+                    Value::Array(lifecycle).to_string(),
+                    self.json(&inv.argv).map_err(to_sql)?,
+                    self.blob(inv.prompt.as_bytes()).map_err(to_sql)?,
+                    self.blob_json(&inv.context).map_err(to_sql)?,
+                    inv.started_at,
+                    ended_at,
+                    inv.status,
+                    inv.outcome,
+                    inv.error.as_deref().map(|e| self.text(e)),
+                    inv.process.map(|p| p.pgid),
+                    inv.process.map(|p| to_i64(p.started)),
+                    inv.exit_code,
+                    inv.signal,
+                    inv.timed_out,
+                    inv.duration_ms.map(to_i64),
+                    self.blob(&inv.stdout).map_err(to_sql)?,
+                    self.blob(&inv.stderr).map_err(to_sql)?,
+                    to_i64(inv.stdout_bytes),
+                    to_i64(inv.stderr_bytes),
+                    parsed.transpose().map_err(to_sql)?.flatten(),
+                    validation_errors,
+                ])
+            })
+            .ctx(self.path, "recording an invocation")?;
+        Ok(self.tx.last_insert_rowid())
+    }
+}
+
+/// A store error raised inside a statement's parameters, carried out as a
+/// rusqlite error (and back, by `ctx`, with its message).
+fn to_sql(e: StoreError) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(Box::new(e))
 }
 
 impl Store {
-    /// Record that an agent process is starting: the invocation row (status
-    /// running, `n` = next in the run) and its first lifecycle transition
-    /// (e.g. IDLE -start-> EXECUTING), in one transaction.
-    ///
-    /// Not fsynced on its own: the step that ends the invocation is, and it
-    /// carries this record to disk with it. A power loss before then loses
-    /// both, and a resume runs the invocation again — the same as if it had
-    /// never started.
-    pub fn start_invocation(&mut self, inv: &NewInvocation) -> Result<InvocationId, StoreError> {
-        self.relaxed(|store| store.start_invocation_tx(inv))
-    }
-
-    fn start_invocation_tx(&mut self, inv: &NewInvocation) -> Result<InvocationId, StoreError> {
-        let (tx, path) = self.write_tx()?;
-        let (_, status) = run_state(&tx, path, &inv.run_id)?;
-        if status.is_terminal() {
-            return Err(StoreError::Conflict {
-                path: path.to_path_buf(),
-                run_id: inv.run_id.clone(),
-                detail: format!("the run already {status}"),
-            });
-        }
-        let at = now();
-        tx.execute(
-            "INSERT INTO invocations (run_id, n, state, agent, attempt, lifecycle_fsm, argv, \
-             prompt, context, started_at, status) \
-             VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM invocations WHERE run_id = ?1), \
-                     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![
-                inv.run_id,
-                inv.state,
-                inv.agent,
-                inv.attempt,
-                inv.lifecycle_fsm,
-                json(path, &inv.argv)?,
-                inv.prompt,
-                json(path, &inv.context)?,
-                at,
-                InvocationStatus::Running,
-            ],
-        )
-        .ctx(path, "recording an invocation start")?;
-        let id = InvocationId(tx.last_insert_rowid());
-        let (from, event, to) = &inv.lifecycle_start;
-        append_lifecycle(
-            &tx,
-            path,
-            id,
-            &at,
-            &[(from.as_str(), event.as_str(), to.as_str())],
-        )?;
-        tx.commit().ctx(path, "committing an invocation start")?;
-        Ok(id)
-    }
-
-    /// Record one workflow step in ONE transaction: finish its invocation
-    /// (if any) with its lifecycle, write the transition with the next `seq`,
-    /// its messages, and move the run to `to` with `step.run_status`.
+    /// Record one workflow step in ONE transaction: its invocation (if any),
+    /// the transition with the next `seq`, its messages, and the run moved
+    /// to `to` with `step.run_status`.
     ///
     /// Refused with [`StoreError::Conflict`] when the run is not in
     /// `step.transition.from` (another process advanced it) or is finished.
@@ -234,55 +222,79 @@ impl Store {
         run_id: &str,
         step: &Step,
     ) -> Result<TransitionRecord, StoreError> {
-        let (tx, path) = self.write_tx()?;
-        let record = write_step(&tx, path, run_id, step)?;
-        tx.commit().ctx(path, "committing a step")?;
+        let w = self.write_tx()?;
+        let record = write_step(&w, run_id, step)?;
+        w.commit("committing a step")?;
         Ok(record)
     }
 
-    /// Close every invocation of the run still marked running (its process
-    /// died with the previous modix): status abandoned, no outcome, and the
-    /// lifecycle step `abandoned(lifecycle_fsm, last_state)` gives — the
-    /// store knows no lifecycle's states; `None` records no step. Returns how
-    /// many were closed.
+    /// Record an invocation the run abandoned (Ctrl-C, or a crash found by a
+    /// resume): status abandoned, no outcome, not tied to a transition.
+    pub fn record_abandoned(
+        &mut self,
+        run_id: &str,
+        inv: &NewInvocation,
+    ) -> Result<(), StoreError> {
+        let w = self.write_tx()?;
+        w.run_state(run_id)?;
+        w.insert_invocation(run_id, inv, &now())?;
+        w.commit("committing an abandoned invocation")
+    }
+
+    /// Whether the run already has a transition with this `seq` (so an
+    /// invocation meant for that step was recorded with it).
+    pub fn has_transition(&self, run_id: &str, seq: u32) -> Result<bool, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM transitions WHERE run_id = ?1 AND seq = ?2",
+                params![run_id, seq],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+            .ctx(self, "looking up a transition")
+    }
+
+    /// Close the invocations of the run that a modix before 0.2 left marked
+    /// running: status abandoned, no outcome, and the lifecycle step
+    /// `abandoned(lifecycle_fsm, last_state)` gives (the store knows no
+    /// lifecycle's states; `None` records no step). Returns how many.
     pub fn abandon_open_invocations(
         &mut self,
         run_id: &str,
         abandoned: impl Fn(&str, &str) -> Option<(String, String, String)>,
     ) -> Result<usize, StoreError> {
-        let (tx, path) = self.write_tx()?;
-        let open: Vec<(i64, String, String)> = {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT i.id, i.lifecycle_fsm, \
-                     coalesce((SELECT to_state FROM invocation_transitions t \
-                               WHERE t.invocation_id = i.id ORDER BY seq DESC LIMIT 1), '') \
-                     FROM invocations i WHERE i.run_id = ?1 AND i.status = 'running' ORDER BY i.n",
-                )
-                .ctx(path, "finding open invocations")?;
-            stmt.query_map([run_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-                .and_then(|rows| rows.collect())
-                .ctx(path, "finding open invocations")?
-        };
-        let at = now();
-        for (id, fsm, last) in &open {
-            tx.execute(
-                "UPDATE invocations SET status = 'abandoned', outcome = NULL, ended_at = ?2 \
-                 WHERE id = ?1",
-                params![id, at],
+        let w = self.write_tx()?;
+        let open: Vec<(i64, String, String)> =
+            w.tx.prepare_cached(
+                "SELECT id, lifecycle_fsm, lifecycle FROM invocations \
+                 WHERE run_id = ?1 AND status = 'running' ORDER BY n",
             )
-            .ctx(path, "abandoning an invocation")?;
-            if let Some((from, event, to)) = abandoned(fsm, last) {
-                append_lifecycle(
-                    &tx,
-                    path,
-                    InvocationId(*id),
-                    &at,
-                    &[(from.as_str(), event.as_str(), to.as_str())],
-                )?;
+            .and_then(|mut s| {
+                s.query_map([run_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+                    .collect()
+            })
+            .ctx(w.path, "finding open invocations")?;
+        let at = now();
+        for (id, fsm, lifecycle) in &open {
+            let mut steps: Vec<Value> = serde_json::from_str(lifecycle).unwrap_or_default();
+            let last = steps
+                .last()
+                .and_then(|s| s["to"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            if let Some((from, event, to)) = abandoned(fsm, &last) {
+                let seq = steps.len() + 1;
+                steps.push(json!({ "seq": seq, "at": at, "from": from, "event": event, "to": to }));
             }
+            w.tx.execute(
+                "UPDATE invocations SET status = 'abandoned', outcome = NULL, ended_at = ?2, \
+                 lifecycle = ?3 WHERE id = ?1",
+                params![id, at, Value::Array(steps).to_string()],
+            )
+            .ctx(w.path, "abandoning an invocation")?;
         }
-        tx.commit().ctx(path, "committing abandoned invocations")?;
+        w.commit("committing abandoned invocations")?;
         Ok(open.len())
     }
 }
@@ -290,18 +302,17 @@ impl Store {
 /// The body of [`Store::record_step`], without the commit (so a test can
 /// drop the transaction half way and check nothing leaked).
 pub(super) fn write_step(
-    tx: &Transaction<'_>,
-    path: &Path,
+    w: &Writer<'_>,
     run_id: &str,
     step: &Step,
 ) -> Result<TransitionRecord, StoreError> {
     let t = &step.transition;
     let conflict = |detail: String| StoreError::Conflict {
-        path: path.to_path_buf(),
+        path: w.path.to_path_buf(),
         run_id: run_id.to_owned(),
         detail,
     };
-    let (current, status) = run_state(tx, path, run_id)?;
+    let (current, status) = w.run_state(run_id)?;
     if status.is_terminal() {
         return Err(conflict(format!(
             "the run already {status} in state {current}"
@@ -315,23 +326,24 @@ pub(super) fn write_step(
         )));
     }
     let at = now();
-
-    if let Some((id, end)) = &step.invocation {
-        finish_invocation(tx, path, run_id, *id, end, &at)?;
-    }
-
-    let seq: u32 = tx
-        .query_row(
+    let invocation = match &step.invocation {
+        Some(inv) => Some(w.insert_invocation(run_id, inv, &at)?),
+        None => None,
+    };
+    let seq: u32 =
+        w.tx.query_row(
             "SELECT coalesce(max(seq), 0) + 1 FROM transitions WHERE run_id = ?1",
             [run_id],
             |row| row.get(0),
         )
-        .ctx(path, "numbering a transition")?;
-    tx.execute(
+        .ctx(w.path, "numbering a transition")?;
+    w.tx.prepare_cached(
         "INSERT INTO transitions (run_id, seq, at, from_state, event, to_state, attempt, bound, \
          agent, reason, redirected, invocation_id) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-        params![
+    )
+    .and_then(|mut s| {
+        s.execute(params![
             run_id,
             seq,
             at,
@@ -341,114 +353,48 @@ pub(super) fn write_step(
             t.attempt,
             t.bound,
             t.agent,
-            t.reason,
+            t.reason.as_deref().map(|r| w.text(r)),
             t.redirected,
-            step.invocation.as_ref().map(|(id, _)| id.0),
-        ],
-    )
-    .ctx(path, "recording a transition")?;
-
-    {
-        let mut stmt = tx
-            .prepare_cached(
-                "INSERT INTO messages (run_id, seq, kind, state, payload, at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )
-            .ctx(path, "recording a message")?;
-        for m in &step.messages {
-            stmt.execute(params![
-                run_id,
-                seq,
-                m.kind,
-                m.state,
-                json(path, &m.payload)?,
-                at
-            ])
-            .ctx(path, "recording a message")?;
-        }
+            invocation,
+        ])
+    })
+    .ctx(w.path, "recording a transition")?;
+    for m in &step.messages {
+        let payload = w.blob_json(&m.payload)?;
+        w.tx.prepare_cached(
+            "INSERT INTO messages (run_id, seq, kind, state, payload, at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .and_then(|mut s| s.execute(params![run_id, seq, m.kind, m.state, payload, at]))
+        .ctx(w.path, "recording a message")?;
     }
-
-    let terminal = step.run_status.is_terminal();
-    tx.execute(
-        "UPDATE runs SET current_state = ?2, status = ?3, updated_at = ?4, \
-         ended_at = CASE WHEN ?5 THEN ?4 END, \
-         owner_pid = CASE WHEN ?5 THEN NULL ELSE owner_pid END, \
-         heartbeat_at = CASE WHEN ?5 THEN NULL WHEN owner_pid IS NOT NULL THEN ?4 END \
-         WHERE id = ?1",
-        params![run_id, t.to, step.run_status, at, terminal],
-    )
-    .ctx(path, "moving a run to its new state")?;
-
-    tx.query_row(
-        &format!("SELECT {TRANSITION_COLUMNS} FROM transitions WHERE run_id = ?1 AND seq = ?2"),
+    move_run(w, run_id, &t.to, step.run_status, &at)?;
+    w.tx.query_row(
+        &format!("SELECT {TRANSITION_COLUMNS} WHERE t.run_id = ?1 AND t.seq = ?2"),
         params![run_id, seq],
         transition_from_row,
     )
-    .ctx(path, "reading back a transition")
+    .ctx(w.path, "reading back a transition")
 }
 
-/// Closes a running invocation of the run with how it ended, and appends
-/// the rest of its lifecycle; part of a step's transaction.
-fn finish_invocation(
-    tx: &Transaction<'_>,
-    path: &Path,
+/// The run's new state and status; a final status ends it and drops its owner.
+fn move_run(
+    w: &Writer<'_>,
     run_id: &str,
-    id: InvocationId,
-    end: &InvocationEnd,
+    to: &str,
+    status: RunStatus,
     at: &str,
 ) -> Result<(), StoreError> {
-    if end.status == InvocationStatus::Running {
-        return Err(StoreError::Invalid {
-            path: path.to_path_buf(),
-            message: format!("invocation {} cannot end with status running", id.0),
-        });
-    }
-    let validation_errors = json(path, &end.validation_errors)?;
-    let parsed_output = end
-        .parsed_output
-        .as_ref()
-        .map(|v| json(path, v))
-        .transpose()?;
-    let changed = tx
-        .execute(
-            "UPDATE invocations SET ended_at = ?3, status = ?4, outcome = ?5, exit_code = ?6, \
-             signal = ?7, timed_out = ?8, duration_ms = ?9, stdout = ?10, stderr = ?11, \
-             stdout_bytes = ?12, stderr_bytes = ?13, parsed_output = ?14, \
-             validation_errors = ?15 \
-             WHERE id = ?1 AND run_id = ?2 AND status = 'running'",
-            params![
-                id.0,
-                run_id,
-                at,
-                end.status,
-                end.outcome,
-                end.exit_code,
-                end.signal,
-                end.timed_out,
-                end.duration_ms.map(to_i64),
-                end.stdout,
-                end.stderr,
-                to_i64(end.stdout_bytes),
-                to_i64(end.stderr_bytes),
-                parsed_output,
-                validation_errors,
-            ],
-        )
-        .ctx(path, "finishing an invocation")?;
-    if changed == 0 {
-        return Err(StoreError::Conflict {
-            path: path.to_path_buf(),
-            run_id: run_id.to_owned(),
-            detail: format!(
-                "invocation {} is not a running invocation of this run",
-                id.0
-            ),
-        });
-    }
-    let lifecycle: Vec<(&str, &str, &str)> = end
-        .lifecycle
-        .iter()
-        .map(|(f, e, to)| (f.as_str(), e.as_str(), to.as_str()))
-        .collect();
-    append_lifecycle(tx, path, id, at, &lifecycle)
+    let terminal = status.is_terminal();
+    w.tx.prepare_cached(
+        "UPDATE runs SET current_state = ?2, status = ?3, updated_at = ?4, \
+         ended_at = CASE WHEN ?5 THEN ?4 END, \
+         owner_pid = CASE WHEN ?5 THEN NULL ELSE owner_pid END, \
+         owner_started = CASE WHEN ?5 THEN NULL ELSE owner_started END, \
+         heartbeat_at = CASE WHEN ?5 THEN NULL WHEN owner_pid IS NOT NULL THEN ?4 END \
+         WHERE id = ?1",
+    )
+    .and_then(|mut s| s.execute(params![run_id, to, status, at, terminal]))
+    .ctx(w.path, "moving a run to its new state")?;
+    Ok(())
 }

@@ -5,7 +5,8 @@
 use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
 
-use super::{Ctx, RunStatus, Store, StoreError, millis_between, now};
+use super::{Ctx, RunStatus, Store, StoreError, millis_between, now, to_i64};
+use crate::shell::process_start_ticks;
 
 /// At most this many ids are listed in [`StoreError::Ambiguous`].
 pub const MAX_CANDIDATES: usize = 10;
@@ -84,8 +85,8 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
 /// it exists but belongs to someone else. Pid 0 and pids beyond `i32` would
 /// address process groups or nothing, so they count as dead.
 ///
-/// Limitation: after a crash the pid may be reused by an unrelated process,
-/// which then looks like a live owner until it exits.
+/// After a crash the pid may be reused by an unrelated process: callers that
+/// recorded the process's start time use [`owner_alive`] instead.
 pub(crate) fn process_alive(pid: u32) -> bool {
     use nix::errno::Errno;
     use nix::sys::signal::kill;
@@ -96,10 +97,21 @@ pub(crate) fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// Whether the process that claimed a run is still the one running as
+/// `pid`: alive, and (when its start time was recorded) started then.
+pub(crate) fn owner_alive(pid: u32, started: Option<u64>) -> bool {
+    process_alive(pid)
+        && match (started, process_start_ticks(pid)) {
+            (Some(then), Some(now)) => then == now,
+            _ => true,
+        }
+}
+
 impl Store {
     /// Create a run in `initial_state` with status Running.
     pub fn create_run(&mut self, run: &NewRun) -> Result<Run, StoreError> {
-        let (tx, path) = self.write_tx()?;
+        let w = self.write_tx()?;
+        let (tx, path) = (&w.tx, w.path);
         // One clock read, so the id's time part and created_at agree.
         let ts = jiff::Timestamp::now();
         let at = format!("{ts:.3}");
@@ -110,7 +122,7 @@ impl Store {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
             params![
                 id,
-                run.epic,
+                w.text(&run.epic),
                 run.workflow_id,
                 run.workflow_version,
                 run.workflow_hash,
@@ -128,7 +140,7 @@ impl Store {
                 run_from_row,
             )
             .ctx(path, "reading the new run")?;
-        tx.commit().ctx(path, "committing the new run")?;
+        w.commit("committing the new run")?;
         Ok(created)
     }
 
@@ -209,16 +221,24 @@ impl Store {
         status: RunStatus,
         reason: Option<&str>,
     ) -> Result<(), StoreError> {
-        let (tx, path) = self.write_tx()?;
+        let w = self.write_tx()?;
+        let (tx, path) = (&w.tx, w.path);
         let at = now();
         let changed = tx
             .execute(
                 "UPDATE runs SET status = ?2, status_reason = ?3, updated_at = ?4, \
                  ended_at = CASE WHEN ?5 THEN ?4 END, \
                  owner_pid = CASE WHEN ?2 = 'running' THEN owner_pid END, \
+                 owner_started = CASE WHEN ?2 = 'running' THEN owner_started END, \
                  heartbeat_at = CASE WHEN ?2 = 'running' THEN heartbeat_at END \
                  WHERE id = ?1",
-                params![run_id, status, reason, at, status.is_terminal()],
+                params![
+                    run_id,
+                    status,
+                    reason.map(|r| w.text(r)),
+                    at,
+                    status.is_terminal()
+                ],
             )
             .ctx(path, "setting a run's status")?;
         if changed == 0 {
@@ -227,13 +247,14 @@ impl Store {
                 what: format!("run {run_id}"),
             });
         }
-        tx.commit().ctx(path, "committing a run's status")
+        w.commit("committing a run's status")
     }
 
     /// Record where the run's agents work (known once the workspace exists,
     /// which for a copied workspace is after the run has its id).
     pub fn set_workdir(&mut self, run_id: &str, workdir: &str) -> Result<(), StoreError> {
-        let (tx, path) = self.write_tx()?;
+        let w = self.write_tx()?;
+        let (tx, path) = (&w.tx, w.path);
         let changed = tx
             .execute(
                 "UPDATE runs SET workdir = ?2 WHERE id = ?1",
@@ -246,23 +267,24 @@ impl Store {
                 what: format!("run {run_id}"),
             });
         }
-        tx.commit().ctx(path, "committing a run's workdir")
+        w.commit("committing a run's workdir")
     }
 
     /// Mark `owner_pid` as the process executing the run. Refused with
     /// [`StoreError::Busy`] while another live process owns the run and it
     /// is Running; a dead owner (killed with -9, say) is taken over.
     pub fn claim_run(&mut self, run_id: &str, owner_pid: u32) -> Result<(), StoreError> {
-        let (tx, path) = self.write_tx()?;
-        let row: Option<(RunStatus, Option<u32>)> = tx
+        let w = self.write_tx()?;
+        let (tx, path) = (&w.tx, w.path);
+        let row: Option<(RunStatus, Option<u32>, Option<i64>)> = tx
             .query_row(
-                "SELECT status, owner_pid FROM runs WHERE id = ?1",
+                "SELECT status, owner_pid, owner_started FROM runs WHERE id = ?1",
                 [run_id],
-                |row| Ok((row.get(0)?, row.get(1)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .optional()
             .ctx(path, "reading a run's owner")?;
-        let Some((status, owner)) = row else {
+        let Some((status, owner, owner_started)) = row else {
             return Err(StoreError::NotFound {
                 path: path.to_path_buf(),
                 what: format!("run {run_id}"),
@@ -271,7 +293,7 @@ impl Store {
         if let Some(pid) = owner
             && pid != owner_pid
             && status == RunStatus::Running
-            && process_alive(pid)
+            && owner_alive(pid, owner_started.and_then(|t| u64::try_from(t).ok()))
         {
             return Err(StoreError::Busy {
                 path: path.to_path_buf(),
@@ -279,24 +301,26 @@ impl Store {
                 pid,
             });
         }
+        let started = process_start_ticks(owner_pid).map(to_i64);
         tx.execute(
-            "UPDATE runs SET owner_pid = ?2, heartbeat_at = ?3 WHERE id = ?1",
-            params![run_id, owner_pid, now()],
+            "UPDATE runs SET owner_pid = ?2, owner_started = ?3, heartbeat_at = ?4 WHERE id = ?1",
+            params![run_id, owner_pid, started, now()],
         )
         .ctx(path, "claiming a run")?;
-        tx.commit().ctx(path, "committing a run claim")
+        w.commit("committing a run claim")
     }
 
     /// Give up the claim taken by [`Store::claim_run`]; a no-op if
     /// `owner_pid` does not hold it (someone took over a run we lost).
     pub fn release_run(&mut self, run_id: &str, owner_pid: u32) -> Result<(), StoreError> {
-        let (tx, path) = self.write_tx()?;
+        let w = self.write_tx()?;
+        let (tx, path) = (&w.tx, w.path);
         tx.execute(
-            "UPDATE runs SET owner_pid = NULL, heartbeat_at = NULL \
+            "UPDATE runs SET owner_pid = NULL, owner_started = NULL, heartbeat_at = NULL \
              WHERE id = ?1 AND owner_pid = ?2",
             params![run_id, owner_pid],
         )
         .ctx(path, "releasing a run")?;
-        tx.commit().ctx(path, "committing a run release")
+        w.commit("committing a run release")
     }
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 
-use rusqlite::{Transaction, TransactionBehavior};
+use rusqlite::params;
 use serde_json::json;
 
 use super::*;
@@ -46,35 +46,37 @@ fn step(from: &str, event: &str, to: &str) -> Step {
     }
 }
 
-fn new_invocation(run_id: &str) -> NewInvocation {
+fn new_invocation() -> NewInvocation {
     NewInvocation {
-        run_id: run_id.into(),
         state: "plan".into(),
         agent: "claude".into(),
         attempt: 1,
         lifecycle_fsm: "agent".into(),
-        lifecycle_start: ("IDLE".into(), "start".into(), "EXECUTING".into()),
+        lifecycle: vec![
+            ("IDLE".into(), "start".into(), "EXECUTING".into()),
+            ("EXECUTING".into(), "exit".into(), "COMPLETED".into()),
+        ],
         argv: vec!["claude".into(), "-p".into(), "<redacted>".into()],
         prompt: "plan the epic".into(),
         context: json!({"epic": "add login"}),
-    }
-}
-
-fn end_ok() -> InvocationEnd {
-    InvocationEnd {
+        started_at: now(),
+        process: Some(ProcessIds {
+            pgid: 4242,
+            started: 99,
+        }),
+        error: None,
         status: InvocationStatus::Completed,
         outcome: Some(Outcome::Output),
         exit_code: Some(0),
         signal: None,
         timed_out: false,
         duration_ms: Some(1234),
-        stdout: "{\"tasks\":[]}".into(),
-        stderr: String::new(),
+        stdout: b"{\"tasks\":[]}".to_vec(),
+        stderr: Vec::new(),
         stdout_bytes: 12,
         stderr_bytes: 0,
         parsed_output: Some(json!({"tasks": []})),
         validation_errors: Vec::new(),
-        lifecycle: vec![("EXECUTING".into(), "exit".into(), "COMPLETED".into())],
     }
 }
 
@@ -163,9 +165,8 @@ fn steps_are_numbered_without_gaps_and_read_back() {
     let mut store = Store::open(&db(&dir)).unwrap();
     let run = store.create_run(&new_run()).unwrap();
 
-    let inv = store.start_invocation(&new_invocation(&run.id)).unwrap();
     let mut s = step("plan", "planned", "execute");
-    s.invocation = Some((inv, end_ok()));
+    s.invocation = Some(new_invocation());
     s.messages.push(NewMessage {
         kind: "task_spec".into(),
         state: "plan".into(),
@@ -173,7 +174,7 @@ fn steps_are_numbered_without_gaps_and_read_back() {
     });
     let t1 = store.record_step(&run.id, &s).unwrap();
     assert_eq!(t1.seq, 1);
-    assert_eq!(t1.invocation_id, Some(inv));
+    assert_eq!(t1.invocation, Some(1));
 
     let states = ["execute", "test", "execute", "test"];
     for w in states.windows(2) {
@@ -212,6 +213,12 @@ fn steps_are_numbered_without_gaps_and_read_back() {
     );
     assert_eq!(i.argv[2], "<redacted>");
     assert_eq!(i.parsed_output, Some(json!({"tasks": []})));
+    assert_eq!(
+        (i.prompt.as_str(), i.stdout.as_str()),
+        ("plan the epic", "{\"tasks\":[]}")
+    );
+    assert_eq!(i.context, json!({"epic": "add login"}));
+    assert_eq!(i.pgid, Some(4242));
     let life: Vec<_> = i.lifecycle.iter().map(|l| (l.seq, l.to.as_str())).collect();
     assert_eq!(life, vec![(1, "EXECUTING"), (2, "COMPLETED")]);
     assert_eq!(store.invocation(&run.id, 1).unwrap(), *i);
@@ -247,9 +254,8 @@ fn step_from_the_wrong_state_is_a_conflict_and_writes_nothing() {
         .unwrap();
 
     // A second resumer still believes the run is in `plan`.
-    let inv = store.start_invocation(&new_invocation(&run.id)).unwrap();
     let mut stale = step("plan", "planned", "execute");
-    stale.invocation = Some((inv, end_ok()));
+    stale.invocation = Some(new_invocation());
     stale.messages.push(NewMessage {
         kind: "task_spec".into(),
         state: "plan".into(),
@@ -261,9 +267,9 @@ fn step_from_the_wrong_state_is_a_conflict_and_writes_nothing() {
 
     assert_eq!(store.transitions(&run.id).unwrap().len(), 1);
     assert!(store.messages(&run.id).unwrap().is_empty());
-    assert_eq!(
-        store.invocation(&run.id, 1).unwrap().status,
-        InvocationStatus::Running
+    assert!(
+        store.invocation(&run.id, 1).is_err(),
+        "the stale step's invocation"
     );
     assert_eq!(store.run(&run.id).unwrap().current_state, "execute");
 
@@ -328,23 +334,21 @@ fn dropped_transaction_leaves_the_run_unchanged() {
     store
         .record_step(&run.id, &step("plan", "planned", "execute"))
         .unwrap();
-    let inv = store.start_invocation(&new_invocation(&run.id)).unwrap();
-
     let mut s = step("execute", "done", "test");
-    s.invocation = Some((inv, end_ok()));
+    s.invocation = Some(new_invocation());
     s.messages.push(NewMessage {
         kind: "execution_result".into(),
         state: "execute".into(),
         payload: json!({"ok": true}),
     });
     {
-        let tx = Transaction::new(&mut store.conn, TransactionBehavior::Immediate).unwrap();
-        write_step_for_test(&tx, &path, &run.id, &s);
+        let w = store.write_tx().unwrap();
+        write_step_for_test(&w, &run.id, &s);
         // Another connection sees none of it before commit.
         let other = Store::open(&path).unwrap();
         assert_eq!(other.transitions(&run.id).unwrap().len(), 1);
         // "Crash": the transaction never commits, and the connection goes away.
-        std::mem::forget(tx);
+        std::mem::forget(w);
     }
     drop(store);
 
@@ -354,9 +358,10 @@ fn dropped_transaction_leaves_the_run_unchanged() {
     assert_eq!(after.status, RunStatus::Running);
     assert_eq!(store.transitions(&run.id).unwrap().len(), 1);
     assert!(store.messages(&run.id).unwrap().is_empty());
-    let inv = store.invocation(&run.id, 1).unwrap();
-    assert_eq!(inv.status, InvocationStatus::Running);
-    assert_eq!(inv.lifecycle.len(), 1);
+    assert!(
+        store.invocation(&run.id, 1).is_err(),
+        "nothing of the step leaked"
+    );
 }
 
 /// Set in the child process of [`killed_process_mid_step_leaves_the_run_unchanged`].
@@ -372,16 +377,16 @@ fn crash_child_writes_half_a_step_and_dies() {
     let path = PathBuf::from(path);
     let mut store = Store::open(&path).unwrap();
     let run = store.runs(1).unwrap().remove(0).run;
-    let tx = Transaction::new(&mut store.conn, TransactionBehavior::Immediate).unwrap();
+    let w = store.write_tx().unwrap();
     let mut s = step("execute", "done", "test");
     s.messages.push(NewMessage {
         kind: "execution_result".into(),
         state: "execute".into(),
         payload: json!({"big": "x".repeat(1 << 20)}),
     });
-    record::write_step(&tx, &path, &run.id, &s).unwrap();
+    record::write_step(&w, &run.id, &s).unwrap();
     // Push the uncommitted pages into the WAL file, as a big step would.
-    tx.cache_flush().unwrap();
+    w.tx.cache_flush().unwrap();
     // kill -9 ourselves: no destructors, no rollback, no core dump.
     let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::SIGKILL);
     unreachable!("SIGKILL cannot be caught");
@@ -439,27 +444,36 @@ fn store_ok(path: &Path) {
     assert_eq!(t.seq, 2);
 }
 
-fn write_step_for_test(tx: &Transaction<'_>, path: &Path, run_id: &str, s: &Step) {
-    let t = record::write_step(tx, path, run_id, s).unwrap();
+fn write_step_for_test(w: &Writer<'_>, run_id: &str, s: &Step) {
+    let t = record::write_step(w, run_id, s).unwrap();
     assert_eq!(t.seq, 2);
 }
 
 #[test]
-fn abandon_open_invocations_closes_them() {
+fn abandon_open_invocations_closes_legacy_running_rows() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(&db(&dir)).unwrap();
     let run = store.create_run(&new_run()).unwrap();
-    let a = store.start_invocation(&new_invocation(&run.id)).unwrap();
     let mut s = step("plan", "planned", "execute");
-    s.invocation = Some((a, end_ok()));
+    s.invocation = Some(new_invocation());
     store.record_step(&run.id, &s).unwrap();
-    store.start_invocation(&new_invocation(&run.id)).unwrap();
-    store.start_invocation(&new_invocation(&run.id)).unwrap();
-
+    // A modix before 0.2 left two invocations marked running.
+    for n in [2, 3] {
+        store
+            .conn
+            .execute(
+                "INSERT INTO invocations (run_id, n, state, agent, attempt, lifecycle_fsm, \
+                 lifecycle, argv, started_at, status) VALUES (?1, ?2, 'execute', 'a', 1, 'agent', \
+                 '[{\"seq\":1,\"at\":\"x\",\"from\":\"IDLE\",\"event\":\"start\",\"to\":\"EXECUTING\"}]', \
+                 '[]', 'x', 'running')",
+                params![run.id, n],
+            )
+            .unwrap();
+    }
     // The caller says where an abandoned invocation ends; the store passes
     // it the invocation's lifecycle and the state it was last seen in.
     let abandoned = |fsm: &str, last: &str| {
-        assert_eq!(fsm, new_invocation(&run.id).lifecycle_fsm);
+        assert_eq!(fsm, "agent");
         Some((last.to_owned(), "abandoned".to_owned(), "FAILED".to_owned()))
     };
     assert_eq!(
@@ -563,9 +577,8 @@ fn two_writers_on_one_file_do_not_collide() {
                     } else {
                         ("execute", "plan")
                     };
-                    let inv = store.start_invocation(&new_invocation(&run.id))?;
                     let mut s = step(from, "next", to);
-                    s.invocation = Some((inv, end_ok()));
+                    s.invocation = Some(new_invocation());
                     s.messages.push(NewMessage {
                         kind: "feedback".into(),
                         state: from.into(),
@@ -629,4 +642,196 @@ fn missing_parent_dir_is_an_open_error_naming_the_path() {
     let err = Store::open(&path).unwrap_err();
     assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
     assert!(err.to_string().contains("no-such-dir"), "{err}");
+}
+
+/// A version-1 database as modix before 0.2 wrote it: a finished invocation
+/// with its lifecycle rows, an abandoned one (NULL JSON columns) and messages.
+fn v1_database(path: &Path) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(migrations::V1_FOR_TESTS).unwrap();
+    conn.execute_batch(
+        r#"
+        INSERT INTO runs VALUES ('01R', 'old epic', 'w', '1.0.0', 'h', 'running', NULL, 'EXECUTING',
+            '/p', '2025-01-01T00:00:00.000Z', '2025-01-01T00:00:01.000Z', NULL, NULL, NULL);
+        INSERT INTO invocations (id, run_id, n, state, agent, attempt, lifecycle_fsm, argv, prompt,
+            context, started_at, ended_at, status, outcome, stdout, stderr, parsed_output,
+            validation_errors)
+            VALUES (1, '01R', 1, 'PLANNING', 'planner', 1, 'execution_fsm_v1', '["p"]', 'same prompt',
+            '{"a":1}', 't0', 't1', 'completed', 'output', '{"title":"x"}', '', '{"title":"x"}', '[]');
+        INSERT INTO invocations (id, run_id, n, state, agent, attempt, lifecycle_fsm, argv, prompt,
+            context, started_at, status)
+            VALUES (2, '01R', 2, 'EXECUTING', 'executor', 1, 'execution_fsm_v1', '[]', 'same prompt',
+            '{"b":2}', 't2', 'running');
+        INSERT INTO invocation_transitions VALUES (1, 1, 't0', 'IDLE', 'start', 'EXECUTING');
+        INSERT INTO invocation_transitions VALUES (1, 2, 't1', 'EXECUTING', 'success', 'COMPLETED');
+        INSERT INTO invocation_transitions VALUES (2, 1, 't2', 'IDLE', 'start', 'EXECUTING');
+        INSERT INTO transitions VALUES ('01R', 1, 't1', 'PLANNING', 'planned', 'EXECUTING', 1, NULL,
+            'planner', 'ok', 0, 1);
+        INSERT INTO messages (run_id, seq, kind, state, payload, at)
+            VALUES ('01R', 1, 'task_spec', 'PLANNING', '{"title":"x"}', 't1');
+        PRAGMA user_version = 1;
+        "#,
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_version_1_database_is_migrated_with_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    v1_database(&path);
+    let mut store = Store::open(&path).unwrap();
+    assert_eq!(user_version(&path), SCHEMA_VERSION);
+    let first = store.invocation("01R", 1).unwrap();
+    assert_eq!(first.prompt, "same prompt");
+    assert_eq!(first.context, json!({"a": 1}));
+    assert_eq!(first.parsed_output, Some(json!({"title": "x"})));
+    let steps: Vec<&str> = first.lifecycle.iter().map(|l| l.to.as_str()).collect();
+    assert_eq!(steps, ["EXECUTING", "COMPLETED"]);
+    assert_eq!(store.transitions("01R").unwrap()[0].invocation, Some(1));
+    assert_eq!(
+        store
+            .latest_message("01R", "task_spec")
+            .unwrap()
+            .unwrap()
+            .payload,
+        json!({"title": "x"})
+    );
+    // The same text is stored once: both prompts, and the output and payload.
+    let blobs: i64 = store
+        .conn
+        .query_row(
+            "SELECT count(*) FROM blobs WHERE text = 'same prompt'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(blobs, 1);
+    // The legacy running invocation is still there to be abandoned.
+    let n = store
+        .abandon_open_invocations("01R", |_, last| {
+            Some((last.to_owned(), "abandoned".into(), "FAILED".into()))
+        })
+        .unwrap();
+    assert_eq!(n, 1);
+    let check: String = store
+        .conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+}
+
+/// Any standard SQLite must be able to read and integrity-check the
+/// database: the system's `sqlite3` (Debian 12 has 3.40, older than the
+/// bundled one) when it is installed, else the CHECK constraints' text.
+#[test]
+fn an_older_sqlite_finds_the_database_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let mut store = Store::open(&path).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    let mut abandoned = new_invocation();
+    abandoned.status = InvocationStatus::Abandoned;
+    abandoned.outcome = None;
+    abandoned.parsed_output = None;
+    store.record_abandoned(&run.id, &abandoned).unwrap();
+    let mut s = step("plan", "planned", "execute");
+    s.invocation = Some(new_invocation());
+    store.record_step(&run.id, &s).unwrap();
+    drop(store);
+    match std::process::Command::new("sqlite3")
+        .arg(&path)
+        .arg("PRAGMA integrity_check;")
+        .output()
+    {
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(text.trim(), "ok", "system sqlite3 says: {text}");
+        }
+        Err(_) => {
+            eprintln!("note: no system sqlite3; checking the constraints' text instead");
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            let sql: String = conn
+                .query_row(
+                    "SELECT sql FROM sqlite_schema WHERE name = 'invocations'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert!(sql.contains("validation_errors IS NULL OR json_valid(validation_errors)"));
+        }
+    }
+}
+
+#[test]
+fn every_text_is_redacted_by_the_store_itself() {
+    let secret = "sk-ant-api03-STORE-BOUNDARY-SECRET-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let redactor = crate::shell::Redactor::new([("ANTHROPIC_API_KEY", secret)]);
+    let mut store = Store::open(&path).unwrap().with_redactor(redactor);
+    let mut run = new_run();
+    run.epic = format!("use {secret} please");
+    let run = store.create_run(&run).unwrap();
+    assert!(!run.epic.contains(secret), "{}", run.epic);
+    let mut inv = new_invocation();
+    inv.argv.push(secret.into());
+    inv.prompt = format!("prompt {secret}");
+    inv.context = json!({ "epic": secret });
+    inv.stdout = format!("out {secret}").into_bytes();
+    inv.stderr = [b"\xff bytes ".as_slice(), secret.as_bytes()].concat();
+    inv.error = Some(format!("auth failed for key {secret}"));
+    inv.parsed_output = Some(json!({ "summary": secret }));
+    inv.validation_errors = vec![format!("/summary: {secret:?} is not valid")];
+    let mut s = step("plan", "planned", "execute");
+    s.invocation = Some(inv);
+    s.transition.reason = Some(format!("agent failed: {secret}"));
+    s.messages.push(NewMessage {
+        kind: "feedback".into(),
+        state: "plan".into(),
+        payload: json!({ "text": secret, secret: 1 }),
+    });
+    store.record_step(&run.id, &s).unwrap();
+    store
+        .set_status(&run.id, RunStatus::Interrupted, Some(secret))
+        .unwrap();
+    drop(store);
+    for entry in std::fs::read_dir(dir.path()).unwrap().flatten() {
+        let bytes = std::fs::read(entry.path()).unwrap();
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{:?} holds the key",
+            entry.path()
+        );
+    }
+}
+
+#[test]
+fn bytes_that_are_not_text_are_stored_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    let mut inv = new_invocation();
+    inv.stdout = b"nul \0 and \xff".to_vec();
+    let mut s = step("plan", "planned", "execute");
+    s.invocation = Some(inv);
+    store.record_step(&run.id, &s).unwrap();
+    let bytes: Vec<u8> = store
+        .conn
+        .query_row(
+            "SELECT b.bytes FROM invocations i JOIN blobs b ON b.id = i.stdout",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(bytes, b"nul \0 and \xff");
+    assert_eq!(
+        store.invocation(&run.id, 1).unwrap().stdout,
+        "nul \0 and \u{fffd}"
+    );
 }

@@ -498,6 +498,16 @@ fn ctrl_c_interrupts_kills_the_agent_and_resume_completes() {
     let r = GoResult::parse(&out);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.summary["state"], "DONE");
+    // planner, the interrupted executor (recorded once, as abandoned), the
+    // executor again, the tester: four invocations.
+    assert_eq!(sb.invocation(&run, 2)["status"], "abandoned");
+    assert_eq!(sb.invocation(&run, 4)["state"], "TESTING");
+    let out = sb
+        .modix()
+        .args(["history", &run, "--invocation", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     // Resuming a finished run is refused.
     let out = sb.modix().args(["resume", &run]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -853,4 +863,63 @@ fn ctrl_c_at_any_moment_of_start_up_is_recorded_never_lost() {
     for run in sb.runs().as_array().unwrap() {
         assert_eq!(run["status"], "interrupted", "{run}");
     }
+}
+
+#[test]
+fn resume_stops_the_agent_a_crashed_modix_left_running() {
+    let sb = Sandbox::example();
+    let marker = sb.dir.path().join("executing");
+    let pidfile = sb.dir.path().join("agent.pid");
+    let late = sb.dir.path().join("late-write");
+    // The first executor notes its pid, then keeps working long after modix
+    // died; if it lived on, it would write next to the re-run.
+    sb.agent_script(&script(&format!(
+        "    if [ ! -e {m} ]; then touch {m}; echo $$ > {p}; sleep 3; touch {l}; sleep 30; fi\n{EXECUTOR_OK}\n",
+        m = marker.display(),
+        p = pidfile.display(),
+        l = late.display()
+    )));
+    passing_tester(&sb);
+    let mut child = start_go_until(&sb, "crash and orphan", &marker);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !pidfile.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let agent: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        pid_alive(agent),
+        "the orphan should still be running before resume"
+    );
+
+    let out = sb
+        .modix()
+        .args(["resume", "--json", &run])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !pid_alive(agent),
+        "resume left the crashed run's agent {agent} running"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !late.exists(),
+        "the orphan wrote after the run was recorded DONE"
+    );
+    let abandoned = sb.invocation(&run, 2);
+    assert_eq!(abandoned["status"], "abandoned");
+    assert_eq!(abandoned["pgid"], agent, "{abandoned:#}");
 }
