@@ -127,7 +127,8 @@ pub(crate) fn store_exit(e: &StoreError) -> Exit {
         | StoreError::UnknownInvocation { .. }
         | StoreError::Ambiguous { .. }
         | StoreError::Busy { .. }
-        | StoreError::TooNew { .. } => Exit::Usage,
+        | StoreError::TooNew { .. }
+        | StoreError::NeedsMigration { .. } => Exit::Usage,
         _ => Exit::Internal,
     }
 }
@@ -143,6 +144,9 @@ pub(crate) fn store_help(e: &StoreError) -> Option<&'static str> {
             "wait for that process to finish, or stop it (Ctrl-C in its terminal); then `modix resume`"
         }
         StoreError::TooNew { .. } => "use the newer modix that wrote it",
+        StoreError::NeedsMigration { .. } => {
+            "run `modix go` or `modix resume` once with write access to .modix/, then audit again"
+        }
         _ => return None,
     })
 }

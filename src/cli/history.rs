@@ -37,7 +37,7 @@ pub fn run(ctx: &Ctx, args: &HistoryArgs) -> Result<Exit, Error> {
         empty_list(ctx, args.json);
         return Ok(Exit::Ok);
     }
-    let store = Store::open(&db)?;
+    let store = Store::open_read_only(&db)?;
     match (&args.run, args.invocation) {
         (None, _) => list(&store, args, &ctx.out)?,
         (Some(run), None) => show_run(&store, run, args.json, &ctx.out)?,
@@ -181,6 +181,9 @@ fn show_invocation(
         inv.timed_out, secs(inv.duration_ms),
         serde_json::to_string(&inv.argv).unwrap_or_default()
     ));
+    if let Some(error) = &inv.error {
+        out.line(format!("could not start: {error}"));
+    }
     if !inv.validation_errors.is_empty() {
         out.line(format!(
             "validation errors:\n  - {}",

@@ -303,6 +303,13 @@ pub(super) fn judge(agent: &Agent, output_schema: &str, out: &ProcessOutcome) ->
     }
     match shell::extract_json(&out.stdout.text(), format, pointer) {
         Ok(value) => validated(output_schema, value),
+        // The answer may well be fine: it was cut to fit the capture limit.
+        Err(_) if out.stdout.is_truncated() => Verdict::Invalid(vec![format!(
+            "the answer was cut: the agent printed {} on stdout and modix keeps {} \
+             (runtimes.json output.max_capture_bytes); raise the limit or make the agent print less",
+            bytes(out.stdout.total_bytes),
+            bytes(out.stdout.total_bytes - out.stdout.omitted_bytes)
+        )]),
         Err(e) => Verdict::Invalid(vec![e.to_string()]),
     }
 }
@@ -337,6 +344,15 @@ fn cli_reported_error(stdout: &str, ptr: &str) -> bool {
         .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
         .find_map(|v| v.pointer(ptr).and_then(Value::as_bool))
         .unwrap_or(false)
+}
+
+/// `1.5 MiB`, `800 bytes`.
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / f64::from(1 << 20)),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / f64::from(1 << 10)),
+        n => format!("{n} bytes"),
+    }
 }
 
 /// How the process ended: `exited with code 1`, `killed by signal 9`.

@@ -164,7 +164,7 @@ impl CaptureBuffer {
 
 /// Where `head` ends without its last word, when that word may have been cut
 /// (it runs to the end); a word longer than [`WORD_MARGIN`] is kept.
-fn word_end(head: &[u8]) -> usize {
+pub(super) fn word_end(head: &[u8]) -> usize {
     let start = head.len().saturating_sub(WORD_MARGIN);
     match head[start..].iter().rposition(|&b| !in_word(b)) {
         Some(i) => start + i + 1,

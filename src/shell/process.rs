@@ -262,8 +262,12 @@ impl<R: AsyncRead + Unpin> Reader<R> {
             } else {
                 self.line.push(b);
                 if self.line.len() >= ECHO_LINE_MAX {
-                    echo(self.stream, &String::from_utf8_lossy(&self.line));
-                    self.line.clear();
+                    // Split a too-long line between words, never inside
+                    // one: half a key in each piece would escape redaction.
+                    let cut = super::capture::word_end(&self.line);
+                    let cut = if cut == 0 { self.line.len() } else { cut };
+                    echo(self.stream, &String::from_utf8_lossy(&self.line[..cut]));
+                    self.line.drain(..cut);
                 }
             }
         }

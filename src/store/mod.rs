@@ -61,6 +61,11 @@ pub enum StoreError {
         found: i64,
         known: i64,
     },
+    #[error(
+        "run database {path} has schema version {found}, from an older modix; it is brought \
+         up to date by a command that writes to it, which this one does not"
+    )]
+    NeedsMigration { path: PathBuf, found: i64 },
     #[error("run database {path}: {what} not found")]
     NotFound { path: PathBuf, what: String },
     /// No run's id is or starts with what the user typed.
@@ -173,6 +178,42 @@ impl Store {
         // opening never waits for another process's long write.
         if version < SCHEMA_VERSION {
             migrations::migrate(&mut store)?;
+        }
+        Ok(store)
+    }
+
+    /// Open for reading only — auditing must work where modix may not write
+    /// (a read-only checkout, another user's project): no migration, no
+    /// pragma that writes. When SQLite cannot share the WAL's index there
+    /// (no write access to the folder), the file is read as immutable.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        use rusqlite::OpenFlags;
+        let open = |uri: String| {
+            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
+            let conn = Connection::open_with_flags(uri, flags)?;
+            conn.busy_timeout(DEFAULT_BUSY_TIMEOUT)?;
+            // Opening is lazy: a first read shows whether it can be read.
+            conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
+            Ok::<_, rusqlite::Error>(conn)
+        };
+        let uri = |extra: &str| format!("file:{}?mode=ro{extra}", uri_path(path));
+        let conn = open(uri(""))
+            .or_else(|_| open(uri("&immutable=1")))
+            .map_err(|source| StoreError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let store = Store {
+            conn,
+            path: path.to_path_buf(),
+            redactor: Redactor::default(),
+        };
+        let version = migrations::check_not_newer(&store)?;
+        if version < SCHEMA_VERSION {
+            return Err(StoreError::NeedsMigration {
+                path: path.to_path_buf(),
+                found: version,
+            });
         }
         Ok(store)
     }
@@ -332,6 +373,15 @@ pub(crate) use text_enum_sql;
 
 text_enum_sql!(RunStatus);
 text_enum_sql!(crate::fsm::Outcome);
+
+/// A path as the file part of an SQLite URI (`?` and `#` would end it).
+fn uri_path(path: &Path) -> String {
+    path.display()
+        .to_string()
+        .replace('%', "%25")
+        .replace('?', "%3f")
+        .replace('#', "%23")
+}
 
 /// Now, as stored: RFC 3339 UTC with millisecond precision.
 pub(crate) fn now() -> String {

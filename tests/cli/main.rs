@@ -8,6 +8,7 @@ mod init;
 mod mock_anthropic;
 mod presets;
 mod real_clis;
+mod record;
 mod snapshots;
 mod util;
 mod validate;

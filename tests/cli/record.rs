@@ -1,0 +1,291 @@
+//! The record can be trusted: no secret reaches it (or the terminal) by any
+//! route, an auditor can read it without write access, and what an agent
+//! did — even when it could not start or printed too much — is on it.
+
+use std::path::Path;
+
+use crate::util::{GoResult, Sandbox, output_text};
+
+/// A realistic Anthropic key: configured (the brain's key variable) and
+/// shaped like one, so both kinds of redaction are exercised.
+const KEY: &str =
+    "sk-ant-api03-Zr8vQ2mX9pL4kT7wN1bC6yH3jF5dS0aG8eU2iO9qW4rT6yP1lK3jH5gF7dS9aZ-x2Jq7wAA";
+/// A key nobody configured: only its shape can give it away.
+const UNCONFIGURED: &str = "sk-proj-Qw3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz1Xc3Vb5Nm7Qw9Er1Ty3Ui";
+
+fn keyed(sb: &Sandbox) {
+    sb.edit_json(".modix/brains.json", |v| {
+        v["brains"]["scripted"]["api_key_env"] = "ANTHROPIC_API_KEY".into()
+    });
+}
+
+/// Every file under `dir` (db, WAL, runs folder, state.json…) as bytes.
+fn files(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            out.push((path, bytes));
+        }
+    }
+    out
+}
+
+fn assert_nowhere(sb: &Sandbox, printed: &str) {
+    for secret in [KEY, UNCONFIGURED] {
+        assert!(!printed.contains(secret), "printed: {printed}");
+        // Part of a key is a leak too (a line split, a capture cut).
+        for part in [&secret[..20], &secret[secret.len() - 20..]] {
+            assert!(
+                !printed.contains(part),
+                "part of a key was printed: {printed}"
+            );
+            for (path, bytes) in files(&sb.root().join(".modix")) {
+                assert!(
+                    !bytes.windows(20).any(|w| w == part.as_bytes()),
+                    "{} holds part of a key",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn no_secret_reaches_the_record_or_the_terminal_by_any_route() {
+    let sb = Sandbox::example();
+    keyed(&sb);
+    // Planner: valid. Executor, attempt 1: fails quoting both keys in its
+    // error (reason, feedback, progress line); attempt 2: an answer whose
+    // schema error quotes a key (validation_errors); attempt 3: succeeds
+    // after a huge line with a key across the 64 KiB echo boundary and a
+    // key where the capture cut falls. Tester: fails printing a key
+    // (messages payload), then passes.
+    // The echo splits lines at 64 KiB: this one would split 30 characters
+    // into the key that follows the filler.
+    let filler = "x".repeat(65_536 - 31);
+    // The unconfigured key comes from outside the project, so the only
+    // copies under .modix/ are those modix itself might make.
+    let other = sb.dir.path().join("other-key");
+    std::fs::write(&other, UNCONFIGURED).unwrap();
+    let unconfigured = format!("$(cat {})", other.display());
+    // The capture keeps the last 150,000 bytes: pad so that its cut falls
+    // ten characters into a key.
+    let json = r#"{"outcome":"success","summary":"done","files_changed":[],"error":null}"#;
+    let pad = 150_000 - (KEY.len() - 10) - 1 - (json.len() + 1);
+    sb.agent_script(&format!(
+        r#"#!/bin/sh
+cat > /dev/null
+case "$MODIX_STATE:$MODIX_ATTEMPT" in
+  PLANNING:*)
+    echo '{{"title":"t","summary":"s","complexity":"low","tasks":[{{"id":"T1","title":"do","files":["calc.py"],"acceptance":["ok"]}}]}}' ;;
+  EXECUTING:1)
+    echo "auth failed for key $ANTHROPIC_API_KEY and {unconfigured}" >&2; exit 1 ;;
+  EXECUTING:2)
+    echo "{{\"outcome\": \"$ANTHROPIC_API_KEY\", \"summary\": \"{unconfigured}\"}}" ;;
+  *)
+    printf '%s %s\n' "{filler}" "$ANTHROPIC_API_KEY"
+    printf '%s' "$ANTHROPIC_API_KEY"; head -c {pad} /dev/zero | tr '\0' ' '; echo
+    echo '{json}' ;;
+esac
+"#
+    ));
+    let tester = sb.root().join("agents/tester");
+    crate::util::write_file(
+        &tester,
+        &format!(
+            "#!/bin/sh\nif [ -e passed ]; then exit 0; fi\ntouch passed\necho \"FAIL test_key {unconfigured} $ANTHROPIC_API_KEY\"\nexit 1\n"
+        ),
+    );
+    crate::util::make_executable(&tester);
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["agents/tester"]);
+    });
+    sb.edit_json(".modix/runtimes.json", |v| {
+        v["output"]["max_capture_bytes"] = 200_000.into();
+    });
+    let epic = format!("Fix it; my key is {KEY} and the other {UNCONFIGURED}");
+    let mut printed = String::new();
+    for args in [
+        vec!["-v", "go", epic.as_str()],
+        vec!["go", "--json", epic.as_str()],
+    ] {
+        let out = sb
+            .modix()
+            .env("ANTHROPIC_API_KEY", KEY)
+            .args(&args)
+            .output()
+            .unwrap();
+        printed.push_str(&output_text(&out));
+        assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    }
+    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    for args in [
+        vec!["history".to_owned()],
+        vec!["history".into(), "--json".into()],
+        vec!["history".into(), run.clone()],
+        vec!["history".into(), run.clone(), "--json".into()],
+    ]
+    .into_iter()
+    .chain((1..=7).flat_map(|n| {
+        let n = n.to_string();
+        [
+            vec![
+                "history".into(),
+                run.clone(),
+                "--invocation".into(),
+                n.clone(),
+            ],
+            vec![
+                "history".into(),
+                run.clone(),
+                "--invocation".into(),
+                n,
+                "--json".into(),
+            ],
+        ]
+    })) {
+        let out = sb.modix().args(&args).output().unwrap();
+        printed.push_str(&output_text(&out));
+    }
+    // The routes were taken: the reason, the schema error and the tester's
+    // failure are on record (redacted).
+    assert!(
+        printed.contains("auth failed for key [REDACTED:ANTHROPIC_API_KEY]"),
+        "{printed}"
+    );
+    assert!(printed.contains("[REDACTED:openai-key]"), "{printed}");
+    assert_nowhere(&sb, &printed);
+}
+
+#[test]
+fn a_cut_answer_says_it_was_cut() {
+    let sb = Sandbox::example();
+    sb.agent_script(
+        "#!/bin/sh\ncat > /dev/null\nprintf '{\"title\": \"'; head -c 400000 /dev/zero | tr '\\0' a; echo '\"}'\n",
+    );
+    sb.edit_json(".modix/runtimes.json", |v| {
+        v["output"]["max_capture_bytes"] = 65_536.into();
+    });
+    let r = sb.go_json("plan too much");
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let inv = sb.invocation(&r.run_id(), 1);
+    let errors = inv["validation_errors"].to_string();
+    assert!(
+        errors.contains("the answer was cut")
+            && errors.contains("output.max_capture_bytes")
+            && errors.contains("raise the limit"),
+        "{errors}"
+    );
+}
+
+#[test]
+fn output_that_is_not_text_is_kept_as_written() {
+    let sb = Sandbox::example();
+    sb.agent_script("#!/bin/sh\ncat > /dev/null\nprintf 'nul\\000 and \\377\\n' >&2\nexit 3\n");
+    let r = sb.go_json("bytes");
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let inv = sb.invocation(&r.run_id(), 1);
+    assert_eq!(inv["stderr"], "nul\u{0} and \u{fffd}\n", "{inv:#}");
+    assert_eq!(inv["stderr_bytes"], 11);
+}
+
+#[test]
+fn a_missing_interpreter_and_a_missing_program_are_named_and_recorded() {
+    let sb = Sandbox::example();
+    sb.agent_script("#!/nonexistent/bin/python9\nprint('hi')\n");
+    let r = sb.go_json("no interpreter");
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let reason = r.transitions[1]["reason"].as_str().unwrap().to_owned();
+    assert!(
+        reason.contains(
+            "its interpreter `/nonexistent/bin/python9` (from its #! line) was not found"
+        ),
+        "{reason}"
+    );
+    // A program that is not there at all: the error and the command line
+    // it would have run are on the invocation's record.
+    sb.edit_json(".modix/shells.json", |v| {
+        v["shells"]["scripted"]["binary"] = "agents/no-such-agent".into()
+    });
+    let r = sb.go_json("no program");
+    let inv = sb.invocation(&r.run_id(), 1);
+    assert!(
+        inv["error"]
+            .as_str()
+            .unwrap()
+            .contains("program `agents/no-such-agent` not found")
+    );
+    assert_eq!(inv["argv"][0], "agents/no-such-agent", "{inv:#}");
+    let out = sb
+        .modix()
+        .args(["history", &r.run_id(), "--invocation", "1"])
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert!(
+        text.contains("could not start: agent `planner`: program `agents/no-such-agent` not found"),
+        "{text}"
+    );
+}
+
+/// `history` on a project the auditor cannot write to: as root, run modix
+/// as another user (root ignores file permissions); otherwise drop write
+/// permission.
+#[test]
+fn history_reads_a_project_it_cannot_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::example();
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let modix_dir = sb.root().join(".modix");
+    let set = |p: &Path, mode| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    // SAFETY-free check of who we are: geteuid never fails.
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false);
+    let modix = assert_cmd::cargo::cargo_bin("modix");
+    let mut cmd = if root {
+        if which::which("setpriv").is_err() {
+            eprintln!(
+                "note: running as root without setpriv; the read-only history test is skipped"
+            );
+            return;
+        }
+        // The auditor can reach and read everything, write nothing.
+        for dir in [sb.dir.path().to_path_buf(), sb.root(), modix_dir.clone()] {
+            set(&dir, 0o755);
+        }
+        for (path, _) in files(&modix_dir) {
+            set(&path, 0o644);
+        }
+        set(&modix_dir, 0o555);
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&modix);
+        c
+    } else {
+        set(&modix_dir, 0o555);
+        std::process::Command::new(&modix)
+    };
+    for (k, v) in sb.modix().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd
+        .current_dir(sb.root())
+        .args(["history", &r.run_id()])
+        .output()
+        .unwrap();
+    set(&modix_dir, 0o755);
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("TESTING → DONE"), "{text}");
+    let _ = GoResult::parse;
+}
