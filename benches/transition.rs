@@ -147,6 +147,7 @@ fn echo_spec(echo: &Path, cwd: &Path) -> ProcessSpec {
         capture: CaptureLimits::default(),
         echo: None,
         on_spawn: None,
+        watch: None,
     }
 }
 

@@ -3,9 +3,13 @@
 //! spells out wins. Flags follow each CLI's headless mode; `requires` pins the
 //! versions those flags were checked against.
 
+use std::collections::BTreeMap;
+
 use super::types::{
-    OutputFormat, OutputSpec, PermissionModes, PromptMode, Shell, ShellEntry, VersionProbe,
+    FailureRule, OutputFormat, OutputSpec, PermissionModes, PromptMode, Shell, ShellEntry,
+    StreamChoice, UsageSpec, VersionProbe,
 };
+use crate::fsm::FailureClass;
 
 /// Names of every preset, in detection order for `modix init`.
 pub const PRESET_NAMES: [&str; 4] = ["claude", "codex", "gemini", "aider"];
@@ -16,193 +20,435 @@ fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// The preset called `name`, as a complete shell. Long because it is a
-/// table: one literal per CLI, each read on its own.
+/// A rule that a failure line of the given stream holds `pattern`.
+fn rule(class: FailureClass, pattern: &str) -> FailureRule {
+    FailureRule {
+        class,
+        pattern: Some(pattern.to_owned()),
+        pointer: None,
+        stream: StreamChoice::Any,
+        exit_code: None,
+        stop: false,
+    }
+}
+
+/// A rule on the string (or number) at `pointer` of a JSON line.
+fn field(class: FailureClass, pointer: &str, pattern: &str) -> FailureRule {
+    FailureRule {
+        pointer: Some(pointer.to_owned()),
+        ..rule(class, pattern)
+    }
+}
+
+/// A rule on the exit code alone.
+fn exit(class: FailureClass, code: i32) -> FailureRule {
+    FailureRule {
+        pattern: None,
+        exit_code: Some(code),
+        ..rule(class, "")
+    }
+}
+
+/// The same rule, stopping the agent as soon as the line appears.
+fn stopping(r: FailureRule) -> FailureRule {
+    FailureRule { stop: true, ..r }
+}
+
+fn usage(pointers: [Option<&str>; 6]) -> UsageSpec {
+    let p = |i: usize| pointers[i].map(str::to_owned);
+    UsageSpec {
+        input_tokens: p(0),
+        output_tokens: p(1),
+        cost_usd: p(2),
+        turns: p(3),
+        model: p(4),
+        session_id: p(5),
+    }
+}
+
+fn select(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// The preset called `name`, as a complete shell.
 pub fn preset(name: &str) -> Option<Shell> {
-    let probe = |regex: &str| {
-        Some(VersionProbe {
-            args: strings(&["--version"]),
-            regex: regex.to_owned(),
-        })
-    };
     let shell = match name {
-        // Claude Code: answer on the last `type:"result"` line; `is_error` marks API failures
-        // that still exit 0.
-        "claude" => Shell {
-            name: name.into(),
-            preset: Some(name.into()),
-            binary: "claude".into(),
-            version: probe(SEMVER_REGEX),
-            requires: Some(">=2.0.0".into()),
-            args: strings(&[
-                "-p",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--model",
-                "{model}",
-                "--append-system-prompt",
-                "{system_prompt}",
-                "--permission-mode",
-                "{permission_mode}",
-                "--no-session-persistence",
-            ]),
-            prompt: PromptMode::Stdin,
-            output: OutputSpec {
-                format: OutputFormat::JsonLines,
-                result_pointer: Some("/result".into()),
-                error_pointer: Some("/is_error".into()),
-            },
-            env: strings(&["ANTHROPIC_API_KEY", "CLAUDE_CODE_MAX_RETRIES"]),
-            endpoint_env: Some("ANTHROPIC_BASE_URL".into()),
-            permission_modes: modes("acceptEdits", "plan"),
-            capabilities: strings(&["code-edit", "json-output", "shell"]),
-        },
-        // Codex: `--full-auto` is gone since 0.147; `-` reads the prompt from stdin.
-        "codex" => Shell {
-            name: name.into(),
-            preset: Some(name.into()),
-            binary: "codex".into(),
-            version: probe(SEMVER_REGEX),
-            requires: Some(">=0.147.0".into()),
-            args: strings(&[
-                "exec",
-                "--json",
-                "--skip-git-repo-check",
-                "-C",
-                "{workdir}",
-                "-m",
-                "{model}",
-                "-s",
-                "{permission_mode}",
-                "--output-schema",
-                "{output_schema}",
-                "--ephemeral",
-                "-",
-            ]),
-            prompt: PromptMode::Stdin,
-            output: OutputSpec {
-                format: OutputFormat::JsonLines,
-                result_pointer: Some("/item/text".into()),
-                error_pointer: None,
-            },
-            env: strings(&["OPENAI_API_KEY", "CODEX_API_KEY"]),
-            endpoint_env: Some("OPENAI_BASE_URL".into()),
-            permission_modes: modes("workspace-write", "read-only"),
-            capabilities: strings(&["code-edit", "json-output", "shell"]),
-        },
-        // Gemini: `--skip-trust` is required headless, or it exits 55.
-        "gemini" => Shell {
-            name: name.into(),
-            preset: Some(name.into()),
-            binary: "gemini".into(),
-            version: probe(SEMVER_REGEX),
-            requires: Some(">=0.50.0".into()),
-            args: strings(&[
-                "-o",
-                "json",
-                "-m",
-                "{model}",
-                "--skip-trust",
-                "--approval-mode",
-                "{permission_mode}",
-            ]),
-            prompt: PromptMode::Stdin,
-            output: OutputSpec {
-                format: OutputFormat::Json,
-                result_pointer: Some("/response".into()),
-                error_pointer: None,
-            },
-            env: strings(&["GEMINI_API_KEY", "GOOGLE_API_KEY"]),
-            endpoint_env: Some("GOOGLE_GEMINI_BASE_URL".into()),
-            permission_modes: modes("auto_edit", "plan"),
-            capabilities: strings(&["code-edit", "json-output", "shell"]),
-        },
-        // Aider has no JSON mode: the answer is plain text with a ```json block.
-        "aider" => Shell {
-            name: name.into(),
-            preset: Some(name.into()),
-            binary: "aider".into(),
-            version: probe(SEMVER_REGEX),
-            requires: Some(">=0.80.0".into()),
-            args: strings(&[
-                "--message",
-                "{prompt}",
-                "--yes-always",
-                "--no-pretty",
-                "--no-stream",
-                "--no-auto-commits",
-                "--model",
-                "{model}",
-            ]),
-            prompt: PromptMode::Argument,
-            output: OutputSpec {
-                format: OutputFormat::Text,
-                result_pointer: None,
-                error_pointer: None,
-            },
-            env: strings(&["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"]),
-            endpoint_env: None,
-            // Aider has no read-only mode: a read-only agent must not be bound to it.
-            permission_modes: None,
-            capabilities: strings(&["code-edit"]),
-        },
+        "claude" => claude(),
+        "codex" => codex(),
+        "gemini" => gemini(),
+        "aider" => aider(),
         _ => return None,
     };
     Some(shell)
 }
 
+/// What every preset shares; each fills in the rest.
+fn base(name: &str) -> Shell {
+    Shell {
+        name: name.into(),
+        preset: Some(name.into()),
+        binary: name.into(),
+        version: Some(VersionProbe {
+            args: strings(&["--version"]),
+            regex: SEMVER_REGEX.to_owned(),
+        }),
+        requires: None,
+        args: Vec::new(),
+        prompt: PromptMode::Stdin,
+        output: OutputSpec::default(),
+        env: Vec::new(),
+        endpoint_env: None,
+        permission_modes: None,
+        capabilities: strings(&["code-edit", "json-output", "shell"]),
+        tested: None,
+        failures: Vec::new(),
+        reason: Vec::new(),
+        noise: Vec::new(),
+        keepalive: Vec::new(),
+        usage: UsageSpec::default(),
+        set_env: BTreeMap::new(),
+        key_env: None,
+        idle: true,
+    }
+}
+
+/// Claude Code (checked against 2.1.197 and 2.1.330): the answer is the
+/// `result` event's text; `is_error` marks failures that still exit 0 or 1
+/// (`subtype` says "success" either way); every reason is on stdout; the
+/// assistant event's `error` names the class. modix owns retries, so the
+/// CLI's own are off (`CLAUDE_CODE_MAX_RETRIES=0`).
+fn claude() -> Shell {
+    use FailureClass::*;
+    Shell {
+        requires: Some(">=2.0.0".into()),
+        tested: Some(">=2.0.0, <2.2.0".into()),
+        args: strings(&[
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--model",
+            "{model}",
+            "--append-system-prompt",
+            "{system_prompt}",
+            "--permission-mode",
+            "{permission_mode}",
+            "--allowedTools",
+            "{allowed_tools}",
+            "--max-turns",
+            "{max_turns}",
+            "--max-budget-usd",
+            "{max_budget_usd}",
+            "--no-session-persistence",
+        ]),
+        output: OutputSpec {
+            format: OutputFormat::JsonLines,
+            result_pointer: Some("/result".into()),
+            error_pointer: Some("/is_error".into()),
+            select: select(&[("/type", "result")]),
+            concat: false,
+        },
+        env: strings(&[
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+            "CLAUDE_CODE_USE_BEDROCK",
+            "CLAUDE_CODE_USE_VERTEX",
+            "ANTHROPIC_MODEL",
+            "ANTHROPIC_VERTEX_PROJECT_ID",
+            "CLOUD_ML_REGION",
+            "IS_SANDBOX",
+        ]),
+        endpoint_env: Some("ANTHROPIC_BASE_URL".into()),
+        // Headless, `default` refuses what is not allowed (edits, other
+        // commands) instead of asking; `plan` may end on a plan, not JSON.
+        permission_modes: modes("acceptEdits", "default"),
+        failures: vec![
+            field(Auth, "/error", "^authentication_failed$"),
+            field(Auth, "/api_error_status", "^(401|403)$"),
+            rule(Auth, "Not logged in|Invalid API key"),
+            stopping(field(RateLimited, "/error", "^rate_limit$")),
+            field(RateLimited, "/api_error_status", "^429$"),
+            stopping(field(Overloaded, "/error", "^overloaded$")),
+            field(Overloaded, "/api_error_status", "^(5\\d\\d)$"),
+            field(NotFound, "/error", "^model_not_found$"),
+            rule(
+                Network,
+                "Unable to connect to API|ConnectionRefused|FailedToOpenSocket",
+            ),
+            // An `api_retry` event of another kind: the CLI is retrying on its
+            // own despite CLAUDE_CODE_MAX_RETRIES; stop it, modix retries.
+            stopping(field(Network, "/subtype", "^api_retry$")),
+            field(BudgetExceeded, "/subtype", "^error_max_(turns|budget)"),
+            rule(
+                BadInvocation,
+                "^error: (unknown option|option .* argument missing)",
+            ),
+        ],
+        reason: strings(&["/result"]),
+        keepalive: strings(&["\"subtype\":\"api_retry\""]),
+        usage: usage([
+            Some("/usage/input_tokens"),
+            Some("/usage/output_tokens"),
+            Some("/total_cost_usd"),
+            Some("/num_turns"),
+            Some("/model"),
+            Some("/session_id"),
+        ]),
+        set_env: select(&[
+            ("CLAUDE_CODE_MAX_RETRIES", "0"),
+            ("DISABLE_AUTOUPDATER", "1"),
+        ]),
+        ..base("claude")
+    }
+}
+
+/// Codex (checked against 0.169.0): `--full-auto` is gone since 0.147; `-`
+/// reads the prompt from stdin; the answer is the last `agent_message`.
+/// It sends `CODEX_API_KEY` (not `OPENAI_API_KEY`) and ignores
+/// `OPENAI_BASE_URL` (the endpoint goes in as `-c openai_base_url=…`).
+/// Offline it never fails: it prints "waiting for network" forever, so that
+/// line stops it. `--disable shell_snapshot` keeps it from writing every
+/// variable it got, keys included, to a world-readable file.
+fn codex() -> Shell {
+    use FailureClass::*;
+    Shell {
+        requires: Some(">=0.147.0".into()),
+        tested: Some(">=0.147.0, <0.200.0".into()),
+        args: strings(&[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--disable",
+            "shell_snapshot",
+            "-C",
+            "{workdir}",
+            "-m",
+            "{model}",
+            "-s",
+            "{permission_mode}",
+            "--output-schema",
+            "{output_schema}",
+            "-c",
+            "openai_base_url={endpoint}",
+            "--ephemeral",
+            "-",
+        ]),
+        output: OutputSpec {
+            format: OutputFormat::JsonLines,
+            result_pointer: Some("/item/text".into()),
+            error_pointer: None,
+            select: select(&[("/type", "item.completed"), ("/item/type", "agent_message")]),
+            concat: false,
+        },
+        env: strings(&[
+            "OPENAI_API_KEY",
+            "CODEX_API_KEY",
+            "CODEX_HOME",
+            "OPENAI_ORG_ID",
+        ]),
+        endpoint_env: None,
+        permission_modes: modes("workspace-write", "read-only"),
+        failures: vec![
+            rule(Auth, "unexpected status 40[13]|Not logged in|Unauthorized"),
+            rule(RateLimited, "last status: 429|429 Too Many Requests"),
+            rule(
+                Overloaded,
+                "high demand|last status: 5\\d\\d|status 5\\d\\d",
+            ),
+            rule(
+                NotFound,
+                "model_not_found|does not exist or you do not have access",
+            ),
+            stopping(rule(Network, "waiting for network")),
+            rule(
+                BadInvocation,
+                "^error: unexpected argument|^error: invalid value",
+            ),
+            exit(BadInvocation, 2),
+        ],
+        reason: strings(&["/error/message", "/message"]),
+        keepalive: strings(&["Reconnecting\\.\\.\\."]),
+        usage: usage([
+            Some("/usage/input_tokens"),
+            Some("/usage/output_tokens"),
+            None,
+            None,
+            None,
+            Some("/thread_id"),
+        ]),
+        key_env: Some("CODEX_API_KEY".into()),
+        ..base("codex")
+    }
+}
+
+/// Gemini CLI (checked against 0.61.0): `--skip-trust` is required headless
+/// (or it exits 55); `stream-json` streams the answer in `message` deltas
+/// (`json` prints nothing until the end); exit codes carry the class (41
+/// auth, 42 input, 52 config, 53 turn limit); a start-up failure's reason is
+/// on stderr; once it retries on its own, stop it (modix owns retries).
+fn gemini() -> Shell {
+    use FailureClass::*;
+    Shell {
+        requires: Some(">=0.50.0".into()),
+        tested: Some(">=0.50.0, <0.70.0".into()),
+        args: strings(&[
+            "-o",
+            "stream-json",
+            "-m",
+            "{model}",
+            "--skip-trust",
+            "--approval-mode",
+            "{permission_mode}",
+        ]),
+        output: OutputSpec {
+            format: OutputFormat::JsonLines,
+            result_pointer: Some("/content".into()),
+            error_pointer: None,
+            select: select(&[("/type", "message"), ("/role", "assistant")]),
+            concat: true,
+        },
+        env: strings(&[
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+            "GOOGLE_GENAI_USE_VERTEXAI",
+            "GOOGLE_GENAI_USE_GCA",
+            "GOOGLE_CLOUD_PROJECT",
+            "GOOGLE_CLOUD_LOCATION",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+        ]),
+        endpoint_env: Some("GOOGLE_GEMINI_BASE_URL".into()),
+        permission_modes: modes("auto_edit", "plan"),
+        failures: vec![
+            exit(Auth, 41),
+            rule(
+                Auth,
+                "Please set an Auth method|Invalid auth method|API key not valid",
+            ),
+            exit(BadInvocation, 42),
+            exit(BadInvocation, 52),
+            exit(BudgetExceeded, 53),
+            rule(RateLimited, "429|RESOURCE_EXHAUSTED|Quota exceeded"),
+            rule(Overloaded, "503|UNAVAILABLE|overloaded"),
+            stopping(rule(Network, "Attempt \\d+ failed.*fetch failed")),
+            rule(Network, "fetch failed|ENOTFOUND|ECONNREFUSED"),
+        ],
+        reason: strings(&["/error/message"]),
+        noise: strings(&[
+            "^Warning: 256-color",
+            "^Ripgrep is not available",
+            "^\\s+at ",
+        ]),
+        keepalive: strings(&["^Attempt \\d+ failed"]),
+        usage: usage([
+            Some("/stats/input_tokens"),
+            Some("/stats/output_tokens"),
+            None,
+            None,
+            Some("/model"),
+            Some("/session_id"),
+        ]),
+        ..base("gemini")
+    }
+}
+
+/// Aider (checked against 0.86): no JSON mode (the answer is a ```json
+/// block in its text) and no read-only mode; with `--no-stream` it prints
+/// nothing until the end, so the idle timeout is off. The message goes in
+/// a file, not an argument (Linux caps one argument at 128 KiB).
+fn aider() -> Shell {
+    use FailureClass::*;
+    Shell {
+        requires: Some(">=0.80.0".into()),
+        tested: Some(">=0.80.0, <0.90.0".into()),
+        args: strings(&[
+            "--message-file",
+            "{prompt_file}",
+            "--yes-always",
+            "--no-pretty",
+            "--no-stream",
+            "--no-auto-commits",
+            "--model",
+            "{model}",
+        ]),
+        prompt: PromptMode::File,
+        env: strings(&["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"]),
+        // Aider has no read-only mode: a read-only agent must not be bound to it.
+        permission_modes: None,
+        capabilities: strings(&["code-edit"]),
+        failures: vec![
+            rule(
+                Auth,
+                "AuthenticationError|invalid x-api-key|Incorrect API key",
+            ),
+            rule(RateLimited, "RateLimitError"),
+            rule(Overloaded, "OverloadedError|ServiceUnavailableError"),
+            rule(Network, "APIConnectionError"),
+            rule(NotFound, "NotFoundError|model .* not found"),
+        ],
+        idle: false,
+        ..base("aider")
+    }
+}
+
 /// Settles a shell entry: the preset (if any) with the entry's own fields on top.
 /// `Err` says what is missing when there is no preset to fill it.
 pub fn resolve(name: &str, entry: &ShellEntry) -> Result<Shell, String> {
-    let base = match &entry.preset {
+    let preset = match &entry.preset {
         Some(p) => Some(preset(p).ok_or_else(|| format!("unknown preset `{p}`"))?),
         None => None,
     };
-    let binary = entry
-        .binary
-        .clone()
-        .or_else(|| base.as_ref().map(|b| b.binary.clone()))
-        .ok_or("a shell needs `preset` or `binary`")?;
-    let args = entry
-        .args
-        .clone()
-        .or_else(|| base.as_ref().map(|b| b.args.clone()))
-        .ok_or("a shell without a preset needs `args` (the invocation)")?;
+    if preset.is_none() && entry.binary.is_none() {
+        return Err("a shell needs `preset` or `binary`".into());
+    }
+    if preset.is_none() && entry.args.is_none() {
+        return Err("a shell without a preset needs `args` (the invocation)".into());
+    }
+    // A shell without a preset starts from nothing but the defaults.
+    let base = preset.unwrap_or_else(|| Shell {
+        preset: None,
+        version: None,
+        capabilities: Vec::new(),
+        ..base(name)
+    });
+    // Lists add to the preset's (the shell's own entries first); the rest
+    // replace it.
+    let joined = |own: &Option<Vec<String>>, preset: &[String]| -> Vec<String> {
+        own.iter().flatten().chain(preset).cloned().collect()
+    };
+    let mut set_env = base.set_env.clone();
+    set_env.extend(entry.set_env.clone().unwrap_or_default());
     Ok(Shell {
         name: name.to_owned(),
         preset: entry.preset.clone(),
-        binary,
-        version: pick(&entry.version, &base, |b| b.version.clone()),
-        requires: pick(&entry.requires, &base, |b| b.requires.clone()),
-        args,
-        prompt: entry
-            .prompt
-            .or(base.as_ref().map(|b| b.prompt))
-            .unwrap_or(PromptMode::Stdin),
-        output: entry
-            .output
-            .clone()
-            .or(base.as_ref().map(|b| b.output.clone()))
-            .unwrap_or(OutputSpec {
-                format: OutputFormat::Text,
-                result_pointer: None,
-                error_pointer: None,
-            }),
-        env: entry
-            .env
-            .clone()
-            .or(base.as_ref().map(|b| b.env.clone()))
-            .unwrap_or_default(),
-        endpoint_env: pick(&entry.endpoint_env, &base, |b| b.endpoint_env.clone()),
-        permission_modes: pick(&entry.permission_modes, &base, |b| {
-            b.permission_modes.clone()
-        }),
-        capabilities: entry
-            .capabilities
-            .clone()
-            .or(base.as_ref().map(|b| b.capabilities.clone()))
-            .unwrap_or_default(),
+        binary: entry.binary.clone().unwrap_or(base.binary),
+        version: entry.version.clone().or(base.version),
+        requires: entry.requires.clone().or(base.requires),
+        args: entry.args.clone().unwrap_or(base.args),
+        prompt: entry.prompt.unwrap_or(base.prompt),
+        output: entry.output.clone().unwrap_or(base.output),
+        env: entry.env.clone().unwrap_or(base.env),
+        endpoint_env: entry.endpoint_env.clone().or(base.endpoint_env),
+        permission_modes: entry.permission_modes.clone().or(base.permission_modes),
+        capabilities: entry.capabilities.clone().unwrap_or(base.capabilities),
+        tested: entry.tested.clone().or(base.tested),
+        failures: entry
+            .failures
+            .iter()
+            .flatten()
+            .chain(&base.failures)
+            .cloned()
+            .collect(),
+        reason: joined(&entry.reason, &base.reason),
+        noise: joined(&entry.noise, &base.noise),
+        keepalive: joined(&entry.keepalive, &base.keepalive),
+        usage: entry.usage.clone().unwrap_or(base.usage),
+        set_env,
+        key_env: entry.key_env.clone().or(base.key_env),
+        idle: entry.idle.unwrap_or(base.idle),
     })
 }
 
@@ -211,15 +457,6 @@ fn modes(write: &str, read_only: &str) -> Option<PermissionModes> {
         write: write.to_owned(),
         read_only: read_only.to_owned(),
     })
-}
-
-/// The entry's own value, else the preset's.
-fn pick<T: Clone>(
-    own: &Option<T>,
-    base: &Option<Shell>,
-    from: fn(&Shell) -> Option<T>,
-) -> Option<T> {
-    own.clone().or_else(|| base.as_ref().and_then(from))
 }
 
 #[cfg(test)]

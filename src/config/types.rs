@@ -41,6 +41,65 @@ pub struct ShellEntry {
     pub endpoint_env: Option<String>,
     pub permission_modes: Option<PermissionModes>,
     pub capabilities: Option<Vec<String>>,
+    pub tested: Option<String>,
+    pub failures: Option<Vec<FailureRule>>,
+    pub reason: Option<Vec<String>>,
+    pub noise: Option<Vec<String>>,
+    pub keepalive: Option<Vec<String>>,
+    pub usage: Option<UsageSpec>,
+    pub set_env: Option<BTreeMap<String, String>>,
+    pub key_env: Option<String>,
+    pub idle: Option<bool>,
+}
+
+/// One way a CLI says how it failed. Every condition given must hold:
+/// the exit code, and a line (of `stream`) matching `pattern` — or, with
+/// `pointer`, a JSON line whose value there matches it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureRule {
+    pub class: crate::fsm::FailureClass,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
+    #[serde(default)]
+    pub stream: StreamChoice,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Stop the agent as soon as such a line appears: the CLI went into a
+    /// wait or retry loop of its own (modix owns retries).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop: bool,
+}
+
+/// Which output stream a rule looks at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamChoice {
+    #[default]
+    Any,
+    Stdout,
+    Stderr,
+}
+
+/// Where a CLI's JSON output says what an invocation used: JSON pointers
+/// into its last lines that have them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 /// The values `{permission_mode}` takes, by the manifest's `write_files`.
@@ -67,9 +126,12 @@ pub struct VersionProbe {
 pub enum PromptMode {
     Stdin,
     Argument,
+    /// Written to a file whose path is `{prompt_file}` (for CLIs that read
+    /// a message file and would take stdin as interactive input).
+    File,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputSpec {
     pub format: OutputFormat,
@@ -77,11 +139,20 @@ pub struct OutputSpec {
     pub result_pointer: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_pointer: Option<String>,
+    /// With `json-lines`: only lines whose value at each pointer is the given
+    /// string (e.g. `{"/type": "result"}`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub select: BTreeMap<String, String>,
+    /// With `json-lines`: the answer is the texts at `result_pointer` of all
+    /// selected lines, joined (a CLI that streams it in pieces).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub concat: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OutputFormat {
+    #[default]
     Text,
     Json,
     JsonLines,
@@ -102,6 +173,27 @@ pub struct Shell {
     pub endpoint_env: Option<String>,
     pub permission_modes: Option<PermissionModes>,
     pub capabilities: Vec<String>,
+    /// The versions its flags were checked against; outside them `doctor`
+    /// warns (the CLI may have changed them).
+    pub tested: Option<String>,
+    /// How it fails: the shell's own rules first, then its preset's.
+    pub failures: Vec<FailureRule>,
+    /// JSON pointers to its own one-line reason in its last JSON lines.
+    pub reason: Vec<String>,
+    /// Lines that are never a reason (warnings every run prints).
+    pub noise: Vec<String>,
+    /// Lines that are not progress: they do not reset the idle timeout.
+    pub keepalive: Vec<String>,
+    pub usage: UsageSpec,
+    /// Variables modix sets for it (e.g. its own retries off: modix owns them).
+    pub set_env: BTreeMap<String, String>,
+    /// The name the CLI reads its key from, when it is not the brain's
+    /// variable (Codex sends `CODEX_API_KEY`, not `OPENAI_API_KEY`): the
+    /// brain's key is passed under this name too.
+    pub key_env: Option<String>,
+    /// Whether the idle timeout applies (a CLI that prints nothing until
+    /// the end must not be stopped for being quiet).
+    pub idle: bool,
 }
 
 /// `.modix/brains.json`.
@@ -263,6 +355,24 @@ pub struct Runtimes {
     pub loops: Loops,
     pub output: OutputLimits,
     pub env: EnvPolicy,
+    pub budget: Budget,
+}
+
+/// What a run may spend: a whole-run ceiling on time, cost and tokens, and
+/// per-invocation caps passed to CLIs that take them.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Budget {
+    /// The whole run's deadline, from its start.
+    pub max_run_secs: Option<u64>,
+    pub max_cost_usd: Option<f64>,
+    pub max_tokens: Option<u64>,
+    /// Passed as `{max_turns}` (Claude's `--max-turns`).
+    pub invocation_max_turns: Option<u32>,
+    /// Passed as `{max_budget_usd}` (Claude's `--max-budget-usd`).
+    pub invocation_max_cost_usd: Option<f64>,
+    /// `go` refuses to start when the worst case it can bound costs more.
+    pub refuse_above_usd: Option<f64>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

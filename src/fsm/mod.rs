@@ -10,6 +10,7 @@ mod bounds;
 mod catalog;
 mod check;
 mod emit;
+mod failure;
 mod graph_checks;
 mod lifecycle;
 mod machine;
@@ -26,6 +27,7 @@ use crate::diagnostics::Diagnostics;
 
 pub use catalog::Catalog;
 pub use emit::{AgentState, Outcome};
+pub use failure::FailureClass;
 pub use lifecycle::{Lifecycle, Role};
 pub use machine::{Ending, FireError, Fired, Machine, Position, Source, StateId, StateKind};
 

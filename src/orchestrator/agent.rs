@@ -9,9 +9,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::classify::Rules;
 use super::invoke::Call;
-use crate::config::{Agent, Binding, Config, OutputFormat, OutputMode, PromptMode, Runtimes};
-use crate::fsm::{AgentState, Outcome};
+use crate::config::{
+    Agent, Binding, Brain, Commands, Config, OutputMode, OutputSpec, PromptMode, Runtimes, Shell,
+};
+use crate::fsm::{AgentState, FailureClass, Outcome};
 use crate::schema;
 use crate::shell::{
     self, CaptureLimits, EchoFn, EndReason, Placeholders, ProcessOutcome, ProcessSpec, Redactor,
@@ -30,13 +33,38 @@ pub(super) struct Prepared {
 pub(super) enum Verdict {
     /// Output that satisfies the schema.
     Output(Value),
-    /// Output that could not be read or failed its schema; the reasons.
-    Invalid(Vec<String>),
-    /// The process failed (spawn error, non-zero exit, a CLI-reported error).
-    ProcessError(String),
-    Timeout(String),
+    /// No valid output, and why.
+    Failed(Failure),
     /// Ctrl-C or SIGTERM stopped it: no outcome; the run is interrupted.
     Cancelled,
+}
+
+/// Why an invocation did not produce valid output.
+#[derive(Debug, Clone)]
+pub(super) struct Failure {
+    pub class: FailureClass,
+    /// The CLI's own one-line reason (or modix's, when it has none).
+    pub reason: String,
+    /// For invalid output: every way it broke its schema.
+    pub errors: Vec<String>,
+}
+
+impl Failure {
+    pub fn new(class: FailureClass, reason: impl Into<String>) -> Self {
+        Failure {
+            class,
+            reason: reason.into(),
+            errors: Vec::new(),
+        }
+    }
+
+    fn invalid(errors: Vec<String>) -> Self {
+        Failure {
+            class: FailureClass::InvalidOutput,
+            reason: errors.first().cloned().unwrap_or_default(),
+            errors,
+        }
+    }
 }
 
 impl Verdict {
@@ -44,9 +72,7 @@ impl Verdict {
     pub fn outcome(&self) -> Option<Outcome> {
         Some(match self {
             Verdict::Output(_) => Outcome::Output,
-            Verdict::Invalid(_) => Outcome::InvalidOutput,
-            Verdict::ProcessError(_) => Outcome::ProcessError,
-            Verdict::Timeout(_) => Outcome::Timeout,
+            Verdict::Failed(f) => f.class.outcome(),
             Verdict::Cancelled => return None,
         })
     }
@@ -55,6 +81,13 @@ impl Verdict {
     pub fn output(&self) -> Option<&Value> {
         match self {
             Verdict::Output(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            Verdict::Failed(f) => Some(f),
             _ => None,
         }
     }
@@ -77,6 +110,13 @@ pub(super) enum PrepareError {
 }
 
 impl PrepareError {
+    pub fn class(&self) -> FailureClass {
+        match self {
+            PrepareError::NotFound { .. } => FailureClass::NotFound,
+            PrepareError::Args { .. } => FailureClass::BadInvocation,
+        }
+    }
+
     /// The command line that would have run, redacted.
     pub fn argv(&self) -> &[String] {
         match self {
@@ -116,52 +156,40 @@ fn looks_secret(name: &str) -> bool {
 /// user text only ever becomes one argv element or stdin.
 pub(super) fn prepare(
     call: &Call,
-    root: &Path,
+    setup: &Setup,
     prompt: &str,
     system_prompt: Option<&str>,
-    runtimes: &Runtimes,
     redactor: &Redactor,
 ) -> Result<Prepared, PrepareError> {
     let agent = call.agent;
+    let runtimes = setup.runtimes;
     let mut env = base_env(runtimes, call);
-    let (args, stdin) = match &agent.binding {
-        Binding::Command { argv } => (argv[1..].to_vec(), Some(prompt.as_bytes().to_vec())),
+    let (args, stdin, idle) = match &agent.binding {
+        Binding::Command { argv } => (argv[1..].to_vec(), Some(prompt.as_bytes().to_vec()), true),
         Binding::Shell { shell, brain } => {
-            let var = |name: &str| std::env::var_os(name).map(|v| (name.into(), v));
-            env.extend(shell.env.iter().filter_map(|n| var(n)));
-            env.extend(brain.api_key_env.as_deref().and_then(var));
-            if let (Some(name), Some(ep)) = (&shell.endpoint_env, &brain.endpoint) {
-                env.push((name.into(), ep.into()));
-            }
-            let by_argument = shell.prompt == PromptMode::Argument;
-            let values = Placeholders {
-                prompt: by_argument.then(|| prompt.to_owned()),
-                model: Some(brain.model.clone()),
-                system_prompt: system_prompt.map(str::to_owned),
-                workdir: Some(call.workdir.display().to_string()),
-                output_schema: Some(call.schema_path.display().to_string()),
-                endpoint: brain.endpoint.clone(),
-                role: Some(agent.role.clone()),
-                permission_mode: shell.permission_modes.as_ref().map(|m| {
-                    if agent.manifest.permissions.write_files {
-                        m.write.clone()
-                    } else {
-                        m.read_only.clone()
-                    }
-                }),
-            };
+            env.extend(shell_env(shell, brain));
+            let values = placeholders(call, setup, shell, brain, prompt, system_prompt);
             let args =
                 shell::render_args(&shell.args, &values).map_err(|e| PrepareError::Args {
                     agent: agent.id.clone(),
                     message: e.to_string(),
                 })?;
-            (args, (!by_argument).then(|| prompt.as_bytes().to_vec()))
+            if shell.prompt == PromptMode::File {
+                super::invoke::overwrite(&call.prompt_path, prompt.as_bytes()).map_err(|e| {
+                    PrepareError::Args {
+                        agent: agent.id.clone(),
+                        message: format!("cannot write {}: {e}", call.prompt_path.display()),
+                    }
+                })?;
+            }
+            let stdin = (shell.prompt == PromptMode::Stdin).then(|| prompt.as_bytes().to_vec());
+            (args, stdin, shell.idle)
         }
     };
     let written = program_of(agent);
     let mut argv_redacted = vec![written.to_owned()];
     argv_redacted.extend(redactor.redact_args(&args));
-    let Some(program) = shell::find_binary(root, written) else {
+    let Some(program) = shell::find_binary(setup.root, written) else {
         return Err(PrepareError::NotFound {
             agent: agent.id.clone(),
             program: written.to_owned(),
@@ -170,6 +198,10 @@ pub(super) fn prepare(
     };
     argv_redacted[0] = program.display().to_string();
     let max = runtimes.output.max_capture_bytes as usize;
+    let idle_secs = agent
+        .manifest
+        .idle_timeout_secs
+        .or(Some(runtimes.timeouts.idle_secs));
     Ok(Prepared {
         spec: ProcessSpec {
             program,
@@ -178,11 +210,7 @@ pub(super) fn prepare(
             env,
             stdin,
             timeout: call.timeout,
-            idle_timeout: agent
-                .manifest
-                .idle_timeout_secs
-                .or(Some(runtimes.timeouts.idle_secs))
-                .map(Duration::from_secs),
+            idle_timeout: idle_secs.filter(|_| idle).map(Duration::from_secs),
             kill_grace: Duration::from_secs(runtimes.timeouts.kill_grace_secs),
             // The answer is at the end of the output, so keep more of the tail.
             capture: CaptureLimits {
@@ -191,9 +219,89 @@ pub(super) fn prepare(
             },
             echo: call.echo.clone(),
             on_spawn: None,
+            watch: call.rules.as_ref().map(|r| r.watch()),
         },
         argv_redacted,
     })
+}
+
+/// What preparing an agent needs from the project, besides the call.
+pub(super) struct Setup<'a> {
+    pub root: &'a Path,
+    pub runtimes: &'a Runtimes,
+    pub commands: &'a Commands,
+}
+
+/// A shell agent's own variables: the shell's pass-through list, the
+/// brain's key (also under the name the CLI reads, when it differs), the
+/// endpoint, and what modix sets for the CLI (its own retries off).
+fn shell_env(shell: &Shell, brain: &Brain) -> Vec<(OsString, OsString)> {
+    let var = |name: &str| std::env::var_os(name).map(|v| (OsString::from(name), v));
+    let mut env: Vec<(OsString, OsString)> = shell.env.iter().filter_map(|n| var(n)).collect();
+    if let Some(key) = brain.api_key_env.as_deref().and_then(var) {
+        if let Some(alias) = &shell.key_env {
+            env.push((alias.into(), key.1.clone()));
+        }
+        env.push(key);
+    }
+    if let (Some(name), Some(ep)) = (&shell.endpoint_env, &brain.endpoint) {
+        env.push((name.into(), ep.into()));
+    }
+    env.extend(shell.set_env.iter().map(|(k, v)| (k.into(), v.into())));
+    env
+}
+
+/// The values of a shell's argument placeholders for one invocation.
+fn placeholders(
+    call: &Call,
+    setup: &Setup,
+    shell: &Shell,
+    brain: &Brain,
+    prompt: &str,
+    system_prompt: Option<&str>,
+) -> Placeholders {
+    let agent = call.agent;
+    let budget = &setup.runtimes.budget;
+    let max_turns = budget
+        .invocation_max_turns
+        .map(u64::from)
+        .or_else(|| brain.params.get("max_turns").and_then(Value::as_u64));
+    Placeholders {
+        prompt: (shell.prompt == PromptMode::Argument).then(|| prompt.to_owned()),
+        model: Some(brain.model.clone()),
+        system_prompt: system_prompt.map(str::to_owned),
+        workdir: Some(call.workdir.display().to_string()),
+        output_schema: (call.output != "any").then(|| call.schema_path.display().to_string()),
+        endpoint: brain.endpoint.clone(),
+        role: Some(agent.role.clone()),
+        permission_mode: shell.permission_modes.as_ref().map(|m| {
+            if agent.manifest.permissions.write_files {
+                m.write.clone()
+            } else {
+                m.read_only.clone()
+            }
+        }),
+        json_schema: (call.output != "any")
+            .then(|| schema::text(call.output).ok())
+            .flatten()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+            .map(|v| v.to_string()),
+        max_turns: max_turns.map(|n| n.to_string()),
+        max_budget_usd: budget.invocation_max_cost_usd.map(|c| c.to_string()),
+        allowed_tools: allowed_tools(setup.commands),
+        prompt_file: Some(call.prompt_path.display().to_string()),
+    }
+}
+
+/// The project's own commands as Claude-style tool permissions, so an
+/// agent may run the tests (and build and lint) without being asked.
+fn allowed_tools(commands: &Commands) -> Option<String> {
+    let tools: Vec<String> = [&commands.test, &commands.build, &commands.lint]
+        .into_iter()
+        .flatten()
+        .map(|argv| format!("Bash({}:*)", argv.join(" ")))
+        .collect();
+    (!tools.is_empty()).then(|| tools.join(","))
 }
 
 /// The program an agent runs, as written in the config.
@@ -257,83 +365,106 @@ pub(super) fn timeout_for(
 /// How many lines of output a synthesized result keeps as failures.
 const TAIL_LINES: usize = 40;
 
-/// Turns a finished process into a verdict, by the agent's output contract.
-pub(super) fn judge(agent: &Agent, output_schema: &str, out: &ProcessOutcome) -> Verdict {
+/// Turns a finished process into a verdict, by the agent's output contract
+/// and its shell's failure rules.
+pub(super) fn judge(
+    agent: &Agent,
+    rules: Option<&Rules>,
+    output_schema: &str,
+    out: &ProcessOutcome,
+) -> Verdict {
+    let secs = out.duration.as_secs_f64();
     match out.end {
         EndReason::Cancelled => return Verdict::Cancelled,
         EndReason::WallTimeout => {
-            return Verdict::Timeout(format!(
-                "timed out after {:.0}s",
-                out.duration.as_secs_f64()
+            return Verdict::Failed(Failure::new(
+                FailureClass::Timeout,
+                format!("timed out after {secs:.0}s"),
             ));
         }
         EndReason::IdleTimeout => {
-            return Verdict::Timeout(format!(
-                "no output for the idle limit; killed after {:.0}s",
-                out.duration.as_secs_f64()
+            return Verdict::Failed(Failure::new(
+                FailureClass::Idle,
+                format!("no output for the idle limit; stopped after {secs:.0}s"),
             ));
         }
-        EndReason::Exited => {}
+        EndReason::Stopped | EndReason::Exited => {}
     }
-    if agent.manifest.output_mode == OutputMode::ExitStatus {
+    if agent.manifest.output_mode == OutputMode::ExitStatus && out.end == EndReason::Exited {
         return validated(output_schema, synthesize(output_schema, agent, out));
     }
-    if out.exit_code != Some(0) {
-        let stderr = out.stderr.text();
-        let tail = last_lines(&stderr, 5);
-        let how = ended(out);
-        return Verdict::ProcessError(if tail.is_empty() {
-            how
-        } else {
-            format!("{how}: {}", tail.join(" | "))
-        });
+    let spec = agent.binding.shell().map(|s| &s.output);
+    let reported = spec
+        .and_then(|s| s.error_pointer.as_deref())
+        .is_some_and(|p| cli_reported_error(&out.stdout.text(), p));
+    if out.end == EndReason::Stopped || out.exit_code != Some(0) || reported {
+        let how = match (reported, out.exit_code) {
+            (true, Some(0)) => "the CLI reported an error".to_owned(),
+            _ => ended(out),
+        };
+        return Verdict::Failed(failure(rules, out, how));
     }
-    let (format, pointer, error_pointer) = match agent.binding.shell() {
-        Some(s) => (
-            s.output.format,
-            s.output.result_pointer.as_deref(),
-            s.output.error_pointer.as_deref(),
-        ),
-        None => (OutputFormat::Text, None, None),
-    };
-    if let Some(ptr) = error_pointer
-        && cli_reported_error(&out.stdout.text(), ptr)
-    {
-        return Verdict::ProcessError(format!("the CLI reported an error ({ptr} is true)"));
-    }
-    match shell::extract_json(&out.stdout.text(), format, pointer) {
+    let fallback = OutputSpec::default();
+    match shell::extract(&out.stdout.text(), spec.unwrap_or(&fallback)) {
         Ok(value) => validated(output_schema, value),
         // The answer may well be fine: it was cut to fit the capture limit.
-        Err(_) if out.stdout.is_truncated() => Verdict::Invalid(vec![format!(
+        Err(_) if out.stdout.is_truncated() => Verdict::Failed(Failure::invalid(vec![format!(
             "the answer was cut: the agent printed {} on stdout and modix keeps {} \
              (runtimes.json output.max_capture_bytes); raise the limit or make the agent print less",
             bytes(out.stdout.total_bytes),
             bytes(out.stdout.total_bytes - out.stdout.omitted_bytes)
-        )]),
-        Err(e) => Verdict::Invalid(vec![e.to_string()]),
+        )])),
+        Err(e) => Verdict::Failed(Failure::invalid(vec![e.to_string()])),
     }
+}
+
+/// A process that failed: the class its shell's rules give, else what its
+/// end says (a signal: crashed; otherwise the agent reported failure).
+fn failure(rules: Option<&Rules>, out: &ProcessOutcome, how: String) -> Failure {
+    if let Some((class, reason)) = rules.and_then(|r| r.classify(out)) {
+        return Failure::new(class, reason);
+    }
+    let class = match (out.signal, out.end) {
+        (Some(_), EndReason::Exited) => FailureClass::Crashed,
+        _ => FailureClass::AgentError,
+    };
+    let said = match rules {
+        Some(r) => r.reason(out),
+        None => {
+            let stderr = out.stderr.text();
+            last_lines(&stderr, 5).join(" | ")
+        }
+    };
+    Failure::new(
+        class,
+        if said.is_empty() {
+            how
+        } else {
+            format!("{how}: {said}")
+        },
+    )
 }
 
 fn validated(output_schema: &str, value: Value) -> Verdict {
     if output_schema == "any" {
         return Verdict::Output(value);
     }
-    match schema::validate(output_schema, &value) {
-        Ok(v) if v.is_empty() => Verdict::Output(value),
-        Ok(v) => Verdict::Invalid(
-            v.into_iter()
-                .map(|x| {
-                    let at = if x.pointer.is_empty() {
-                        "/"
-                    } else {
-                        &x.pointer
-                    };
-                    format!("{at}: {}", x.message)
-                })
-                .collect(),
-        ),
-        Err(e) => Verdict::Invalid(vec![e.to_string()]),
-    }
+    let errors: Vec<String> = match schema::validate(output_schema, &value) {
+        Ok(v) if v.is_empty() => return Verdict::Output(value),
+        Ok(v) => v
+            .into_iter()
+            .map(|x| {
+                let at = if x.pointer.is_empty() {
+                    "/"
+                } else {
+                    &x.pointer
+                };
+                format!("{at}: {}", x.message)
+            })
+            .collect(),
+        Err(e) => vec![e.to_string()],
+    };
+    Verdict::Failed(Failure::invalid(errors))
 }
 
 /// True when the last JSON line's `ptr` is `true` (e.g. Claude's `is_error`).

@@ -9,13 +9,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::agent::{self, Verdict};
+use super::agent::{self, Failure, Verdict};
+use super::classify::Rules;
 use super::context::{ContextPackage, default_prompt, render_prompt};
 use super::events::RunEvent;
 use super::inflight::InFlight;
 use super::{Driver, RunError, outcome, retry};
 use crate::config::{Agent, Binding, ContextMode};
-use crate::fsm::{AgentState, StateId};
+use crate::fsm::{AgentState, FailureClass, StateId};
 use crate::shell::{EchoFn, ProcessOutcome, process_start_ticks};
 use crate::store::{InvocationStatus, NewInvocation, NewMessage, ProcessIds};
 
@@ -34,8 +35,12 @@ pub(super) struct Call<'a> {
     pub workdir: &'a Path,
     pub context_path: PathBuf,
     pub schema_path: PathBuf,
+    /// Where the prompt goes for a shell that reads it from a file.
+    pub prompt_path: PathBuf,
     pub timeout: Duration,
     pub echo: Option<EchoFn>,
+    /// The shell's failure rules (none for a plain command).
+    pub rules: Option<Arc<Rules>>,
 }
 
 /// What earlier steps left for this one, read from the store.
@@ -67,13 +72,25 @@ struct Ran {
 }
 
 impl Ran {
-    fn failed_to_start(why: String) -> Ran {
+    fn failed_to_start(class: FailureClass, why: String) -> Ran {
         Ran {
-            verdict: Verdict::ProcessError(why.clone()),
+            verdict: Verdict::Failed(Failure::new(class, why.clone())),
             out: None,
             process: None,
             error: Some(why),
         }
+    }
+}
+
+/// The class of a process that could not be started (transient OS
+/// refusals were already retried).
+fn spawn_class(e: &crate::shell::SpawnError) -> FailureClass {
+    use crate::shell::SpawnError;
+    match e {
+        SpawnError::NotFound { .. }
+        | SpawnError::InterpreterNotFound { .. }
+        | SpawnError::PermissionDenied { .. } => FailureClass::NotFound,
+        SpawnError::BadCwd { .. } | SpawnError::Io { .. } => FailureClass::AgentError,
     }
 }
 
@@ -118,14 +135,12 @@ impl Driver<'_> {
         let lifecycle = self.info.project.lifecycle(agent);
         let config = &self.info.project.config;
         let sys = system_prompt.as_deref();
-        let prepared = agent::prepare(
-            &call,
-            &config.paths.root,
-            &prompt,
-            sys,
-            &config.runtimes,
-            &self.info.redactor,
-        );
+        let setup = agent::Setup {
+            root: &config.paths.root,
+            runtimes: &config.runtimes,
+            commands: &config.project.commands,
+        };
+        let prepared = agent::prepare(&call, &setup, &prompt, sys, &self.info.redactor);
         let flight = InFlight {
             seq: self.cursor.transitions() + 1,
             state: call.state.to_owned(),
@@ -142,7 +157,7 @@ impl Driver<'_> {
         };
         let started = Instant::now();
         let ran = match prepared {
-            Err(e) => Ran::failed_to_start(e.to_string()),
+            Err(e) => Ran::failed_to_start(e.class(), e.to_string()),
             Ok(p) => self.run(p, &call, &flight).await,
         };
         let verdict = ran.verdict;
@@ -208,12 +223,12 @@ impl Driver<'_> {
         let process = *seen.lock().unwrap_or_else(|p| p.into_inner());
         match result {
             Ok(out) => Ran {
-                verdict: agent::judge(call.agent, call.output, &out),
+                verdict: agent::judge(call.agent, call.rules.as_deref(), call.output, &out),
                 out: Some(out),
                 process,
                 error: None,
             },
-            Err(e) => Ran::failed_to_start(e.to_string()),
+            Err(e) => Ran::failed_to_start(spawn_class(&e), e.to_string()),
         }
     }
 
@@ -280,6 +295,7 @@ impl super::RunInfo<'_> {
             workdir: &info.workdir,
             context_path: info.files.context(),
             schema_path: info.files.schema(&spec.output),
+            prompt_path: info.files.dir.join("prompt.txt"),
             timeout: agent::timeout_for(
                 &info.project.config.runtimes,
                 agent,
@@ -290,6 +306,7 @@ impl super::RunInfo<'_> {
             echo: info
                 .stream
                 .then(|| agent::stderr_echo(&agent.id, &info.redactor)),
+            rules: agent.binding.shell().map(|s| info.rules(s)),
         }
     }
 
@@ -318,17 +335,19 @@ impl super::RunInfo<'_> {
             outcome: None,
             exit_code: out.and_then(|o| o.exit_code),
             signal: out.and_then(|o| o.signal),
-            timed_out: matches!(verdict, Verdict::Timeout(_)),
+            timed_out: verdict
+                .failure()
+                .is_some_and(|f| f.class == FailureClass::Timeout),
             duration_ms: None,
             stdout: out.map(|o| o.stdout.bytes.clone()).unwrap_or_default(),
             stderr: out.map(|o| o.stderr.bytes.clone()).unwrap_or_default(),
             stdout_bytes: out.map_or(0, |o| o.stdout.total_bytes),
             stderr_bytes: out.map_or(0, |o| o.stderr.total_bytes),
             parsed_output: verdict.output().cloned(),
-            validation_errors: match verdict {
-                Verdict::Invalid(errs) => errs.clone(),
-                _ => Vec::new(),
-            },
+            validation_errors: verdict
+                .failure()
+                .map(|f| f.errors.clone())
+                .unwrap_or_default(),
         }
     }
 

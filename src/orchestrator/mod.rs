@@ -18,6 +18,7 @@
 //! whoever watches.
 
 mod agent;
+mod classify;
 mod context;
 mod cursor;
 mod events;
@@ -28,6 +29,7 @@ mod retry;
 mod workspace;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 pub use context::TemplateError;
@@ -327,6 +329,18 @@ struct RunInfo<'p> {
     workdir: PathBuf,
     files: RunFiles,
     stream: bool,
+    /// Each shell's failure rules, compiled on first use.
+    rules: std::cell::RefCell<std::collections::HashMap<String, Arc<classify::Rules>>>,
+}
+
+impl RunInfo<'_> {
+    fn rules(&self, shell: &crate::config::Shell) -> Arc<classify::Rules> {
+        let mut cache = self.rules.borrow_mut();
+        let rules = cache
+            .entry(shell.name.clone())
+            .or_insert_with(|| Arc::new(classify::Rules::of(shell)));
+        Arc::clone(rules)
+    }
 }
 
 struct Driver<'p> {
@@ -369,6 +383,7 @@ fn drive(
             workdir,
             files,
             stream: opts.stream,
+            rules: Default::default(),
         },
         store,
         cursor,

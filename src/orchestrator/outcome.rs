@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::agent::Verdict;
+use crate::fsm::FailureClass;
 use crate::store::NewMessage;
 use crate::text::{plural, truncate};
 
@@ -38,27 +39,33 @@ pub(super) fn describe(
             );
             reason
         }
-        Verdict::Invalid(errors) => {
+        Verdict::Failed(f) if f.class == FailureClass::InvalidOutput => {
             feedback(
                 format!(
                     "Your previous answer was rejected: it does not satisfy the `{output_schema}` schema:\n- {}",
-                    errors.join("\n- ")
+                    f.errors.join("\n- ")
                 ),
-                json!(errors),
+                json!(f.errors),
             );
             format!(
                 "output rejected: {} ({})",
-                errors.first().cloned().unwrap_or_default(),
-                plural(errors.len(), "problem")
+                f.reason,
+                plural(f.errors.len(), "problem")
             )
         }
-        Verdict::ProcessError(why) => {
-            feedback(format!("The previous attempt failed: {why}"), json!(why));
-            format!("agent failed: {why}")
-        }
-        Verdict::Timeout(why) => {
-            feedback(format!("The previous attempt {why}."), json!(why));
-            why.clone()
+        Verdict::Failed(f) => {
+            // Only what the agent itself did wrong is worth telling it; a
+            // key, a quota or the network are not its to fix.
+            if matches!(
+                f.class,
+                FailureClass::AgentError | FailureClass::Timeout | FailureClass::Idle
+            ) {
+                feedback(
+                    format!("The previous attempt failed: {}", f.reason),
+                    json!(f.reason),
+                );
+            }
+            format!("agent failed ({}): {}", f.class, f.reason)
         }
         Verdict::Cancelled => "interrupted".to_owned(),
     };

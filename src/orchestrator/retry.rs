@@ -102,6 +102,7 @@ mod tests {
             capture: Default::default(),
             echo: None,
             on_spawn: None,
+            watch: None,
         };
         let (_tx, rx) = tokio::sync::watch::channel(false);
         let started = std::time::Instant::now();

@@ -19,6 +19,11 @@ pub const KNOWN_PLACEHOLDERS: &[&str] = &[
     "endpoint",
     "role",
     "permission_mode",
+    "json_schema",
+    "max_turns",
+    "max_budget_usd",
+    "allowed_tools",
+    "prompt_file",
 ];
 
 /// Placeholders that may have no value: a whole-argument use of one of these
@@ -28,6 +33,10 @@ const OPTIONAL_PLACEHOLDERS: &[&str] = &[
     "output_schema",
     "endpoint",
     "permission_mode",
+    "json_schema",
+    "max_turns",
+    "max_budget_usd",
+    "allowed_tools",
 ];
 
 /// Values for one invocation; `None` means "not available here".
@@ -43,6 +52,17 @@ pub struct Placeholders {
     /// The shell's mode for what the agent may do (e.g. Claude's
     /// `acceptEdits` or `plan`), from the manifest's `permissions`.
     pub permission_mode: Option<String>,
+    /// The output schema itself, as compact JSON (for CLIs that take it inline).
+    pub json_schema: Option<String>,
+    /// The brain's `params.max_turns`.
+    pub max_turns: Option<String>,
+    /// `runtimes.json` `budget.invocation_max_cost_usd`.
+    pub max_budget_usd: Option<String>,
+    /// The project's own commands (test, build, lint) as tool permissions,
+    /// so an agent may run its tests (Claude: `Bash(cargo test:*)`).
+    pub allowed_tools: Option<String>,
+    /// The path of the file holding the prompt (`"prompt": "file"`).
+    pub prompt_file: Option<String>,
 }
 
 impl Placeholders {
@@ -56,6 +76,11 @@ impl Placeholders {
             "endpoint" => self.endpoint.as_deref(),
             "role" => self.role.as_deref(),
             "permission_mode" => self.permission_mode.as_deref(),
+            "json_schema" => self.json_schema.as_deref(),
+            "max_turns" => self.max_turns.as_deref(),
+            "max_budget_usd" => self.max_budget_usd.as_deref(),
+            "allowed_tools" => self.allowed_tools.as_deref(),
+            "prompt_file" => self.prompt_file.as_deref(),
             _ => None,
         }
     }
@@ -148,10 +173,13 @@ pub fn render_args(
     let mut last_flag: Option<usize> = None;
     for (i, arg) in template.iter().enumerate() {
         let pieces = parse(arg)?;
-        if let [Piece::Placeholder(name)] = pieces.as_slice()
-            && values.get(name).is_none()
-            && OPTIONAL_PLACEHOLDERS.contains(name)
-        {
+        // An argument that needs an optional value this invocation lacks
+        // goes, with its flag (`--max-turns {max_turns}`, `-c key={endpoint}`).
+        let lacks_optional = pieces.iter().any(|p| {
+            matches!(p, Piece::Placeholder(name)
+                if values.get(name).is_none() && OPTIONAL_PLACEHOLDERS.contains(name))
+        });
+        if lacks_optional {
             if last_flag.is_some_and(|f| f + 1 == i) {
                 out.pop();
             }
@@ -213,6 +241,7 @@ mod tests {
             endpoint: Some("http://localhost:8080".into()),
             role: Some("planner".into()),
             permission_mode: Some("plan".into()),
+            ..Default::default()
         }
     }
 
@@ -312,10 +341,22 @@ mod tests {
                 arg: "{model}".into()
             }
         );
-        // An optional one embedded in a bigger argument is not droppable.
-        let err =
-            render_args(&t(&["--sys={system_prompt}"]), &Placeholders::default()).unwrap_err();
-        assert!(matches!(err, ArgTemplateError::Missing { .. }));
+    }
+
+    #[test]
+    fn an_argument_that_needs_a_missing_optional_goes_with_its_flag() {
+        let v = Placeholders {
+            model: Some("m".into()),
+            ..Default::default()
+        };
+        let template = t(&[
+            "-c",
+            "openai_base_url={endpoint}",
+            "--sys={system_prompt}",
+            "-m",
+            "{model}",
+        ]);
+        assert_eq!(render_args(&template, &v).unwrap(), t(&["-m", "m"]));
     }
 
     #[test]

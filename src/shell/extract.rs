@@ -47,11 +47,26 @@ pub enum ExtractError {
 /// - `Json`: the whole stdout, then the pointer.
 /// - `Text`, or a JSON string reached by the steps above: the whole text if
 ///   it is a JSON object or array, else the last fenced JSON block.
+#[cfg(test)]
 pub fn extract_json(
     stdout: &str,
     format: OutputFormat,
     result_pointer: Option<&str>,
 ) -> Result<Value, ExtractError> {
+    let spec = crate::config::OutputSpec {
+        format,
+        result_pointer: result_pointer.map(str::to_owned),
+        ..Default::default()
+    };
+    extract(stdout, &spec)
+}
+
+/// [`extract_json`] for a shell's whole output spec: with `json-lines`, only
+/// the lines whose `select` pointers hold the given strings are looked at,
+/// and with `concat` the texts at `result_pointer` of all of them are joined
+/// (a CLI that streams its answer in pieces, as Gemini does).
+pub fn extract(stdout: &str, spec: &crate::config::OutputSpec) -> Result<Value, ExtractError> {
+    let (format, result_pointer) = (spec.format, spec.result_pointer.as_deref());
     if let Some(p) = result_pointer
         && !p.is_empty()
         && !p.starts_with('/')
@@ -85,7 +100,14 @@ pub fn extract_json(
                 }
             }
         }
-        OutputFormat::JsonLines => from_lines(stdout, result_pointer)?,
+        OutputFormat::JsonLines if spec.concat => {
+            let p = result_pointer.unwrap_or("");
+            let text: String = selected(stdout, spec)
+                .filter_map(|v| v.pointer(p).and_then(Value::as_str).map(str::to_owned))
+                .collect();
+            return from_text(&text, &format!("the joined texts at `{p}`"));
+        }
+        OutputFormat::JsonLines => from_lines(stdout, result_pointer, spec)?,
     };
     match value {
         Value::Object(_) | Value::Array(_) => Ok(value),
@@ -97,18 +119,34 @@ pub fn extract_json(
     }
 }
 
-fn from_lines(stdout: &str, pointer: Option<&str>) -> Result<(Value, String), ExtractError> {
+/// The JSON object lines of `stdout`, in order, that the spec selects.
+fn selected<'a>(
+    stdout: &'a str,
+    spec: &'a crate::config::OutputSpec,
+) -> impl DoubleEndedIterator<Item = Value> + 'a {
+    stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with('{'))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(Value::is_object)
+        .filter(|v| {
+            spec.select
+                .iter()
+                .all(|(p, want)| v.pointer(p).and_then(Value::as_str) == Some(want))
+        })
+}
+
+fn from_lines(
+    stdout: &str,
+    pointer: Option<&str>,
+    spec: &crate::config::OutputSpec,
+) -> Result<(Value, String), ExtractError> {
     if stdout.trim().is_empty() {
         return Err(ExtractError::Empty {
             source_desc: "stdout".into(),
         });
     }
-    let objects = stdout
-        .lines()
-        .rev()
-        .filter(|l| l.trim_start().starts_with('{'))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(Value::is_object);
+    let objects = selected(stdout, spec).rev();
     let Some(p) = pointer else {
         let last = objects.into_iter().next().ok_or(ExtractError::NoJsonLine)?;
         return Ok((last, "the last JSON line".into()));

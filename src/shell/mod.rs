@@ -17,10 +17,13 @@ mod version;
 use std::path::{Path, PathBuf};
 
 pub use argv::{Placeholders, placeholders_in, render_args};
+#[cfg(test)]
+pub use capture::Captured;
 pub use capture::{CaptureLimits, last_lines};
-pub use extract::extract_json;
+pub use extract::extract;
 pub use process::{
-    EchoFn, EndReason, ProcessOutcome, ProcessSpec, SpawnError, process_start_ticks, run_process,
+    EchoFn, EndReason, LineKind, LineWatch, ProcessOutcome, ProcessSpec, SpawnError, Stream,
+    process_start_ticks, run_process,
 };
 pub use redact::Redactor;
 pub use version::probe_version;

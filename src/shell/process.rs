@@ -56,6 +56,22 @@ pub enum Stream {
 /// Receives each output line (without its newline) as it arrives.
 pub type EchoFn = Arc<dyn Fn(Stream, &str) + Send + Sync>;
 
+/// What a line of output means to the runner (see [`ProcessSpec::watch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    /// Progress: it resets the idle timeout.
+    Activity,
+    /// A keep-alive ("Reconnecting…"): not progress, so a CLI that only
+    /// says it is still waiting is stopped by the idle rule.
+    KeepAlive,
+    /// The process went into a wait or retry loop it will not leave in
+    /// useful time: stop it now ([`EndReason::Stopped`]).
+    Stop,
+}
+
+/// Classifies each complete output line as it arrives.
+pub type LineWatch = Arc<dyn Fn(Stream, &str) -> LineKind + Send + Sync>;
+
 /// Everything needed to run one process.
 #[derive(Clone)]
 pub struct ProcessSpec {
@@ -83,6 +99,9 @@ pub struct ProcessSpec {
     /// Called with the pid (= the process group) as soon as the process
     /// exists, so the caller can note it where a later modix finds it.
     pub on_spawn: Option<SpawnHook>,
+    /// Says which lines are keep-alives (not activity for the idle timeout)
+    /// and which mean "stop now"; without it every byte is activity.
+    pub watch: Option<LineWatch>,
 }
 
 /// Receives the pid of a process that was just started.
@@ -112,6 +131,8 @@ pub enum EndReason {
     WallTimeout,
     IdleTimeout,
     Cancelled,
+    /// A line the watch said means "stop now".
+    Stopped,
 }
 
 impl std::fmt::Display for EndReason {
@@ -121,6 +142,7 @@ impl std::fmt::Display for EndReason {
             EndReason::WallTimeout => "timed out",
             EndReason::IdleTimeout => "idle timeout",
             EndReason::Cancelled => "cancelled",
+            EndReason::Stopped => "stopped on a line of its output",
         })
     }
 }
@@ -227,16 +249,18 @@ struct Reader<R> {
     capture: CaptureBuffer,
     line: Vec<u8>,
     echo: Option<EchoFn>,
+    watch: Option<LineWatch>,
 }
 
 impl<R: AsyncRead + Unpin> Reader<R> {
-    fn new(pipe: Option<R>, stream: Stream, limits: CaptureLimits, echo: Option<EchoFn>) -> Self {
+    fn new(pipe: Option<R>, stream: Stream, spec: &ProcessSpec) -> Self {
         Self {
             pipe,
             stream,
-            capture: CaptureBuffer::new(limits),
+            capture: CaptureBuffer::new(spec.capture),
             line: Vec::new(),
-            echo,
+            echo: spec.echo.clone(),
+            watch: spec.watch.clone(),
         }
     }
 
@@ -252,13 +276,26 @@ impl<R: AsyncRead + Unpin> Reader<R> {
         }
     }
 
-    fn accept(&mut self, chunk: &[u8]) {
+    /// Takes a chunk: captures it, echoes and watches its complete lines.
+    /// Says whether it was activity and whether a line asked to stop.
+    fn accept(&mut self, chunk: &[u8]) -> (bool, bool) {
         self.capture.push(chunk);
-        let Some(echo) = &self.echo else { return };
+        if self.echo.is_none() && self.watch.is_none() {
+            return (true, false);
+        }
+        let (mut active, mut stop) = (false, false);
         for &b in chunk {
             if b == b'\n' {
-                echo(self.stream, &String::from_utf8_lossy(&self.line));
+                let line = String::from_utf8_lossy(&self.line).into_owned();
                 self.line.clear();
+                match self.watch.as_ref().map(|w| w(self.stream, &line)) {
+                    Some(LineKind::KeepAlive) => {}
+                    Some(LineKind::Stop) => stop = true,
+                    Some(LineKind::Activity) | None => active = true,
+                }
+                if let Some(echo) = &self.echo {
+                    echo(self.stream, &line);
+                }
             } else {
                 self.line.push(b);
                 if self.line.len() >= ECHO_LINE_MAX {
@@ -266,11 +303,15 @@ impl<R: AsyncRead + Unpin> Reader<R> {
                     // one: half a key in each piece would escape redaction.
                     let cut = super::capture::word_end(&self.line);
                     let cut = if cut == 0 { self.line.len() } else { cut };
-                    echo(self.stream, &String::from_utf8_lossy(&self.line[..cut]));
+                    if let Some(echo) = &self.echo {
+                        echo(self.stream, &String::from_utf8_lossy(&self.line[..cut]));
+                    }
                     self.line.drain(..cut);
                 }
             }
         }
+        // A line still being written is progress until it proves otherwise.
+        (active || !self.line.is_empty(), stop)
     }
 
     fn close(&mut self) {
@@ -369,18 +410,8 @@ pub async fn run_process(
         hook(pid);
     }
 
-    let mut out = Reader::new(
-        child.stdout.take(),
-        Stream::Stdout,
-        spec.capture,
-        spec.echo.clone(),
-    );
-    let mut err = Reader::new(
-        child.stderr.take(),
-        Stream::Stderr,
-        spec.capture,
-        spec.echo.clone(),
-    );
+    let mut out = Reader::new(child.stdout.take(), Stream::Stdout, &spec);
+    let mut err = Reader::new(child.stderr.take(), Stream::Stderr, &spec);
     let mut out_buf = vec![0u8; READ_BUF];
     let mut err_buf = vec![0u8; READ_BUF];
 
@@ -453,15 +484,25 @@ pub async fn run_process(
             r = out.read(&mut out_buf), if out.is_open() => match r {
                 Ok(0) | Err(_) => out.close(),
                 Ok(n) => {
-                    out.accept(&out_buf[..n]);
-                    last_activity = Instant::now();
+                    let (active, stop) = out.accept(&out_buf[..n]);
+                    if active {
+                        last_activity = Instant::now();
+                    }
+                    if stop && end.is_none() && status.is_none() {
+                        start_kill(EndReason::Stopped, &mut end, &mut kill, &guard);
+                    }
                 }
             },
             r = err.read(&mut err_buf), if err.is_open() => match r {
                 Ok(0) | Err(_) => err.close(),
                 Ok(n) => {
-                    err.accept(&err_buf[..n]);
-                    last_activity = Instant::now();
+                    let (active, stop) = err.accept(&err_buf[..n]);
+                    if active {
+                        last_activity = Instant::now();
+                    }
+                    if stop && end.is_none() && status.is_none() {
+                        start_kill(EndReason::Stopped, &mut end, &mut kill, &guard);
+                    }
                 }
             },
             () = &mut stdin_task, if !stdin_done => stdin_done = true,
@@ -540,6 +581,7 @@ mod tests {
             capture: CaptureLimits::default(),
             echo: None,
             on_spawn: None,
+            watch: None,
         }
     }
 

@@ -30,6 +30,7 @@ pub async fn probe_version(
         },
         echo: None,
         on_spawn: None,
+        watch: None,
     };
     let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
     let outcome = run_process(spec, cancel).await.map_err(|e| e.to_string())?;

@@ -831,8 +831,8 @@ fn context_mode_defaults_from_the_global_settings() {
 fn ctrl_c_at_any_moment_of_start_up_is_recorded_never_lost() {
     use std::os::unix::process::ExitStatusExt;
     let sb = Sandbox::example();
-    let marker = sb.dir.path().join("executing");
-    slow_first_executor(&sb, &marker);
+    // Every executor stalls, so no run can finish before its signal.
+    sb.agent_script(&script("    sleep 30\n"));
     // From "modix has just started" to "the first agent runs": wherever the
     // signal lands, modix exits 130 on its own — or, before its handlers
     // exist (the first instants of the process), dies of it with nothing

@@ -73,10 +73,13 @@ fn claude_preset_plans_through_stream_json() {
             "--model",
             "sonnet",
             "--permission-mode",
-            "plan",
+            "default",
+            "--allowedTools",
+            "Bash(python3 -m unittest -q:*)",
             "--no-session-persistence"
         ],
-        "no system prompt: its flag is dropped; the planner may not write: plan mode"
+        "no system prompt, turn or budget caps: their flags are dropped; the planner may \
+         not write (headless `default` refuses edits) but may run the project's tests"
     );
     let prompt = std::fs::read_to_string(home.join("claude-stdin.txt")).unwrap();
     assert!(
@@ -104,7 +107,7 @@ fn claude_is_error_with_exit_zero_is_a_failed_invocation() {
     assert_eq!(r.path()[1], "PLANNING -task_spec_invalid-> FAILED");
     let reason = r.transitions[1]["reason"].as_str().unwrap();
     assert!(
-        reason.contains("the CLI reported an error (/is_error is true)"),
+        reason.contains("agent failed (agent_error): the CLI reported an error"),
         "{reason}"
     );
 }
