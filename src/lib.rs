@@ -20,3 +20,4 @@ pub mod scaffold;
 pub mod schema;
 pub mod shell;
 pub mod store;
+mod workspace;
