@@ -19,9 +19,11 @@
 // Not wired yet: the orchestrator and CLI will call this module.
 #![allow(dead_code, unused_imports)]
 
+mod copy;
 mod error;
 mod git;
 mod lock;
+mod scan;
 
 pub use error::{Result, WorkspaceError};
 pub use git::{
@@ -29,3 +31,4 @@ pub use git::{
     dirty_paths, discover,
 };
 pub use lock::TreeLock;
+pub use scan::DEFAULT_TRACKING_IGNORE;
