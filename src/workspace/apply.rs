@@ -21,7 +21,7 @@ use super::create::short_ref;
 use super::error::{Result, WorkspaceError};
 use super::git::{
     ChangeStatus, Ctx, DiffEntry, Git, MERGE_BASE_GIT, MERGE_TREE_GIT, commit_tree, diff_trees,
-    lossy, nul_split, read_ref, resolve_commit, status_paths, tree_of, update_ref,
+    git_paths, lossy, nul_split, read_ref, resolve_commit, status_paths, tree_of, update_ref,
 };
 use super::lock::TreeLock;
 use super::{Mode, WorkspaceRecord};
@@ -153,6 +153,20 @@ fn apply_to_branch(
     let dirty = status_paths(git, &user, None, false)?;
     if !dirty.is_empty() {
         return Err(WorkspaceError::DirtyTarget { paths: dirty });
+    }
+    let states = [
+        "MERGE_HEAD",
+        "CHERRY_PICK_HEAD",
+        "REVERT_HEAD",
+        "rebase-merge",
+        "rebase-apply",
+    ];
+    let paths = git_paths(git, &user, &states)?;
+    if let Some((state, _)) = states.iter().zip(&paths).find(|(_, p)| p.exists()) {
+        return Err(WorkspaceError::Unsupported {
+            what: format!("your checkout is in the middle of an operation ({state} exists)"),
+            advice: "Finish or abort the merge, rebase or cherry-pick first, then apply.".into(),
+        });
     }
 
     // Conflicts first, with nothing touched: merge-tree works on objects only.

@@ -39,7 +39,7 @@ pub enum WorkspaceError {
     #[error("the project's tree has uncommitted changes ({} files: {}); commit or stash them, or pass --allow-dirty", paths.len(), list(paths))]
     Dirty { paths: Vec<String> },
 
-    #[error("{what}; refusing to start a workspace from it. {advice}")]
+    #[error("{what}; refusing. {advice}")]
     Unsupported { what: String, advice: String },
 
     #[error("{} is in use by run {run_id} (pid {pid}); wait for that run to end or stop it, then try again", path.display())]
