@@ -32,6 +32,7 @@ pub(crate) mod schema;
 pub(crate) mod shell;
 pub(crate) mod store;
 pub(crate) mod text;
+pub(crate) mod workspace;
 
 /// The command line, for `main.rs`.
 pub fn main() -> std::process::ExitCode {

@@ -1,0 +1,736 @@
+//! Making a run's workspace in one of the three modes, and opening it again
+//! from its record. Whatever fails half-way is undone (a worktree and its
+//! branch removed, a partial copy deleted), so no half workspace is left that
+//! looks complete.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::copy::copy_tree;
+use super::error::{Result, WorkspaceError, list};
+use super::git::{
+    Ctx, Git, MIN_GIT, RepoInfo, commit_tree, dirty_paths, discover, git_paths, lossy, nul_split,
+    read_ref, resolve_commit, tree_of, update_ref,
+};
+use super::lock::{TreeLock, hex};
+use super::scan::{ScanPlan, noise_matcher};
+use super::{CreateOptions, Mode, Workspace, WorkspaceRecord, short_id};
+
+impl Workspace {
+    /// Makes the run's workspace. Returns it with notes for the user (e.g.
+    /// "your uncommitted changes were left out").
+    pub fn create(git: &Git, opts: &CreateOptions) -> Result<(Workspace, Vec<String>)> {
+        git.require(MIN_GIT, "modix workspaces")?;
+        let project = canonical(&opts.project_dir)?;
+        match opts.mode {
+            Mode::Worktree => create_worktree(git, opts, &project),
+            Mode::Copy => create_copy(git, opts, &project),
+            Mode::InPlace => create_in_place(git, opts, &project),
+        }
+    }
+
+    /// Opens a workspace again from what the store recorded (after a crash or
+    /// for `modix resume`). Refuses with [`WorkspaceError::RefMoved`] when the
+    /// run ref (or the worktree's HEAD) is not where the record says; `reset`
+    /// puts it back instead. Uncommitted changes are left for
+    /// [`discard_uncommitted`](Workspace::discard_uncommitted).
+    pub fn reopen(
+        git: &Git,
+        record: WorkspaceRecord,
+        reset: bool,
+    ) -> Result<(Workspace, Vec<String>)> {
+        git.require(MIN_GIT, "modix workspaces")?;
+        for p in [Some(&record.root), record.git_dir.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            if !p.is_dir() {
+                return Err(WorkspaceError::Missing { path: p.clone() });
+            }
+        }
+        let lock = TreeLock::acquire(&record.modix_home, record.lock_tree(), &record.run_id)?;
+        let ctx = record.ctx();
+        let mut notes = Vec::new();
+        let actual = read_ref(git, &ctx, &record.run_ref)?;
+        if actual.as_deref() != Some(record.last_commit.as_str()) {
+            if !reset {
+                return Err(WorkspaceError::RefMoved {
+                    name: short_ref(&record.run_ref),
+                    expected: record.last_commit.clone(),
+                    actual,
+                });
+            }
+            update_ref(
+                git,
+                &ctx,
+                "modix: reset to the last recorded step",
+                &record.run_ref,
+                &record.last_commit,
+                actual.as_deref(),
+            )?;
+            notes.push(format!(
+                "{} was at {}; put back at the last recorded step {}",
+                short_ref(&record.run_ref),
+                actual.as_deref().unwrap_or("nothing"),
+                record.last_commit
+            ));
+        }
+        if record.follows_head() {
+            let (code, out) = git
+                .at(&ctx)
+                .args(["symbolic-ref", "-q", "HEAD"])
+                .run_codes(&[0, 1])?;
+            let head = (code == 0).then(|| lossy(&out).trim().to_owned());
+            if head.as_deref() != Some(record.run_ref.as_str()) {
+                if !reset {
+                    return Err(WorkspaceError::RefMoved {
+                        name: "HEAD".into(),
+                        expected: record.run_ref.clone(),
+                        actual: head,
+                    });
+                }
+                git.at(&ctx)
+                    .args(["symbolic-ref", "HEAD", &record.run_ref])
+                    .run()?;
+                notes.push(format!(
+                    "the workspace's HEAD was on {}; put back on {}",
+                    head.as_deref().unwrap_or("a detached commit"),
+                    short_ref(&record.run_ref)
+                ));
+            }
+        }
+        let ws = Workspace::assemble(git, record, lock, false)?;
+        Ok((ws, notes))
+    }
+
+    /// Builds the in-memory side of a workspace from its record.
+    fn assemble(
+        git: &Git,
+        record: WorkspaceRecord,
+        lock: TreeLock,
+        snapshot: bool,
+    ) -> Result<Workspace> {
+        let ctx = record.ctx();
+        let scope = PathBuf::from(record.scope.trim_end_matches('/'));
+        // Files whose change means "ask git": the exclude files, and for
+        // worktree/copy the workspace's own HEAD, index and run ref (an
+        // agent's `git commit` may change nothing else).
+        let mut names = vec!["info/exclude"];
+        if record.follows_head() {
+            names.extend([
+                "HEAD",
+                "index",
+                "logs/HEAD",
+                "packed-refs",
+                "reftable/tables.list",
+                &record.run_ref,
+            ]);
+        }
+        let mut fingerprints = git_paths(git, &ctx.without_index(), &names)?;
+        fingerprints.push(record.state_dir.join("exclude"));
+        let excludes = vec![fingerprints[0].clone(), record.state_dir.join("exclude")];
+        let plan = ScanPlan::new(
+            &record.root,
+            &scope,
+            &record.tracking_ignore,
+            fingerprints,
+            excludes,
+        )?;
+        let last_tree = tree_of(git, &ctx, &record.last_commit)?;
+        let mut ws = Workspace {
+            git: git.clone(),
+            record,
+            ctx,
+            plan,
+            snapshot: None,
+            tracked: Vec::new(),
+            last_tree,
+            _lock: lock,
+        };
+        ws.refresh_plan(true)?;
+        if !snapshot {
+            ws.snapshot = None;
+        }
+        Ok(ws)
+    }
+
+    /// After git ran: re-lists the tracked files (when the tree changed) and
+    /// the watched folders, and takes the snapshot the next settle compares
+    /// with.
+    pub(crate) fn refresh_plan(&mut self, tree_changed: bool) -> Result<()> {
+        if tree_changed {
+            let out = self
+                .git
+                .at(&self.ctx)
+                .args(["ls-files", "-z", "-c", "--"])
+                .arg(self.record.scope_pathspec())
+                .run()?;
+            self.tracked = nul_split(&out)
+                .map(|p| {
+                    use std::os::unix::ffi::OsStrExt;
+                    self.record.root.join(std::ffi::OsStr::from_bytes(p))
+                })
+                .collect();
+        }
+        self.plan.refresh(&self.tracked)?;
+        self.snapshot = Some(self.plan.scan());
+        Ok(())
+    }
+}
+
+fn create_worktree(
+    git: &Git,
+    opts: &CreateOptions,
+    project: &Path,
+) -> Result<(Workspace, Vec<String>)> {
+    let info = discover(git, project)?.ok_or_else(|| WorkspaceError::NotAGitRepo {
+        path: project.to_path_buf(),
+    })?;
+    let head = info.head.clone().ok_or_else(|| WorkspaceError::NoCommits {
+        toplevel: info.toplevel.clone(),
+    })?;
+    let user = Ctx::at(&info.toplevel);
+    let mut notes = Vec::new();
+    let short = short_id(&opts.run_id);
+    let (folder, state) = places(opts, &info.toplevel, &short)?;
+    if folder.exists() || state.exists() {
+        return Err(WorkspaceError::AlreadyExists { path: folder });
+    }
+    let branch = format!("refs/heads/modix/{short}");
+    if read_ref(git, &user, &branch)?.is_some() {
+        return Err(WorkspaceError::AlreadyExists {
+            path: PathBuf::from(&branch),
+        });
+    }
+    let lock = TreeLock::acquire(&opts.modix_home, &folder, &opts.run_id)?;
+
+    let mut base = match &opts.base {
+        Some(rev) => resolve_commit(git, &user, rev)?.ok_or_else(|| WorkspaceError::BadBase {
+            rev: rev.clone(),
+            stderr: "no such commit".into(),
+        })?,
+        None => head.clone(),
+    };
+    let dirty = dirty_paths(git, &info.toplevel, None)?;
+    let mut cleanup = Cleanup::new(git, &info.toplevel);
+    create_dir(&state)?;
+    cleanup.dirs.push(state.clone());
+    if !dirty.is_empty() {
+        if opts.include_dirty {
+            if opts.base.is_some() {
+                return Err(WorkspaceError::Unsupported {
+                    what: "include_dirty starts from a snapshot of HEAD plus your changes, so it cannot be combined with a base revision".into(),
+                    advice: "Drop one of the two.".into(),
+                });
+            }
+            base = snapshot_dirty(git, &info, &head, &state, &opts.run_id)?;
+            notes.push(format!(
+                "the run starts from your uncommitted changes too ({} files: {}), recorded as commit {}",
+                dirty.len(),
+                list(&dirty),
+                &base[..12]
+            ));
+        } else {
+            notes.push(format!(
+                "your tree has uncommitted changes ({} files: {}); the run starts from {} without them (pass --include-dirty to include them)",
+                dirty.len(),
+                list(&dirty),
+                &base[..12]
+            ));
+        }
+    }
+    refuse_unsupported(git, &user, &base)?;
+    write_excludes(git, project, &state, &opts.tracking_ignore)?;
+
+    git.cmd(&info.toplevel)
+        .args(["worktree", "add", "-q", "-b"])
+        .arg(format!("modix/{short}"))
+        .arg(&folder)
+        .arg(&base)
+        .run()?;
+    cleanup.worktree = Some((folder.clone(), branch.clone()));
+    let folder = canonical(&folder)?;
+    // The worktree's fresh index (stat data included) seeds the private one.
+    let ws_index = &git_paths(git, &Ctx::at(&folder), &["index"])?[0];
+    copy_file(ws_index, &state.join("index"))?;
+    let workdir = folder.join(&info.prefix);
+    if !workdir.is_dir() {
+        return Err(WorkspaceError::Unsupported {
+            what: format!(
+                "the project folder {} is not in commit {}",
+                info.prefix,
+                &base[..12]
+            ),
+            advice: "Commit it first (or pass --include-dirty).".into(),
+        });
+    }
+    let record = WorkspaceRecord {
+        mode: Mode::Worktree,
+        run_id: opts.run_id.clone(),
+        short_id: short,
+        project_dir: project.to_path_buf(),
+        repo_root: Some(info.toplevel.clone()),
+        root: folder,
+        workdir,
+        scope: String::new(),
+        state_dir: state,
+        git_dir: None,
+        run_ref: branch,
+        base_commit: base.clone(),
+        last_commit: base,
+        tracking_ignore: opts.tracking_ignore.clone(),
+        modix_home: opts.modix_home.clone(),
+    };
+    let ws = Workspace::assemble(git, record, lock, true)?;
+    cleanup.disarm();
+    Ok((ws, notes))
+}
+
+fn create_copy(
+    git: &Git,
+    opts: &CreateOptions,
+    project: &Path,
+) -> Result<(Workspace, Vec<String>)> {
+    let short = short_id(&opts.run_id);
+    let (folder, state) = places(opts, project, &short)?;
+    if folder.exists() || state.exists() {
+        return Err(WorkspaceError::AlreadyExists { path: folder });
+    }
+    let lock = TreeLock::acquire(&opts.modix_home, &folder, &opts.run_id)?;
+    let partial = folder.with_file_name(format!("{short}.partial"));
+    if partial.exists() {
+        // Left by a crash mid-copy: never used, never mistaken for a workspace.
+        std::fs::remove_dir_all(&partial).map_err(|e| WorkspaceError::io("remove", &partial, e))?;
+    }
+    let mut cleanup = Cleanup::new(git, project);
+    cleanup.dirs.push(partial.clone());
+    create_dir(&state)?;
+    cleanup.dirs.push(state.clone());
+    let mut notes = Vec::new();
+    let stats = copy_tree(
+        project,
+        &partial,
+        &noise_matcher(project, &opts.tracking_ignore)?,
+    )?;
+    if !stats.skipped_special.is_empty() {
+        notes.push(format!(
+            "not copied (sockets, fifos or devices): {}",
+            list(&stats.skipped_special)
+        ));
+    }
+    let branch = format!("refs/heads/modix/{short}");
+    git.cmd(&partial)
+        .args(["init", "-q", "--template=", "-b"])
+        .arg(format!("modix/{short}"))
+        .run()?;
+    write_excludes(git, project, &state, &opts.tracking_ignore)?;
+    let ctx = Ctx {
+        cwd: partial.clone(),
+        index: Some(state.join("index")),
+        excludes: Some(state.join("exclude")),
+        ..Ctx::default()
+    };
+    git.at(&ctx).args(["add", "-A"]).run()?;
+    let tree = git.at(&ctx).arg("write-tree").run_text()?;
+    let base = commit_tree(
+        git,
+        &ctx,
+        &tree,
+        &[],
+        &format!(
+            "modix: baseline copy of {}\n\nModix-Run: {}\n",
+            project.display(),
+            opts.run_id
+        ),
+    )?;
+    update_ref(git, &ctx, "modix: baseline", &branch, &base, None)?;
+    // The agent's `git status` starts clean and fast: same index, stat data included.
+    let copy_index = &git_paths(git, &Ctx::at(&partial), &["index"])?[0];
+    copy_file(&state.join("index"), copy_index)?;
+    std::fs::rename(&partial, &folder).map_err(|e| WorkspaceError::io("rename", &partial, e))?;
+    cleanup.dirs.retain(|d| d != &partial);
+    cleanup.dirs.push(folder.clone());
+    let record = WorkspaceRecord {
+        mode: Mode::Copy,
+        run_id: opts.run_id.clone(),
+        short_id: short,
+        project_dir: project.to_path_buf(),
+        repo_root: None,
+        root: folder.clone(),
+        workdir: folder,
+        scope: String::new(),
+        state_dir: state,
+        git_dir: None,
+        run_ref: branch,
+        base_commit: base.clone(),
+        last_commit: base,
+        tracking_ignore: opts.tracking_ignore.clone(),
+        modix_home: opts.modix_home.clone(),
+    };
+    let ws = Workspace::assemble(git, record, lock, true)?;
+    cleanup.disarm();
+    Ok((ws, notes))
+}
+
+fn create_in_place(
+    git: &Git,
+    opts: &CreateOptions,
+    project: &Path,
+) -> Result<(Workspace, Vec<String>)> {
+    let short = short_id(&opts.run_id);
+    let info = discover(git, project)?;
+    let top = info.as_ref().map_or(project, |i| i.toplevel.as_path());
+    let lock = TreeLock::acquire(&opts.modix_home, top, &opts.run_id)?;
+    let (_, state) = places(opts, top, &short)?;
+    if state.exists() {
+        return Err(WorkspaceError::AlreadyExists { path: state });
+    }
+    let run_ref = format!("refs/modix/runs/{short}/head");
+    let mut notes = Vec::new();
+    let (ctx, git_dir, scope) = match &info {
+        Some(info) => {
+            let dirty = dirty_paths(git, project, Some("."))?;
+            if !dirty.is_empty() {
+                if !opts.allow_dirty {
+                    return Err(WorkspaceError::Dirty { paths: dirty });
+                }
+                notes.push(format!(
+                    "working in place on a tree with uncommitted changes ({} files: {}); they are part of the run's starting point, and taking steps off never goes behind it",
+                    dirty.len(),
+                    list(&dirty)
+                ));
+            }
+            if read_ref(git, &Ctx::at(&info.toplevel), &run_ref)?.is_some() {
+                return Err(WorkspaceError::AlreadyExists {
+                    path: PathBuf::from(&run_ref),
+                });
+            }
+            let ctx = Ctx {
+                cwd: info.toplevel.clone(),
+                index: Some(state.join("index")),
+                excludes: Some(state.join("exclude")),
+                ..Ctx::default()
+            };
+            (ctx, None, info.prefix.clone())
+        }
+        None => {
+            let gd = state.join("git");
+            let ctx = Ctx {
+                cwd: project.to_path_buf(),
+                git_dir: Some(gd.clone()),
+                work_tree: Some(project.to_path_buf()),
+                index: Some(state.join("index")),
+                excludes: Some(state.join("exclude")),
+            };
+            (ctx, Some(gd), String::new())
+        }
+    };
+    let mut cleanup = Cleanup::new(git, top);
+    create_dir(&state)?;
+    cleanup.dirs.push(state.clone());
+    write_excludes(git, project, &state, &opts.tracking_ignore)?;
+    if let Some(gd) = &git_dir {
+        // A git dir of modix's own: nothing is ever created in the user's folder.
+        git.cmd(&state)
+            .args(["init", "-q", "--bare", "--template="])
+            .arg(gd)
+            .run()?;
+    } else if let Some(info) = &info {
+        // Seed the private index from the user's (read, never written) so
+        // stat data is reused and sparse-checkout entries stay as they are.
+        let user_index = &git_paths(git, &Ctx::at(&info.toplevel), &["index"])?[0];
+        if user_index.is_file() {
+            copy_file(user_index, &state.join("index"))?;
+        }
+    }
+    let scope_spec = if scope.is_empty() {
+        ".".to_owned()
+    } else {
+        format!(":(literal){scope}")
+    };
+    git.at(&ctx)
+        .args(["add", "-A", "--"])
+        .arg(&scope_spec)
+        .run()?;
+    let tree = git.at(&ctx).arg("write-tree").run_text()?;
+    let head = info.as_ref().and_then(|i| i.head.clone());
+    let base = match &head {
+        Some(h) if tree_of(git, &ctx, h)? == tree => h.clone(),
+        _ => {
+            let parents: Vec<&str> = head.iter().map(String::as_str).collect();
+            commit_tree(
+                git,
+                &ctx,
+                &tree,
+                &parents,
+                &format!(
+                    "modix: the tree at the start of run {} (in place)\n\nModix-Run: {}\n",
+                    opts.run_id, opts.run_id
+                ),
+            )?
+        }
+    };
+    update_ref(git, &ctx, "modix: run start", &run_ref, &base, None)?;
+    cleanup.refs.push((ctx.clone(), run_ref.clone()));
+    let record = WorkspaceRecord {
+        mode: Mode::InPlace,
+        run_id: opts.run_id.clone(),
+        short_id: short,
+        project_dir: project.to_path_buf(),
+        repo_root: info.as_ref().map(|i| i.toplevel.clone()),
+        root: top.to_path_buf(),
+        workdir: project.to_path_buf(),
+        scope,
+        state_dir: state,
+        git_dir,
+        run_ref,
+        base_commit: base.clone(),
+        last_commit: base,
+        tracking_ignore: opts.tracking_ignore.clone(),
+        modix_home: opts.modix_home.clone(),
+    };
+    let ws = Workspace::assemble(git, record, lock, true)?;
+    cleanup.disarm();
+    Ok((ws, notes))
+}
+
+/// `<root>/<name>-<8 hex>/<short>` for the workspace and `…/<short>.state`
+/// for modix's files; refuses a root inside the project.
+fn places(opts: &CreateOptions, tree: &Path, short: &str) -> Result<(PathBuf, PathBuf)> {
+    let root = opts
+        .root
+        .clone()
+        .unwrap_or_else(|| opts.modix_home.join("worktrees"));
+    let dir = root.join(project_key(tree));
+    create_dir(&dir)?;
+    let dir = canonical(&dir)?;
+    if dir.starts_with(tree) {
+        return Err(WorkspaceError::InsideProject {
+            workspace: dir,
+            project: tree.to_path_buf(),
+        });
+    }
+    Ok((dir.join(short), dir.join(format!("{short}.state"))))
+}
+
+/// `<folder name>-<8 hex of the path's hash>`: readable, and two projects
+/// with the same name never share a folder.
+fn project_key(tree: &Path) -> String {
+    let name: String = tree
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(40)
+        .collect();
+    let name = if name.trim_matches('.').is_empty() {
+        "project".to_owned()
+    } else {
+        name
+    };
+    let hash = hex(&Sha256::digest(tree.as_os_str().as_encoded_bytes()));
+    format!("{name}-{}", &hash[..8])
+}
+
+/// A commit of the dirty tree (tracked changes and untracked, non-ignored
+/// files) whose parent is HEAD, made with a temporary index so the user's
+/// index is only read.
+fn snapshot_dirty(
+    git: &Git,
+    info: &RepoInfo,
+    head: &str,
+    state: &Path,
+    run_id: &str,
+) -> Result<String> {
+    let tmp = state.join("snapshot.index");
+    let user_index = &git_paths(git, &Ctx::at(&info.toplevel), &["index"])?[0];
+    let ctx = Ctx {
+        cwd: info.toplevel.clone(),
+        index: Some(tmp.clone()),
+        ..Ctx::default()
+    };
+    if user_index.is_file() {
+        copy_file(user_index, &tmp)?;
+    } else {
+        git.at(&ctx).args(["read-tree", head]).run()?;
+    }
+    git.at(&ctx).args(["add", "-A"]).run()?;
+    let tree = git.at(&ctx).arg("write-tree").run_text()?;
+    let _ = std::fs::remove_file(&tmp);
+    commit_tree(
+        git,
+        &ctx,
+        &tree,
+        &[head],
+        &format!(
+            "modix: uncommitted changes at the start of run {run_id}\n\nModix-Run: {run_id}\n"
+        ),
+    )
+}
+
+/// Submodules (worktrees would leave them empty; filling them needs the
+/// network) and Git LFS without `git lfs` (agents would see pointer files).
+fn refuse_unsupported(git: &Git, user: &Ctx, base: &str) -> Result<()> {
+    let (code, _) = git
+        .at(user)
+        .args(["cat-file", "-e"])
+        .arg(format!("{base}:.gitmodules"))
+        .run_codes(&[0, 1, 128])?;
+    if code == 0 {
+        return Err(WorkspaceError::Unsupported {
+            what: "the project uses git submodules (.gitmodules)".into(),
+            advice: "A worktree would leave them empty and filling them needs the network; use workspace: in_place.".into(),
+        });
+    }
+    let (code, _) = git
+        .at(user)
+        .args([
+            "grep",
+            "-q",
+            "-F",
+            "-e",
+            "filter=lfs",
+            base,
+            "--",
+            "*.gitattributes",
+        ])
+        .run_codes(&[0, 1])?;
+    if code == 0 {
+        let out = git.at(user).args(["lfs", "version"]).output()?;
+        if !out.status.success() {
+            return Err(WorkspaceError::Unsupported {
+                what: "the project stores files with Git LFS (filter=lfs in .gitattributes) but `git lfs` is not installed".into(),
+                advice: "Install git-lfs (agents would otherwise see pointer files), or use workspace: in_place.".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// modix's `core.excludesFile` for the run: the user's global excludes file
+/// (git reads only one, and modix's replaces it) followed by the
+/// tracking-ignore list. Never the user's `.git/info/exclude`.
+fn write_excludes(git: &Git, dir: &Path, state: &Path, ignore: &[String]) -> Result<()> {
+    let mut text = String::new();
+    if let Some(path) = user_excludes(git, dir)?
+        && let Ok(user) = std::fs::read_to_string(&path)
+    {
+        text.push_str(&format!(
+            "# the user's global excludes ({})\n",
+            path.display()
+        ));
+        text.push_str(&user);
+        text.push('\n');
+    }
+    text.push_str("# modix: tracking-ignore list\n");
+    for g in ignore {
+        text.push_str(g);
+        text.push('\n');
+    }
+    let path = state.join("exclude");
+    std::fs::write(&path, text).map_err(|e| WorkspaceError::io("write", &path, e))
+}
+
+/// Where git would read the user's global excludes: `core.excludesFile`, or
+/// `$XDG_CONFIG_HOME/git/ignore`, or `~/.config/git/ignore`.
+fn user_excludes(git: &Git, dir: &Path) -> Result<Option<PathBuf>> {
+    let (code, out) = git
+        .cmd(dir)
+        .args(["config", "--path", "--get", "core.excludesFile"])
+        .run_codes(&[0, 1])?;
+    if code == 0 {
+        return Ok(Some(PathBuf::from(lossy(&out).trim())));
+    }
+    let xdg = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty());
+    Ok(match xdg {
+        Some(x) => Some(PathBuf::from(x).join("git/ignore")),
+        None => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/git/ignore")),
+    })
+}
+
+fn canonical(p: &Path) -> Result<PathBuf> {
+    p.canonicalize()
+        .map_err(|e| WorkspaceError::io("find", p, e))
+}
+
+fn create_dir(p: &Path) -> Result<()> {
+    std::fs::create_dir_all(p).map_err(|e| WorkspaceError::io("create", p, e))
+}
+
+fn copy_file(from: &Path, to: &Path) -> Result<()> {
+    std::fs::copy(from, to)
+        .map(drop)
+        .map_err(|e| WorkspaceError::io("copy", from, e))
+}
+
+/// `refs/heads/modix/x` → `modix/x`, for messages.
+pub(crate) fn short_ref(name: &str) -> String {
+    name.strip_prefix("refs/heads/").unwrap_or(name).to_owned()
+}
+
+/// Undoes a half-made workspace unless disarmed.
+struct Cleanup<'a> {
+    git: &'a Git,
+    repo: PathBuf,
+    dirs: Vec<PathBuf>,
+    worktree: Option<(PathBuf, String)>,
+    refs: Vec<(Ctx, String)>,
+    armed: bool,
+}
+
+impl<'a> Cleanup<'a> {
+    fn new(git: &'a Git, repo: &Path) -> Self {
+        Cleanup {
+            git,
+            repo: repo.to_path_buf(),
+            dirs: Vec::new(),
+            worktree: None,
+            refs: Vec::new(),
+            armed: true,
+        }
+    }
+
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some((folder, branch)) = &self.worktree {
+            let _ = self
+                .git
+                .cmd(&self.repo)
+                .args(["worktree", "remove", "--force"])
+                .arg(folder)
+                .run();
+            let _ = self.git.cmd(&self.repo).args(["worktree", "prune"]).run();
+            let _ = self
+                .git
+                .cmd(&self.repo)
+                .args(["update-ref", "-d", branch])
+                .run();
+        }
+        for (ctx, r) in &self.refs {
+            let _ = self
+                .git
+                .at(&ctx.without_index())
+                .args(["update-ref", "-d", r])
+                .run();
+        }
+        for d in &self.dirs {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}

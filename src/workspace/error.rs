@@ -1,0 +1,131 @@
+//! [`WorkspaceError`]: every way a workspace operation can fail, each message
+//! saying what happened and what the user can do about it.
+
+use std::path::PathBuf;
+
+use super::git::GitVersion;
+
+/// What went wrong, worded for the person reading the CLI's output.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("cannot run git ({0}); install git {min} or newer and put it on PATH", min = super::git::MIN_GIT)]
+    GitMissing(String),
+
+    #[error("git {found} is too old: {what} needs git {needed} or newer; upgrade git")]
+    GitTooOld {
+        found: GitVersion,
+        needed: GitVersion,
+        what: &'static str,
+    },
+
+    /// A git command exited non-zero; `stderr` holds its first lines.
+    #[error("`git {command}` failed ({status}) in {}: {stderr}", dir.display())]
+    Git {
+        command: String,
+        dir: PathBuf,
+        status: String,
+        stderr: String,
+    },
+
+    #[error("{} is not inside a git work tree; use workspace: copy (or in_place) for folders without git", path.display())]
+    NotAGitRepo { path: PathBuf },
+
+    #[error("the repository at {} has no commits yet; commit something first or use workspace: copy", toplevel.display())]
+    NoCommits { toplevel: PathBuf },
+
+    #[error("unknown base revision `{rev}` ({stderr}); give a branch, tag or commit that exists")]
+    BadBase { rev: String, stderr: String },
+
+    #[error("the project's tree has uncommitted changes ({} files: {}); commit or stash them, or pass --allow-dirty", paths.len(), list(paths))]
+    Dirty { paths: Vec<String> },
+
+    #[error("{what}; refusing. {advice}")]
+    Unsupported { what: String, advice: String },
+
+    #[error("{} is in use by run {run_id} (pid {pid}); wait for that run to end or stop it, then try again", path.display())]
+    Locked {
+        path: PathBuf,
+        pid: String,
+        run_id: String,
+    },
+
+    #[error("the workspace location {} is inside the project {}; choose a workspace root outside the project", workspace.display(), project.display())]
+    InsideProject {
+        workspace: PathBuf,
+        project: PathBuf,
+    },
+
+    #[error("{} already exists; a run with this id was started before (prune it first, or use a new run id)", path.display())]
+    AlreadyExists { path: PathBuf },
+
+    #[error("the workspace folder {} is gone (deleted or pruned); the run cannot resume there", path.display())]
+    Missing { path: PathBuf },
+
+    #[error("the run's {name} points at {}, but the last recorded step is {expected}: an agent or a person moved it. Inspect it (`git log {name}`), or resume with --reset to put it back and record what is there as discarded", actual.as_deref().unwrap_or("nothing (it was deleted)"))]
+    RefMoved {
+        name: String,
+        expected: String,
+        actual: Option<String>,
+    },
+
+    #[error("the workspace has changes that were not recorded ({} files: {}); record them (settle) or discard them first", paths.len(), list(paths))]
+    Unrecorded { paths: Vec<String> },
+
+    #[error(
+        "step {commit} is not the run's last recorded step ({last}); only the last step can be taken off"
+    )]
+    NotLastStep { commit: String, last: String },
+
+    #[error("applying the run would conflict in {} files: {}; nothing was changed (your branch, index and files are as they were). Update the run or resolve by hand (`git merge {branch}`)", paths.len(), list(paths))]
+    Conflict { paths: Vec<String>, branch: String },
+
+    #[error("your checkout has uncommitted changes to tracked files ({} files: {}); commit or stash them before applying", paths.len(), list(paths))]
+    DirtyTarget { paths: Vec<String> },
+
+    #[error("untracked files in your checkout would be overwritten by the run's result ({} files: {}); move them away first", paths.len(), list(paths))]
+    UntrackedInTheWay { paths: Vec<String> },
+
+    #[error("these files in {} changed since the run started, so writing the run's result back would lose your edits ({} files: {}); nothing was written", project.display(), paths.len(), list(paths))]
+    OriginalChanged {
+        project: PathBuf,
+        paths: Vec<String>,
+    },
+
+    #[error("bad tracking-ignore pattern `{pattern}`: {reason}")]
+    BadPattern { pattern: String, reason: String },
+
+    #[error("cannot {what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T, E = WorkspaceError> = std::result::Result<T, E>;
+
+impl WorkspaceError {
+    pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        WorkspaceError::Io {
+            what,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// The first few paths, for messages: long lists say how many more there are.
+pub(crate) fn list(paths: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut s = paths
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > SHOWN {
+        s.push_str(&format!(", … and {} more", paths.len() - SHOWN));
+    }
+    s
+}

@@ -1,0 +1,618 @@
+//! The fast path of change tracking: an in-process stat snapshot of the
+//! workspace, compared with the one taken after the last settle. Equal
+//! snapshots mean nothing changed, and no git process is started.
+//!
+//! What is statted (lstat: size, mtime, ctime, inode, mode), in a fixed list
+//! rebuilt whenever git ran:
+//! - every tracked file (`git ls-files` on the run's private index: after
+//!   `add -A` that is every file git would record, tracked-but-ignored ones
+//!   included), so an edit shows in the file's own stat;
+//! - every directory the `ignore` crate's walker does not skip (honouring
+//!   `.gitignore` and `info/exclude` as git does, plus the tracking-ignore
+//!   list), so a file created, removed or renamed shows in its folder's mtime
+//!   — the same idea as git's untracked cache;
+//! - git's own HEAD/index/ref files of the workspace and the exclude files, so
+//!   an agent's own `git commit` or a changed ignore rule is noticed.
+//!
+//! Nothing git would record can change unseen: the walker reads no global
+//! excludes file, so it watches *more* folders than git needs (costing only a
+//! needless git run). Paths modified in the same clock tick as the snapshot
+//! ("racy", as git calls them) are also hashed — a file's content, a folder's
+//! entry names — so a later same-tick write is still seen.
+//!
+//! Walking a tree costs microseconds per file (the walker matches every entry
+//! against the ignore rules), so the walk runs only after git did, never on
+//! the fast path.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use std::collections::{HashMap, HashSet};
+
+use ignore::WalkBuilder;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::overrides::{Override, OverrideBuilder};
+use sha2::{Digest, Sha256};
+
+use super::error::{Result, WorkspaceError};
+
+/// Change noise that test runners and tools write into trees whose
+/// `.gitignore` may not list it: never recorded, never a reason to run git.
+/// Gitignore syntax, relative to the workspace's top folder.
+pub const DEFAULT_TRACKING_IGNORE: &[&str] = &[
+    "__pycache__/",
+    "*.py[co]",
+    ".pytest_cache/",
+    ".mypy_cache/",
+    ".ruff_cache/",
+    ".hypothesis/",
+    ".coverage",
+    ".DS_Store",
+];
+
+/// A window wider than any Linux filesystem's timestamp tick (the kernel's
+/// coarse clock, at most 10 ms).
+const RACY_FINE: Duration = Duration::from_millis(50);
+/// For filesystems that store whole seconds (FAT: 2 s).
+const RACY_COARSE: Duration = Duration::from_secs(2);
+/// Racy files larger than this are not hashed; the snapshot is then "unsure"
+/// and the next settle asks git.
+const RACY_HASH_LIMIT: u64 = 1 << 20;
+
+/// What one path looked like (lstat: symlinks are not followed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stat {
+    size: u64,
+    mtime: i64,
+    mtime_ns: i64,
+    ctime: i64,
+    ctime_ns: i64,
+    ino: u64,
+    mode: u32,
+}
+
+impl Stat {
+    fn of(m: &std::fs::Metadata) -> Self {
+        Stat {
+            size: m.size(),
+            mtime: m.mtime(),
+            mtime_ns: m.mtime_nsec(),
+            ctime: m.ctime(),
+            ctime_ns: m.ctime_nsec(),
+            ino: m.ino(),
+            mode: m.mode(),
+        }
+    }
+
+    fn latest(&self) -> Duration {
+        let t = |s: i64, ns: i64| Duration::new(s.max(0) as u64, ns.clamp(0, 999_999_999) as u32);
+        t(self.mtime, self.mtime_ns).max(t(self.ctime, self.ctime_ns))
+    }
+
+    fn is_symlink(&self) -> bool {
+        self.mode & 0o170000 == 0o120000
+    }
+}
+
+/// A stat snapshot, slot-aligned with the plan that took it.
+#[derive(Clone, Debug)]
+pub(crate) struct Snapshot {
+    generation: u64,
+    /// When it was taken, and the timestamp tick assumed: paths changed
+    /// within `window` before `taken` are racy.
+    taken: Duration,
+    window: Duration,
+    files: Vec<Option<Stat>>,
+    /// Content hashes of racy files.
+    hashes: Vec<Option<[u8; 32]>>,
+    dirs: Vec<Option<Stat>>,
+    /// A racy file was too big to hash: equality proves nothing.
+    unsure: bool,
+}
+
+impl Snapshot {
+    fn horizon(&self) -> Duration {
+        self.taken.saturating_sub(self.window)
+    }
+}
+
+/// The paths a snapshot stats, rebuilt after every git-backed settle.
+#[derive(Clone, Debug)]
+pub(crate) struct ScanPlan {
+    root: PathBuf,
+    scope: PathBuf,
+    noise: Override,
+    /// git's files and the exclude files; kept across refreshes.
+    fingerprints: Vec<PathBuf>,
+    /// `info/exclude` and modix's excludes file, lowest precedence last.
+    excludes: Vec<PathBuf>,
+    files: Vec<PathBuf>,
+    dirs: Vec<PathBuf>,
+    /// Each watched folder's expected entries: its tracked files and watched
+    /// subfolders.
+    expected: Vec<HashSet<Vec<u8>>>,
+    /// Which other names count in a folder listing, as git decides: each
+    /// watched folder's `.gitignore`, then the exclude files.
+    gitignores: HashMap<PathBuf, Gitignore>,
+    global: Vec<Gitignore>,
+    generation: u64,
+}
+
+impl ScanPlan {
+    /// `scope` is a path relative to `root` (empty: all of it);
+    /// `fingerprints` are statted as files; `excludes` are exclude files
+    /// (gitignore syntax, relative to `root`), highest precedence first.
+    pub fn new(
+        root: &Path,
+        scope: &Path,
+        ignore: &[String],
+        fingerprints: Vec<PathBuf>,
+        excludes: Vec<PathBuf>,
+    ) -> Result<Self> {
+        Ok(ScanPlan {
+            root: root.to_path_buf(),
+            scope: scope.to_path_buf(),
+            noise: noise_matcher(root, ignore)?,
+            fingerprints,
+            excludes,
+            files: Vec::new(),
+            dirs: Vec::new(),
+            expected: Vec::new(),
+            gitignores: HashMap::new(),
+            global: Vec::new(),
+            generation: 0,
+        })
+    }
+
+    /// Rebuilds the lists: the fingerprints and `tracked` files (absolute),
+    /// and the folders the walker does not skip.
+    pub fn refresh(&mut self, tracked: &[PathBuf]) -> Result<()> {
+        let mut files = self.fingerprints.clone();
+        files.extend_from_slice(tracked);
+        self.files = files;
+        self.dirs = self.walk_dirs()?;
+        let slot: HashMap<&Path, usize> = self
+            .dirs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.as_path(), i))
+            .collect();
+        let mut expected = vec![HashSet::new(); self.dirs.len()];
+        for p in tracked.iter().chain(&self.dirs) {
+            if let (Some(parent), Some(name)) = (p.parent(), p.file_name())
+                && let Some(&i) = slot.get(parent)
+            {
+                expected[i].insert(name.as_encoded_bytes().to_vec());
+            }
+        }
+        self.expected = expected;
+        self.gitignores = self
+            .dirs
+            .iter()
+            .filter(|d| d.join(".gitignore").is_file())
+            .filter_map(|d| Some((d.clone(), matcher(d, &[d.join(".gitignore")])?)))
+            .collect();
+        self.global = self
+            .excludes
+            .iter()
+            .filter_map(|f| matcher(&self.root, std::slice::from_ref(f)))
+            .collect();
+        self.generation += 1;
+        Ok(())
+    }
+
+    /// How many paths a scan stats.
+    pub fn len(&self) -> usize {
+        self.files.len() + self.dirs.len()
+    }
+
+    /// The non-ignored folders in scope, the scope's own folder included.
+    fn walk_dirs(&self) -> Result<Vec<PathBuf>> {
+        let root = self.root.clone();
+        let scope = self.scope.clone();
+        let mut walk = WalkBuilder::new(&self.root);
+        walk.standard_filters(false)
+            .hidden(false)
+            .parents(false)
+            .ignore(false)
+            .git_ignore(true)
+            .git_exclude(true)
+            .git_global(false)
+            .require_git(false)
+            .follow_links(false)
+            .overrides(self.noise.clone())
+            .filter_entry(move |e| {
+                if e.file_name() == ".git" || !e.file_type().is_some_and(|t| t.is_dir()) {
+                    return false;
+                }
+                let rel = e.path().strip_prefix(&root).unwrap_or(e.path());
+                // Ancestors of the scope are walked through, nothing else.
+                rel.starts_with(&scope) || scope.starts_with(rel)
+            });
+        let mut dirs = Vec::new();
+        for item in walk.build() {
+            let e = item.map_err(|e| {
+                WorkspaceError::io("walk", &self.root, std::io::Error::other(e.to_string()))
+            })?;
+            let rel = e.path().strip_prefix(&self.root).unwrap_or(e.path());
+            if rel.starts_with(&self.scope) {
+                dirs.push(e.into_path());
+            }
+        }
+        Ok(dirs)
+    }
+
+    /// Stats every path of the plan (and lists every folder).
+    pub fn scan(&self) -> Snapshot {
+        let taken = now();
+        let files: Vec<Option<Stat>> = self.files.iter().map(|p| lstat(p)).collect();
+        let dirs: Vec<Option<Stat>> = self.dirs.iter().map(|p| lstat(p)).collect();
+        // Whole-second timestamps everywhere: a coarse filesystem.
+        let coarse = files
+            .iter()
+            .chain(&dirs)
+            .flatten()
+            .all(|s| s.mtime_ns == 0 && s.ctime_ns == 0);
+        let window = if coarse { RACY_COARSE } else { RACY_FINE };
+        let horizon = taken.saturating_sub(window);
+        let mut unsure = false;
+        let hashes = files
+            .iter()
+            .zip(&self.files)
+            .map(|(stat, path)| {
+                let stat = stat.as_ref().filter(|s| s.latest() >= horizon)?;
+                let h = (stat.size <= RACY_HASH_LIMIT)
+                    .then(|| hash_file(path, stat))
+                    .flatten();
+                unsure |= h.is_none();
+                h
+            })
+            .collect();
+        Snapshot {
+            generation: self.generation,
+            taken,
+            window,
+            files,
+            hashes,
+            dirs,
+            unsure,
+        }
+    }
+
+    /// If the tree is unchanged since `before` (taken with this plan): the
+    /// snapshot of now, to compare with next time. `None`: something (maybe)
+    /// changed, ask git.
+    pub fn unchanged_since(&self, before: &Snapshot) -> Option<Snapshot> {
+        if before.unsure || before.generation != self.generation {
+            return None;
+        }
+        let taken = now();
+        let racy = before.horizon();
+        let mut files = Vec::with_capacity(self.files.len());
+        for (i, path) in self.files.iter().enumerate() {
+            let stat = lstat(path);
+            if stat != before.files[i] {
+                return None;
+            }
+            // Same stat as a racy file: only the content can tell.
+            if let (Some(h), Some(st)) = (before.hashes[i], stat.as_ref())
+                && hash_file(path, st) != Some(h)
+            {
+                return None;
+            }
+            files.push(stat);
+        }
+        let mut dirs = Vec::with_capacity(self.dirs.len());
+        for (i, path) in self.dirs.iter().enumerate() {
+            let stat = lstat(path);
+            let then = before.dirs[i];
+            // Entries came or went (or might have, in the same tick): a change
+            // only if a name that counts did.
+            if (stat != then || then.is_some_and(|s| s.latest() >= racy)) && !self.as_expected(i) {
+                return None;
+            }
+            dirs.push(stat);
+        }
+        // Verified as of `taken`: from now on only paths changed within the
+        // window before `taken` are racy, and their hashes are still right.
+        let horizon = taken.saturating_sub(before.window);
+        let hashes = files
+            .iter()
+            .zip(&before.hashes)
+            .map(|(st, h)| st.filter(|s| s.latest() >= horizon).and(*h))
+            .collect();
+        Some(Snapshot {
+            generation: self.generation,
+            taken,
+            window: before.window,
+            files,
+            hashes,
+            dirs,
+            unsure: false,
+        })
+    }
+
+    /// Whether watched folder `i` holds exactly its expected entries, plus
+    /// only names git would not record (ignored, or not a file, folder or
+    /// symlink).
+    fn as_expected(&self, i: usize) -> bool {
+        let dir = &self.dirs[i];
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        let mut seen = 0;
+        for e in entries {
+            let Ok(e) = e else { return false };
+            let name = e.file_name();
+            if self.expected[i].contains(name.as_encoded_bytes()) {
+                seen += 1;
+                continue;
+            }
+            let Ok(ft) = e.file_type() else { return false };
+            let recordable = ft.is_file() || ft.is_dir() || ft.is_symlink();
+            if name != ".git" && recordable && !self.ignored(dir, &e.path(), ft.is_dir()) {
+                return false;
+            }
+        }
+        seen == self.expected[i].len()
+    }
+
+    /// git's precedence: the nearest `.gitignore` with a matching pattern
+    /// decides, then `info/exclude`, then the excludes file. (The folder
+    /// itself is watched, so none of its parents is ignored.)
+    fn ignored(&self, dir: &Path, path: &Path, is_dir: bool) -> bool {
+        let chain = dir
+            .ancestors()
+            .take_while(|d| d.starts_with(&self.root))
+            .filter_map(|d| self.gitignores.get(d))
+            .chain(&self.global);
+        for gi in chain {
+            let m = gi.matched(path, is_dir);
+            if !m.is_none() {
+                return m.is_ignore();
+            }
+        }
+        false
+    }
+}
+
+fn now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+fn lstat(p: &Path) -> Option<Stat> {
+    std::fs::symlink_metadata(p).ok().map(|m| Stat::of(&m))
+}
+
+/// A gitignore matcher for `files`, patterns relative to `dir`; `None` if
+/// none of them could be read (then nothing is filtered: safe).
+fn matcher(dir: &Path, files: &[PathBuf]) -> Option<Gitignore> {
+    let mut b = GitignoreBuilder::new(dir);
+    for f in files {
+        if b.add(f).is_some() {
+            return None;
+        }
+    }
+    b.build().ok()
+}
+
+/// A file's content (a symlink's target) as a hash.
+fn hash_file(path: &Path, stat: &Stat) -> Option<[u8; 32]> {
+    let bytes = if stat.is_symlink() {
+        std::fs::read_link(path)
+            .ok()?
+            .into_os_string()
+            .into_encoded_bytes()
+    } else {
+        std::fs::read(path).ok()?
+    };
+    Some(Sha256::digest(&bytes).into())
+}
+
+/// The tracking-ignore list as `ignore` overrides (`!glob` = skip), matched
+/// like gitignore patterns relative to `root`.
+pub(crate) fn noise_matcher(root: &Path, ignore: &[String]) -> Result<Override> {
+    let mut b = OverrideBuilder::new(root);
+    for g in ignore {
+        check_pattern(g)?;
+        b.add(&format!("!{g}"))
+            .map_err(|e| WorkspaceError::BadPattern {
+                pattern: g.clone(),
+                reason: e.to_string(),
+            })?;
+    }
+    b.build().map_err(|e| WorkspaceError::BadPattern {
+        pattern: ignore.join(" "),
+        reason: e.to_string(),
+    })
+}
+
+/// Patterns are "ignore this" globs: a negation or a line break would mean
+/// something else in the excludes file git reads.
+fn check_pattern(g: &str) -> Result<()> {
+    let bad = if g.trim().is_empty() {
+        Some("it is empty")
+    } else if g.starts_with('!') {
+        Some("negations are not supported; list only what to ignore")
+    } else if g.contains('\n') || g.contains('\r') {
+        Some("it contains a line break")
+    } else {
+        None
+    };
+    match bad {
+        Some(reason) => Err(WorkspaceError::BadPattern {
+            pattern: g.to_owned(),
+            reason: reason.into(),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan over `root` whose "tracked" files are `tracked`, with the
+    /// default tracking-ignore list in its excludes file (as a workspace has).
+    fn plan(root: &Path, tracked: &[&str]) -> ScanPlan {
+        let ignore: Vec<String> = DEFAULT_TRACKING_IGNORE
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let excludes = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(excludes.path(), ignore.join("\n")).unwrap();
+        let mut p = ScanPlan::new(
+            root,
+            Path::new(""),
+            &ignore,
+            Vec::new(),
+            vec![excludes.path().to_path_buf()],
+        )
+        .unwrap();
+        let tracked: Vec<PathBuf> = tracked.iter().map(|t| root.join(t)).collect();
+        p.refresh(&tracked).unwrap();
+        p
+    }
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn sees_edits_adds_and_removals_but_not_noise_or_ignored_output() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        write(root, ".gitignore", "build/\n*.log\ndist/\n");
+        write(root, "a.py", "x = 1\n");
+        write(root, "build/x", "");
+        write(root, "pkg/m.py", "");
+        let p = plan(root, &[".gitignore", "a.py", "pkg/m.py"]);
+        // Watched: three files, the root and pkg/ (build/ is ignored).
+        assert_eq!(p.len(), 5);
+        let s0 = p.scan();
+        let s0 = p.unchanged_since(&s0).expect("nothing changed");
+
+        // Noise and ignored output, in watched folders or not, are invisible.
+        write(root, "build/out.o", "o");
+        write(root, "pkg/__pycache__/m.cpython-312.pyc", "c");
+        write(root, "stray.pyc", "c");
+        write(root, ".pytest_cache/v/lastfailed", "{}");
+        write(root, "debug.log", "l");
+        write(root, "dist/app.log", "l");
+        let s1 = p.unchanged_since(&s0).expect("noise is not a change");
+        // A new folder that is not ignored is (even while empty: a file may
+        // come into it later, and it is not watched yet).
+        std::fs::create_dir(root.join("dist2")).unwrap();
+        assert!(p.unchanged_since(&s1).is_none());
+        std::fs::remove_dir(root.join("dist2")).unwrap();
+
+        write(root, "a.py", "x = 2\n");
+        assert!(p.unchanged_since(&s1).is_none(), "an edit");
+        let s2 = p.scan();
+        write(root, "pkg/new.txt", "n");
+        assert!(
+            p.unchanged_since(&s2).is_none(),
+            "a new file in a watched folder"
+        );
+        // Gone again: back to what was recorded, which is no change.
+        std::fs::remove_file(root.join("pkg/new.txt")).unwrap();
+        let s3 = p.unchanged_since(&s2).expect("as recorded");
+        std::fs::rename(root.join("pkg/m.py"), root.join("pkg/n.py")).unwrap();
+        assert!(p.unchanged_since(&s3).is_none(), "a rename");
+        std::fs::remove_file(root.join("pkg/n.py")).unwrap();
+        assert!(p.unchanged_since(&s3).is_none(), "a removal");
+    }
+
+    #[test]
+    fn racy_files_are_judged_by_their_content() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        write(root, "a.txt", "x = 1\n");
+        let p = plan(root, &["a.txt"]);
+        let before = p.scan();
+        assert!(before.hashes[0].is_some(), "just written: racy");
+        // A filesystem whose clock did not tick between the writes: the stat
+        // data is identical, only the content differs.
+        let same_stat = || {
+            let mut b = before.clone();
+            b.files = p.scan().files;
+            b
+        };
+        write(root, "a.txt", "x = 2\n");
+        assert!(p.unchanged_since(&same_stat()).is_none());
+        write(root, "a.txt", "x = 1\n");
+        assert!(p.unchanged_since(&same_stat()).is_some());
+    }
+
+    #[test]
+    fn racy_folders_are_judged_by_their_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let p = plan(root, &[]);
+        let before = p.scan();
+        // The folder's stat did not change (same tick), its entries did.
+        write(root, "b.txt", "b");
+        let mut same = before.clone();
+        same.dirs = p.scan().dirs;
+        assert!(p.unchanged_since(&same).is_none());
+    }
+
+    #[test]
+    fn a_verified_snapshot_forgets_hashes_once_paths_are_old() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        write(root, "a.txt", "a");
+        let p = plan(root, &["a.txt"]);
+        let s = p.scan();
+        assert!(s.hashes[0].is_some());
+        std::thread::sleep(RACY_FINE * 2);
+        let s = p.unchanged_since(&s).unwrap();
+        assert!(
+            s.hashes[0].is_none(),
+            "no longer racy: no hashing on later checks"
+        );
+    }
+
+    #[test]
+    fn scope_limits_the_folders_watched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("app/src")).unwrap();
+        std::fs::create_dir_all(root.join("other")).unwrap();
+        let mut p = ScanPlan::new(root, Path::new("app"), &[], Vec::new(), Vec::new()).unwrap();
+        p.refresh(&[]).unwrap();
+        assert_eq!(p.dirs, [root.join("app"), root.join("app/src")]);
+        let s0 = p.scan();
+        write(root, "other/x", "");
+        write(root, "top.txt", "");
+        assert!(p.unchanged_since(&s0).is_some());
+    }
+
+    #[test]
+    fn a_snapshot_from_an_older_plan_proves_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut p = plan(tmp.path(), &[]);
+        let s = p.scan();
+        p.refresh(&[]).unwrap();
+        assert!(p.unchanged_since(&s).is_none());
+    }
+
+    #[test]
+    fn rejects_negated_patterns() {
+        let tmp = tempfile::tempdir().unwrap();
+        let err = ScanPlan::new(
+            tmp.path(),
+            Path::new(""),
+            &["!keep".into()],
+            Vec::new(),
+            Vec::new(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("negations"), "{err}");
+    }
+}

@@ -1,0 +1,462 @@
+//! Per-step change tracking: [`Workspace::settle`] records what an agent step
+//! changed as a commit on the run ref; [`Workspace::reject`] takes the last
+//! step off; [`Workspace::discard_uncommitted`] records and removes what an
+//! abandoned agent left. All three build trees with the run's private index,
+//! so neither the user's nor the agent's index decides what is recorded.
+//!
+//! What is recorded: every file in the tracked part of the workspace that git
+//! does not ignore (`.gitignore`, `info/exclude`, the user's global excludes,
+//! the tracking-ignore list), plus files already in the last recorded tree.
+
+use serde::{Deserialize, Serialize};
+
+use super::Workspace;
+use super::create::short_ref;
+use super::error::{Result, WorkspaceError};
+use super::git::{
+    Change, commit_tree, diff_trees, is_ancestor, lossy, read_ref, tree_of, update_ref,
+};
+
+/// What one settle recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settled {
+    /// The step's commit; when `empty`, the last recorded commit.
+    pub commit: String,
+    pub tree: String,
+    /// The previous recorded commit: what the changes are measured against
+    /// and what [`Workspace::reject`] goes back to. Equals `commit` when empty.
+    pub parent: String,
+    pub empty: bool,
+    pub changes: Vec<Change>,
+    /// Commits the agent made itself since the last step (oldest first); the
+    /// step's commit sits on top of them.
+    pub agent_commits: Vec<String>,
+    /// Things the user should know (e.g. the agent moved HEAD elsewhere).
+    pub notes: Vec<String>,
+    /// The stat snapshot showed no change, so no git process ran.
+    pub fast_path: bool,
+}
+
+/// A step taken off.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejected {
+    /// The step's commit, kept under `rejected_ref` for audit.
+    pub commit: String,
+    pub rejected_ref: String,
+    /// Where the run ref and the files are now.
+    pub restored_to: String,
+    pub paths: Vec<String>,
+}
+
+/// Uncommitted changes found in a workspace (an abandoned agent's), recorded
+/// and then removed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Discarded {
+    pub commit: String,
+    pub reference: String,
+    pub paths: Vec<String>,
+}
+
+impl Workspace {
+    /// Records whatever changed since the last recorded step as a commit on
+    /// the run ref, with `Modix-Run/Seq/State/Attempt` trailers. Nothing
+    /// changed: no commit, `empty = true`, and — when the stat snapshot shows
+    /// it — not a single git process.
+    pub fn settle(&mut self, seq: u64, state: &str, attempt: u32) -> Result<Settled> {
+        if let Some(before) = &self.snapshot
+            && let Some(now) = self.plan.unchanged_since(before)
+        {
+            self.snapshot = Some(now);
+            let mut s = self.unchanged(Vec::new());
+            s.fast_path = true;
+            return Ok(s);
+        }
+        self.settle_with_git(seq, state, attempt)
+    }
+
+    fn unchanged(&self, notes: Vec<String>) -> Settled {
+        Settled {
+            commit: self.record.last_commit.clone(),
+            tree: self.last_tree.clone(),
+            parent: self.record.last_commit.clone(),
+            empty: true,
+            changes: Vec::new(),
+            agent_commits: Vec::new(),
+            notes,
+            fast_path: false,
+        }
+    }
+
+    fn settle_with_git(&mut self, seq: u64, state: &str, attempt: u32) -> Result<Settled> {
+        let last = self.record.last_commit.clone();
+        let refs = self.ref_state()?;
+        let tree = self.record_tree()?;
+        let mut notes = Vec::new();
+        let mut agent_commits = Vec::new();
+        let mut parent = last.clone();
+        if self.record.follows_head() {
+            match refs.head.as_deref() {
+                Some(tip) if tip == last => {}
+                Some(tip) if is_ancestor(&self.git, &self.ctx, &last, tip)? => {
+                    let out = self
+                        .git
+                        .at(&self.ctx)
+                        .args(["rev-list", "--reverse"])
+                        .arg(format!("{last}..{tip}"))
+                        .run_text()?;
+                    agent_commits = out.lines().map(str::to_owned).collect();
+                    parent = tip.to_owned();
+                }
+                other => notes.push(format!(
+                    "the workspace's HEAD had moved to {} (not built on the last recorded step {}); the files are recorded as a change from {}",
+                    other.unwrap_or("a branch with no commits"),
+                    short(&last),
+                    short(&last)
+                )),
+            }
+            if !refs.attached {
+                notes.push(format!(
+                    "the agent left the workspace on {}; it is back on {}",
+                    refs.head_name.as_deref().unwrap_or("a detached HEAD"),
+                    short_ref(&self.record.run_ref)
+                ));
+            }
+        } else if refs.run_ref.as_deref() != Some(last.as_str()) {
+            return Err(WorkspaceError::RefMoved {
+                name: self.record.run_ref.clone(),
+                expected: last,
+                actual: refs.run_ref,
+            });
+        }
+
+        if refs.run_ref.is_none() {
+            notes.push(format!(
+                "the run branch {} had been deleted (by the agent?); it is recreated",
+                short_ref(&self.record.run_ref)
+            ));
+        }
+        let empty = tree == self.last_tree;
+        let commit = if empty {
+            if !agent_commits.is_empty() {
+                notes.push(format!(
+                    "the agent's own commits ({}) add up to no change; the run stays at {}",
+                    agent_commits.len(),
+                    short(&last)
+                ));
+            }
+            agent_commits.clear();
+            last.clone()
+        } else {
+            let state = one_line(state);
+            let message = format!(
+                "modix: step {seq} ({state}, attempt {attempt})\n\n\
+                 Modix-Run: {}\nModix-Seq: {seq}\nModix-State: {state}\nModix-Attempt: {attempt}\n",
+                self.record.run_id,
+            );
+            commit_tree(&self.git, &self.ctx, &tree, &[&parent], &message)?
+        };
+        if refs.run_ref.as_deref() != Some(commit.as_str()) {
+            // Compare-and-swap against what was read above: a concurrent
+            // writer makes this fail instead of being overwritten.
+            update_ref(
+                &self.git,
+                &self.ctx,
+                &format!("modix: step {seq}"),
+                &self.record.run_ref,
+                &commit,
+                refs.run_ref.as_deref(),
+            )?;
+        }
+        if self.record.follows_head() {
+            if !refs.attached {
+                self.git
+                    .at(&self.ctx)
+                    .args(["symbolic-ref", "HEAD", &self.record.run_ref])
+                    .run()?;
+            }
+            if !empty || refs.head.as_deref() != Some(last.as_str()) || !refs.attached {
+                self.sync_checkout_index(&commit)?;
+            }
+        }
+        let changes = if empty {
+            Vec::new()
+        } else {
+            diff_trees(&self.git, &self.ctx, &last, &commit)?
+                .into_iter()
+                .map(|e| e.change)
+                .collect()
+        };
+        let tree_changed = tree != self.last_tree;
+        self.record.last_commit = commit.clone();
+        self.last_tree = tree.clone();
+        self.refresh_plan(tree_changed)?;
+        Ok(Settled {
+            commit: commit.clone(),
+            tree,
+            parent: if empty { commit } else { last },
+            empty,
+            changes,
+            agent_commits,
+            notes,
+            fast_path: false,
+        })
+    }
+
+    /// Takes the last recorded step off: its commit is kept under
+    /// `refs/modix/runs/<id>/rejected/<seq>`, the run ref goes back to
+    /// `parent` (compare-and-swap), and the files go back to `parent`'s tree
+    /// (files the step added are removed; ignored files are left alone).
+    pub fn reject(&mut self, seq: u64, commit: &str, parent: &str) -> Result<Rejected> {
+        if commit != self.record.last_commit {
+            return Err(WorkspaceError::NotLastStep {
+                commit: commit.to_owned(),
+                last: self.record.last_commit.clone(),
+            });
+        }
+        let actual = read_ref(&self.git, &self.ctx, &self.record.run_ref)?;
+        if actual.as_deref() != Some(commit) {
+            return Err(WorkspaceError::RefMoved {
+                name: short_ref(&self.record.run_ref),
+                expected: commit.to_owned(),
+                actual,
+            });
+        }
+        if !is_ancestor(&self.git, &self.ctx, parent, commit)? || parent == commit {
+            return Err(WorkspaceError::NotLastStep {
+                commit: parent.to_owned(),
+                last: commit.to_owned(),
+            });
+        }
+        self.ensure_recorded()?;
+        let rejected_ref = format!("{}/rejected/{seq}", self.record.refs_prefix());
+        match read_ref(&self.git, &self.ctx, &rejected_ref)? {
+            Some(existing) if existing == commit => {}
+            Some(_) => {
+                return Err(WorkspaceError::AlreadyExists {
+                    path: rejected_ref.into(),
+                });
+            }
+            None => update_ref(
+                &self.git,
+                &self.ctx,
+                &format!("modix: step {seq} rejected"),
+                &rejected_ref,
+                commit,
+                None,
+            )?,
+        }
+        let paths = self.changed_paths(parent, commit)?;
+        self.move_to(parent, commit, &format!("modix: step {seq} rejected"))?;
+        Ok(Rejected {
+            commit: commit.to_owned(),
+            rejected_ref,
+            restored_to: parent.to_owned(),
+            paths,
+        })
+    }
+
+    /// Records changes nobody settled (what an abandoned agent left) as a
+    /// commit under `refs/modix/runs/<id>/discarded/<n>`, then restores the
+    /// files to the last recorded step. `None` when there was nothing.
+    pub fn discard_uncommitted(&mut self) -> Result<Option<Discarded>> {
+        let last = self.record.last_commit.clone();
+        let tree = self.record_tree()?;
+        if tree == self.last_tree {
+            if self.record.follows_head() {
+                self.sync_checkout_index(&last)?;
+            }
+            self.refresh_plan(false)?;
+            return Ok(None);
+        }
+        let prefix = format!("{}/discarded/", self.record.refs_prefix());
+        let existing = self
+            .git
+            .at(&self.ctx)
+            .args(["for-each-ref", "--format=%(refname)", &prefix])
+            .run_text()?;
+        let n = existing.lines().filter(|l| !l.is_empty()).count() + 1;
+        let reference = format!("{prefix}{n}");
+        let commit = commit_tree(
+            &self.git,
+            &self.ctx,
+            &tree,
+            &[&last],
+            &format!(
+                "modix: unrecorded changes discarded on resume\n\nModix-Run: {}\n",
+                self.record.run_id
+            ),
+        )?;
+        update_ref(
+            &self.git,
+            &self.ctx,
+            "modix: discarded",
+            &reference,
+            &commit,
+            None,
+        )?;
+        let paths = self.changed_paths(&last, &commit)?;
+        // The private index now holds `commit`'s tree: switch it and the files
+        // back to the last step, as a reject would.
+        self.restore_files(&commit, &last)?;
+        if self.record.follows_head() {
+            self.sync_checkout_index(&last)?;
+        }
+        self.refresh_plan(true)?;
+        Ok(Some(Discarded {
+            commit,
+            reference,
+            paths,
+        }))
+    }
+
+    /// Moves the run ref from `from` to `to` and the files with it.
+    fn move_to(&mut self, to: &str, from: &str, message: &str) -> Result<()> {
+        update_ref(
+            &self.git,
+            &self.ctx,
+            message,
+            &self.record.run_ref,
+            to,
+            Some(from),
+        )?;
+        if let Err(e) = self.restore_files(from, to) {
+            // The files could not follow: put the ref back where they are.
+            let _ = update_ref(
+                &self.git,
+                &self.ctx,
+                "modix: undo",
+                &self.record.run_ref,
+                from,
+                Some(to),
+            );
+            return Err(e);
+        }
+        if self.record.follows_head() {
+            self.sync_checkout_index(to)?;
+        }
+        let to_tree = tree_of(&self.git, &self.ctx, to)?;
+        self.record.last_commit = to.to_owned();
+        self.last_tree = to_tree;
+        self.refresh_plan(true)?;
+        Ok(())
+    }
+
+    /// `git read-tree -m -u <from> <to>` on the private index (which holds
+    /// `from`'s tree): git's own two-tree switch updates exactly the paths
+    /// that differ, removes what `to` lacks, and refuses (changing nothing)
+    /// if a file is not as recorded.
+    fn restore_files(&self, from: &str, to: &str) -> Result<()> {
+        self.git
+            .at(&self.ctx)
+            .args(["read-tree", "-m", "-u", from, to])
+            .run()
+            .map(drop)
+    }
+
+    /// Makes the workspace's own index (the agent's) match `commit`, keeping
+    /// stat data for unchanged entries, so `git status` there is clean.
+    fn sync_checkout_index(&self, commit: &str) -> Result<()> {
+        self.git
+            .at(&self.ctx.without_index())
+            .args(["read-tree", "--reset", commit])
+            .run()
+            .map(drop)
+    }
+
+    /// The working tree as a tree object: `add -A` then `write-tree`, on the
+    /// private index.
+    pub(crate) fn record_tree(&self) -> Result<String> {
+        self.git
+            .at(&self.ctx)
+            .args(["add", "-A", "--"])
+            .arg(self.record.scope_pathspec())
+            .run()?;
+        self.git.at(&self.ctx).arg("write-tree").run_text()
+    }
+
+    /// Refuses when the files differ from the last recorded step.
+    fn ensure_recorded(&mut self) -> Result<()> {
+        if let Some(before) = &self.snapshot
+            && self.plan.unchanged_since(before).is_some()
+        {
+            return Ok(());
+        }
+        let tree = self.record_tree()?;
+        if tree != self.last_tree {
+            let paths = self.changed_paths(&self.last_tree.clone(), &tree)?;
+            return Err(WorkspaceError::Unrecorded { paths });
+        }
+        Ok(())
+    }
+
+    fn changed_paths(&self, a: &str, b: &str) -> Result<Vec<String>> {
+        Ok(diff_trees(&self.git, &self.ctx, a, b)?
+            .into_iter()
+            .map(|e| e.change.path)
+            .collect())
+    }
+
+    /// Where the run ref and (worktree, copy) HEAD are, in one git process
+    /// when HEAD is on a branch with commits.
+    fn ref_state(&self) -> Result<RefState> {
+        if !self.record.follows_head() {
+            return Ok(RefState {
+                run_ref: read_ref(&self.git, &self.ctx, &self.record.run_ref)?,
+                head: None,
+                head_name: None,
+                attached: true,
+            });
+        }
+        let out = self
+            .git
+            .at(&self.ctx)
+            .args([
+                "rev-parse",
+                &self.record.run_ref,
+                "HEAD",
+                "--symbolic-full-name",
+                "HEAD",
+            ])
+            .output()?;
+        let text = lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        if out.status.success() && lines.len() == 3 {
+            return Ok(RefState {
+                run_ref: Some(lines[0].to_owned()),
+                head: Some(lines[1].to_owned()),
+                attached: lines[2] == self.record.run_ref,
+                head_name: (lines[2] != "HEAD").then(|| short_ref(lines[2])),
+            });
+        }
+        // Something is missing (the run branch deleted, HEAD unborn): ask
+        // one question at a time.
+        let (code, sym) = self
+            .git
+            .at(&self.ctx)
+            .args(["symbolic-ref", "-q", "HEAD"])
+            .run_codes(&[0, 1])?;
+        let sym = (code == 0).then(|| lossy(&sym).trim().to_owned());
+        Ok(RefState {
+            run_ref: read_ref(&self.git, &self.ctx, &self.record.run_ref)?,
+            head: read_ref(&self.git, &self.ctx, "HEAD")?,
+            attached: sym.as_deref() == Some(self.record.run_ref.as_str()),
+            head_name: sym.map(|s| short_ref(&s)),
+        })
+    }
+}
+
+struct RefState {
+    run_ref: Option<String>,
+    head: Option<String>,
+    head_name: Option<String>,
+    attached: bool,
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+/// State names go into a commit message: one line, no trailer injection.
+fn one_line(s: &str) -> String {
+    s.replace(['\n', '\r'], " ")
+}
