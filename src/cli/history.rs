@@ -139,7 +139,8 @@ fn list(store: &Store, args: &HistoryArgs, out: &Output) -> Result<(), Error> {
     let mut t = Table::new([
         "run", "started", "epic", "workflow", "state", "status", "took", "steps",
     ])
-    .optional(&[3, 7, 6, 1]);
+    .optional(&[3, 7, 6, 1])
+    .keep(&[0, 4, 5]);
     for r in &runs {
         let status = runs::status(&r.run);
         t.row([
@@ -212,7 +213,7 @@ fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
         }));
         return Ok(());
     }
-    out.line(format!("Run {} — {}", run.id, headline(run, out)));
+    out.para(format!("Run {} — {}", run.id, headline(run, out)));
     let started = if out.tty {
         format!(
             "{} ({})",
@@ -222,10 +223,11 @@ fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
     } else {
         run.created_at.clone()
     };
-    out.line(format!(
-        "Workflow {} {}, started {started}\nEpic: {}",
-        run.workflow_id, run.workflow_version, run.epic
+    out.para(format!(
+        "Workflow {} {}, started {started}",
+        run.workflow_id, run.workflow_version
     ));
+    out.para(format!("Epic: {}", run.epic));
     let mut t = Table::new([
         "seq",
         "at",
@@ -237,7 +239,7 @@ fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
         "reason",
     ])
     .wrap_column(7)
-    .optional(&[1, 4]);
+    .optional(&[1, 4, 3]);
     for (tr, took) in transitions.iter().zip(step_durations(run, &transitions)) {
         let at = if out.tty {
             text::local_time(&tr.at, "%H:%M:%S")
@@ -266,9 +268,9 @@ fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
     }
     let id = runs::id_cell(out, &ShortIds::load(store)?, &run.id);
     if runs::status(run).status == RunStatus::Interrupted {
-        out.line(format!("`modix resume {id}` continues it."));
+        out.para(format!("`modix resume {id}` continues it."));
     }
-    out.line(format!(
+    out.para(format!(
         "`modix history {id} --invocation N` shows an invocation; `--timeline` charts the steps."
     ));
     Ok(())
@@ -330,7 +332,7 @@ fn timeline(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
         }
         return Ok(());
     }
-    out.line(format!("Run {} — {}", run.id, headline(run, out)));
+    out.para(format!("Run {} — {}", run.id, headline(run, out)));
     let labels: Vec<String> = transitions
         .iter()
         .map(|t| format!("{:>3} {} → {}", t.seq, t.from, t.to))

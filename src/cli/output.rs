@@ -140,6 +140,15 @@ impl Output {
         let _ = writeln!(std::io::stdout().lock(), "{}", text.as_ref());
     }
 
+    /// Prose on stdout, wrapped at spaces to the terminal's width (as is, when piped).
+    pub fn para(&self, text: impl AsRef<str>) {
+        if self.tty {
+            self.line(text::wrap(text.as_ref(), self.width).join("\n"));
+        } else {
+            self.line(text);
+        }
+    }
+
     /// A table on stdout: fitted and bordered on a terminal, tab-separated otherwise.
     pub fn table(&self, table: &Table) {
         if self.tty {
@@ -332,12 +341,14 @@ pub struct Table {
     wrap: Option<usize>,
     /// Columns left out, in this order, while the others do not fit.
     optional: Vec<usize>,
+    /// Columns cut only when cutting the others is not enough (ids, statuses).
+    keep: Vec<usize>,
 }
 
 /// Narrowest a column is cut to when a table must shrink.
 const MIN_COLUMN: usize = 4;
 /// Narrowest a column is cut to before optional columns are left out instead.
-const COMFORTABLE: usize = 12;
+const COMFORTABLE: usize = 16;
 /// Narrowest a wrapping column is made before the others are cut instead.
 const MIN_WRAP: usize = 20;
 
@@ -348,7 +359,25 @@ impl Table {
             rows: Vec::new(),
             wrap: None,
             optional: Vec::new(),
+            keep: Vec::new(),
         }
+    }
+
+    /// Columns to cut only when cutting the others is not enough.
+    pub fn keep(mut self, columns: &[usize]) -> Self {
+        self.keep = columns.to_vec();
+        self
+    }
+
+    /// Positions among `shown` of the columns kept whole.
+    fn kept(&self, shown: &[usize]) -> Vec<usize> {
+        let mut kept: Vec<usize> = (0..shown.len())
+            .filter(|&col| self.keep.contains(&shown[col]))
+            .collect();
+        if let Some(w) = self.wrap.and_then(|w| shown.iter().position(|&i| i == w)) {
+            kept.push(w);
+        }
+        kept
     }
 
     /// Columns that may be left out on a narrow terminal, the first first.
@@ -385,7 +414,12 @@ impl Table {
         let shown = self.shown_columns(&natural, width);
         let wrap = self.wrap.and_then(|w| shown.iter().position(|&i| i == w));
         let natural: Vec<usize> = shown.iter().map(|&i| natural[i]).collect();
-        let widths = fit_widths(&natural, budget(width, shown.len()), wrap);
+        let widths = fit_widths(
+            &natural,
+            budget(width, shown.len()),
+            wrap,
+            &self.kept(&shown),
+        );
         let shape = |col: usize, s: &str| -> String {
             if Some(col) == wrap {
                 text::wrap(s, widths[col]).join("\n")
@@ -431,7 +465,12 @@ impl Table {
         for drop in &self.optional {
             let wanted: Vec<usize> = shown.iter().map(|&i| natural[i]).collect();
             let wrap = self.wrap.and_then(|w| shown.iter().position(|&i| i == w));
-            let widths = fit_widths(&wanted, budget(width, shown.len()), wrap);
+            let widths = fit_widths(
+                &wanted,
+                budget(width, shown.len()),
+                wrap,
+                &self.kept(&shown),
+            );
             let comfortable = widths.iter().zip(&wanted).enumerate().all(|(col, (w, n))| {
                 let floor = if Some(col) == wrap {
                     MIN_WRAP
@@ -456,10 +495,11 @@ fn budget(width: usize, n: usize) -> usize {
 }
 
 /// Column widths within `budget`: the wrapping column (if any) gets the room
-/// the others leave, but at least [`MIN_WRAP`]; then every other column
-/// wider than a cap is cut to it, the cap as high as the budget allows (and
-/// the wrapping column too, when even that is not enough).
-fn fit_widths(natural: &[usize], budget: usize, wrap: Option<usize>) -> Vec<usize> {
+/// the others leave, but at least [`MIN_WRAP`]; then every column not in
+/// `keep` (which holds the wrapping one) wider than a cap is cut to it, the
+/// cap as high as the budget allows — and every column, when even that is
+/// not enough.
+fn fit_widths(natural: &[usize], budget: usize, wrap: Option<usize>, keep: &[usize]) -> Vec<usize> {
     let mut w = natural.to_vec();
     if w.iter().sum::<usize>() <= budget {
         return w;
@@ -473,14 +513,14 @@ fn fit_widths(natural: &[usize], budget: usize, wrap: Option<usize>) -> Vec<usiz
         }
     }
     let widest = w.iter().copied().max().unwrap_or(0);
-    let capped = |w: &[usize], cap: usize, keep: Option<usize>| -> Vec<usize> {
+    let capped = |w: &[usize], cap: usize, keep: &[usize]| -> Vec<usize> {
         w.iter()
             .enumerate()
-            .map(|(i, x)| if Some(i) == keep { *x } else { (*x).min(cap) })
+            .map(|(i, x)| if keep.contains(&i) { *x } else { (*x).min(cap) })
             .collect()
     };
     let fits = |w: &[usize]| w.iter().sum::<usize>() <= budget;
-    for keep in [wrap, None] {
+    for keep in [keep, &[]] {
         if let Some(cap) = (MIN_COLUMN..=widest)
             .rev()
             .find(|cap| fits(&capped(&w, *cap, keep)))
@@ -488,7 +528,7 @@ fn fit_widths(natural: &[usize], budget: usize, wrap: Option<usize>) -> Vec<usiz
             return capped(&w, cap, keep);
         }
     }
-    capped(&w, MIN_COLUMN, None)
+    capped(&w, MIN_COLUMN, &[])
 }
 
 #[cfg(test)]
@@ -497,17 +537,19 @@ mod tests {
 
     #[test]
     fn the_widest_column_is_cut_first() {
-        assert_eq!(fit_widths(&[5, 40, 10], 60, None), [5, 40, 10]);
-        assert_eq!(fit_widths(&[5, 40, 10], 35, None), [5, 20, 10]);
+        assert_eq!(fit_widths(&[5, 40, 10], 60, None, &[]), [5, 40, 10]);
+        assert_eq!(fit_widths(&[5, 40, 10], 35, None, &[]), [5, 20, 10]);
         // Two wide columns share the cut.
-        assert_eq!(fit_widths(&[30, 30, 4], 40, None), [18, 18, 4]);
+        assert_eq!(fit_widths(&[30, 30, 4], 40, None, &[]), [18, 18, 4]);
+        // A kept column is cut last.
+        assert_eq!(fit_widths(&[30, 30, 4], 40, None, &[0]), [30, 6, 4]);
     }
 
     #[test]
     fn a_wrapping_column_takes_the_rest() {
-        assert_eq!(fit_widths(&[5, 10, 100], 60, Some(2)), [5, 10, 45]);
+        assert_eq!(fit_widths(&[5, 10, 100], 60, Some(2), &[2]), [5, 10, 45]);
         // Too little room left: it keeps its minimum and the others are cut.
-        assert_eq!(fit_widths(&[50, 10, 100], 60, Some(2)), [30, 10, 20]);
+        assert_eq!(fit_widths(&[50, 10, 100], 60, Some(2), &[2]), [30, 10, 20]);
     }
 
     #[test]

@@ -4,10 +4,14 @@
 mod doctor;
 mod fsm;
 mod go;
+mod history;
 mod init;
 mod mock_anthropic;
 mod presets;
 mod real_clis;
+mod scenarios;
 mod snapshots;
+mod term;
+mod terminal;
 mod util;
 mod validate;
