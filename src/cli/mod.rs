@@ -105,7 +105,11 @@ pub enum Command {
     ]))]
     Doctor(doctor::DoctorArgs),
     /// List, show, check and draw workflow state machines.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = examples(&[
+        ("modix fsm list", "the workflows here"),
+        ("modix fsm show plan_execute_test", "one of them in full"),
+        ("modix fsm graph --run last", "the newest run's path through its workflow"),
+    ]))]
     Fsm(fsm::FsmCommand),
     /// Run the workflow on an epic.
     #[command(after_help = examples(&[
@@ -125,7 +129,7 @@ pub enum Command {
     /// Show recorded runs, or one run's steps.
     #[command(after_help = examples(&[
         ("modix history", "runs, newest first"),
-        ("modix history --status failed --since 1d", "yesterday's failures"),
+        ("modix history --status failed --since 1d", "failures of the last day"),
         ("modix history last", "the newest run, step by step"),
         ("modix history last~1 --timeline", "how long each step of the run before took"),
         ("modix history last --invocation 2", "one agent invocation in full"),

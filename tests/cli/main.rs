@@ -1,9 +1,11 @@
 //! Integration tests: every test drives the real `modix` binary in a temp dir.
 //! One test binary (as ripgrep, just and nextest do) so it links once.
 
+mod conventions;
 mod doctor;
 mod fsm;
 mod go;
+mod graph;
 mod history;
 mod init;
 mod mock_anthropic;
