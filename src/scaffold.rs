@@ -112,8 +112,9 @@ pub fn choose_binding(
 }
 
 /// A binding to a shell the project's existing `shells.json` defines, with
-/// a brain its `brains.json` defines (the settings' default brain, the
-/// shell's preset's usual one, or the first).
+/// a brain its `brains.json` defines (the settings' default brain, the one
+/// its agents already pair with the shell, the shell's preset's usual one,
+/// or the first).
 fn custom_binding(
     root: &Path,
     name: &str,
@@ -138,13 +139,22 @@ fn custom_binding(
                 .map(|o| o.keys().cloned().collect())
         })
         .unwrap_or_default();
+    // The brain the project already pairs with this shell, if any.
+    let paired = existing(root, "agents.json").and_then(|v| {
+        v.get("agents")?.as_object()?.values().find_map(|a| {
+            (a.get("shell")?.as_str()? == name)
+                .then(|| a.get("brain")?.as_str().map(str::to_owned))?
+        })
+    });
     let usual = brain_for(preset.unwrap_or_default());
+    let known = |b: &str| brains.iter().any(|x| x == b);
     let brain = default_brain
-        .filter(|b| brains.iter().any(|x| x == b))
-        .or_else(|| brains.iter().any(|x| x == usual).then_some(usual))
-        .or(brains.first().map(String::as_str))
-        .unwrap_or(usual)
-        .to_owned();
+        .filter(|b| known(b))
+        .map(str::to_owned)
+        .or(paired.filter(|b| known(b)))
+        .or_else(|| known(usual).then(|| usual.to_owned()))
+        .or_else(|| brains.first().cloned())
+        .unwrap_or_else(|| usual.to_owned());
     Ok(Binding {
         shell: name.to_owned(),
         brain,

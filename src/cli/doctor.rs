@@ -116,13 +116,13 @@ fn summary(r: &Report, out: &Output) {
         .map(|a| a.id.as_str())
         .collect();
     if r.ready {
-        out.line(format!(
+        out.para(format!(
             "\n{}: every agent of workflow `{}` can run. Try `modix go \"<epic>\"`.",
             out.paint("Ready", Tone::Good),
             r.workflow
         ));
     } else {
-        out.line(format!(
+        out.para(format!(
             "\n{}: workflow `{}` needs {} — fix what the status column says.",
             out.paint("Not ready", Tone::Bad),
             r.workflow,
@@ -158,12 +158,12 @@ fn print_env(r: &Report, out: &Output) {
         .map(|a| a.env_unset.iter().map(String::as_str).collect())
         .unwrap_or_default();
     if !unset.is_empty() {
-        out.line(format!(
+        out.para(format!(
             "Allow-listed but not set here, so not passed: {}.",
             unset.join(" ")
         ));
     }
-    out.line(
+    out.para(
         "Nothing else reaches an agent: add a variable's name to \"env\": {\"allow\": [...]} in .modix/runtimes.json to pass it.",
     );
 }

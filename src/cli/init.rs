@@ -39,13 +39,20 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Exit, Error> {
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
-        known.extend(scaffold::existing_shells(&root));
-        known.dedup();
+        for own in scaffold::existing_shells(&root) {
+            if !known.contains(&own) {
+                known.push(own);
+            }
+        }
         Error::usage(
             e.to_string(),
             format!(
-                "use one of: {} (or define it in .modix/shells.json first)",
-                known.join(", ")
+                "{} (another one: define it in .modix/shells.json first)",
+                crate::diagnostics::unknown_name_help(
+                    &e.0,
+                    "shell",
+                    known.iter().map(String::as_str)
+                )
             ),
         )
     })?;
