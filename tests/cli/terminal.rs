@@ -274,7 +274,10 @@ fn config_warnings_during_go_are_one_line_each() {
     // `validate` keeps the full report, with the source.
     let out = sb.modix().arg("validate").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains('╭'));
-    // And -q drops them.
+    // And -q drops them (only errors), for `validate` too.
     let out = sb.modix().args(["-q", "go", "again"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
+    let out = sb.modix().args(["-q", "validate"]).output().unwrap();
+    assert!(out.status.success());
     assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
 }
