@@ -1,6 +1,7 @@
 //! What `modix init` writes: the embedded `.modix-template/`, with the agents
-//! bound to an agent CLI found on PATH and the tester bound to the project's own
-//! test command when one can be recognised.
+//! bound to an agent CLI found on PATH (or a shell the project already
+//! defines) and the tester bound to the project's own test command when one
+//! can be recognised; and the global settings file when there is none.
 
 use std::path::{Path, PathBuf};
 
@@ -15,12 +16,23 @@ use crate::fsutil::write_durable;
 pub struct Binding {
     pub shell: String,
     pub brain: String,
+    /// The shell is defined in the project's existing `shells.json`, not a
+    /// preset: that file (and `brains.json`) must be kept, even with --force.
+    pub custom: bool,
     /// Where the shell's binary was found, if it was.
     pub found_at: Option<PathBuf>,
     /// Every preset CLI found on PATH.
     pub detected: Vec<(String, PathBuf)>,
     /// The project's test command, when recognised.
-    pub test_command: Option<Vec<String>>,
+    pub test_command: Option<TestCommand>,
+}
+
+/// The project's own test command, and what told init so.
+#[derive(Debug, Clone)]
+pub struct TestCommand {
+    pub argv: Vec<String>,
+    /// E.g. `Cargo.toml`, `tests/test_calc.py uses unittest`.
+    pub because: String,
 }
 
 /// What happened to one file.
@@ -33,7 +45,7 @@ pub enum FileAction {
 
 #[derive(Debug, thiserror::Error)]
 #[error("unknown shell `{0}`")]
-pub struct UnknownShell(String);
+pub struct UnknownShell(pub String);
 
 /// The brain a preset shell talks to by default.
 fn brain_for(shell: &str) -> &'static str {
@@ -44,11 +56,30 @@ fn brain_for(shell: &str) -> &'static str {
     }
 }
 
-/// Picks the shell: `--shell`, else the settings' default, else the first CLI on PATH.
+/// A JSON file of the project's existing `.modix/`, if it reads.
+fn existing(root: &Path, name: &str) -> Option<Value> {
+    let text = std::fs::read_to_string(root.join(MODIX_DIR).join(name)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The names of the shells the project's existing `shells.json` defines.
+pub fn existing_shells(root: &Path) -> Vec<String> {
+    existing(root, "shells.json")
+        .and_then(|v| {
+            v.get("shells")?
+                .as_object()
+                .map(|o| o.keys().cloned().collect())
+        })
+        .unwrap_or_default()
+}
+
+/// Picks the shell: `--shell` (a preset, or a shell the project's
+/// `shells.json` defines), else the settings' default, else the first CLI on PATH.
 pub fn choose_binding(
     root: &Path,
     wanted: Option<&str>,
     default: Option<&str>,
+    default_brain: Option<&str>,
 ) -> Result<Binding, UnknownShell> {
     let detected: Vec<(String, PathBuf)> = presets::PRESET_NAMES
         .iter()
@@ -57,9 +88,11 @@ pub fn choose_binding(
             which::which(&bin).ok().map(|p| ((*name).to_owned(), p))
         })
         .collect();
+    if let Some(name) = wanted.filter(|w| !presets::PRESET_NAMES.contains(w)) {
+        return custom_binding(root, name, default_brain, detected);
+    }
     let shell = match wanted.or(default) {
         Some(s) if presets::PRESET_NAMES.contains(&s) => s.to_owned(),
-        Some(s) if wanted.is_some() => return Err(UnknownShell(s.to_owned())),
         _ => detected
             .first()
             .map_or_else(|| "claude".to_owned(), |(n, _)| n.clone()),
@@ -71,31 +104,298 @@ pub fn choose_binding(
     Ok(Binding {
         brain: brain_for(&shell).to_owned(),
         shell,
+        custom: false,
         found_at,
         detected,
         test_command: detect_test_command(root),
     })
 }
 
+/// A binding to a shell the project's existing `shells.json` defines, with
+/// a brain its `brains.json` defines (the settings' default brain, the one
+/// its agents already pair with the shell, the shell's preset's usual one,
+/// or the first).
+fn custom_binding(
+    root: &Path,
+    name: &str,
+    default_brain: Option<&str>,
+    detected: Vec<(String, PathBuf)>,
+) -> Result<Binding, UnknownShell> {
+    let shells = existing(root, "shells.json");
+    let Some(entry) = shells.as_ref().and_then(|v| v.get("shells")?.get(name)) else {
+        return Err(UnknownShell(name.to_owned()));
+    };
+    let preset = entry.get("preset").and_then(Value::as_str);
+    let binary = entry
+        .get("binary")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| preset.and_then(presets::preset).map(|p| p.binary))
+        .unwrap_or_else(|| name.to_owned());
+    let brains: Vec<String> = existing(root, "brains.json")
+        .and_then(|v| {
+            v.get("brains")?
+                .as_object()
+                .map(|o| o.keys().cloned().collect())
+        })
+        .unwrap_or_default();
+    // The brain the project already pairs with this shell, if any.
+    let paired = existing(root, "agents.json").and_then(|v| {
+        v.get("agents")?.as_object()?.values().find_map(|a| {
+            (a.get("shell")?.as_str()? == name)
+                .then(|| a.get("brain")?.as_str().map(str::to_owned))?
+        })
+    });
+    let usual = brain_for(preset.unwrap_or_default());
+    let known = |b: &str| brains.iter().any(|x| x == b);
+    let brain = default_brain
+        .filter(|b| known(b))
+        .map(str::to_owned)
+        .or(paired.filter(|b| known(b)))
+        .or_else(|| known(usual).then(|| usual.to_owned()))
+        .or_else(|| brains.first().cloned())
+        .unwrap_or_else(|| usual.to_owned());
+    Ok(Binding {
+        shell: name.to_owned(),
+        brain,
+        custom: true,
+        found_at: crate::shell::find_binary(root, &binary),
+        detected,
+        test_command: detect_test_command(root),
+    })
+}
+
+/// The stacks init recognises, for its "looked for" message.
+pub const STACKS: &str = "Cargo, Go, npm/yarn/pnpm, pytest, unittest, tox, nox, Gradle, Maven, dotnet, mix, RSpec/Rake, PHPUnit/Composer, SwiftPM, make";
+
 /// The project's test command, from the files that usually say how to test.
-pub fn detect_test_command(root: &Path) -> Option<Vec<String>> {
+pub fn detect_test_command(root: &Path) -> Option<TestCommand> {
     let has = |f: &str| root.join(f).is_file();
-    let argv: &[&str] = if has("Cargo.toml") {
-        &["cargo", "test"]
-    } else if has("package.json") {
-        &["npm", "test"]
-    } else if has("go.mod") {
-        &["go", "test", "./..."]
-    } else if has("pyproject.toml") || has("setup.py") || has("pytest.ini") {
-        &["python3", "-m", "pytest"]
-    } else if std::fs::read_to_string(root.join("Makefile"))
+    let found = command;
+    if has("Cargo.toml") {
+        return found(&["cargo", "test"], "Cargo.toml");
+    }
+    if has("go.mod") {
+        return found(&["go", "test", "./..."], "go.mod");
+    }
+    if let Some(t) = node(root) {
+        return Some(t);
+    }
+    if let Some(t) = python(root) {
+        return Some(t);
+    }
+    if let Some(t) = jvm_and_dotnet(root) {
+        return Some(t);
+    }
+    if has("mix.exs") {
+        return found(&["mix", "test"], "mix.exs");
+    }
+    if let Some(t) = ruby_and_php(root) {
+        return Some(t);
+    }
+    if has("Package.swift") {
+        return found(&["swift", "test"], "Package.swift");
+    }
+    if std::fs::read_to_string(root.join("Makefile"))
         .is_ok_and(|m| m.lines().any(|l| l.starts_with("test:")))
     {
-        &["make", "test"]
-    } else {
+        return found(&["make", "test"], "Makefile's `test` target");
+    }
+    None
+}
+
+fn command(argv: &[&str], because: impl Into<String>) -> Option<TestCommand> {
+    Some(TestCommand {
+        argv: argv.iter().map(|s| (*s).to_owned()).collect(),
+        because: because.into(),
+    })
+}
+
+/// `npm test` (or yarn's, pnpm's, bun's, by the lock file) when
+/// `package.json` has a real `test` script (not npm's placeholder).
+fn node(root: &Path) -> Option<TestCommand> {
+    let text = std::fs::read_to_string(root.join("package.json")).ok()?;
+    let package: Value = serde_json::from_str(&text).ok()?;
+    let script = package.pointer("/scripts/test")?.as_str()?;
+    if script.contains("no test specified") {
         return None;
+    }
+    let runner = [
+        ("pnpm-lock.yaml", "pnpm"),
+        ("yarn.lock", "yarn"),
+        ("bun.lockb", "bun"),
+    ]
+    .iter()
+    .find(|(lock, _)| root.join(lock).is_file())
+    .map_or("npm", |(_, runner)| runner);
+    command(&[runner, "test"], "package.json's `test` script")
+}
+
+/// pytest when its configuration or pytest-style tests say so; unittest
+/// when the test files use it; tox or nox when the project drives its tests
+/// through them.
+fn python(root: &Path) -> Option<TestCommand> {
+    let read = |f: &str| std::fs::read_to_string(root.join(f)).unwrap_or_default();
+    let pytest = |because: &str| command(&["python3", "-m", "pytest"], because);
+    if root.join("pytest.ini").is_file() {
+        return pytest("pytest.ini");
+    }
+    if root.join("conftest.py").is_file() {
+        return pytest("conftest.py");
+    }
+    if read("pyproject.toml").contains("[tool.pytest") {
+        return pytest("pyproject.toml's [tool.pytest.ini_options]");
+    }
+    if read("setup.cfg").contains("[tool:pytest]") {
+        return pytest("setup.cfg's [tool:pytest]");
+    }
+    if read("tox.ini").contains("[pytest]") {
+        return pytest("tox.ini's [pytest]");
+    }
+    if root.join("tox.ini").is_file() {
+        return command(&["tox"], "tox.ini");
+    }
+    if root.join("noxfile.py").is_file() {
+        return command(&["nox"], "noxfile.py");
+    }
+    if let Some(t) = python_test_files(root) {
+        return Some(t);
+    }
+    ["pyproject.toml", "setup.py"]
+        .into_iter()
+        .find(|f| root.join(f).is_file())
+        .and_then(pytest)
+}
+
+/// The framework the project's `test_*.py` / `*_test.py` files (in the root,
+/// `tests/` or `test/`) use: unittest when they import it and not pytest.
+fn python_test_files(root: &Path) -> Option<TestCommand> {
+    for dir in [".", "tests", "test"] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n.ends_with(".py") && (n.starts_with("test_") || n.ends_with("_test.py"))
+                })
+            })
+            .collect();
+        if files.is_empty() {
+            continue;
+        }
+        files.sort();
+        let texts: Vec<String> = files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+            .collect();
+        let uses = |what: &str| texts.iter().any(|t| t.contains(what));
+        let first = files[0].strip_prefix(root).unwrap_or(&files[0]);
+        let shown = first
+            .display()
+            .to_string()
+            .trim_start_matches("./")
+            .to_owned();
+        if uses("unittest") && !uses("pytest") {
+            // unittest finds `test*.py` by itself; other names need a pattern.
+            let mut argv = vec!["python3", "-m", "unittest"];
+            let by_prefix = files.iter().all(|f| {
+                f.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("test"))
+            });
+            if dir != "." || !by_prefix {
+                argv.extend(["discover", "-s", dir]);
+                if !by_prefix {
+                    argv.extend(["-p", "*_test.py"]);
+                }
+            }
+            return command(&argv, format!("{shown} uses unittest"));
+        }
+        return command(
+            &["python3", "-m", "pytest"],
+            format!("{shown} (pytest-style tests)"),
+        );
+    }
+    None
+}
+
+/// Gradle, Maven (their wrappers when present) and dotnet.
+fn jvm_and_dotnet(root: &Path) -> Option<TestCommand> {
+    let has = |f: &str| root.join(f).is_file();
+    for build in ["build.gradle.kts", "build.gradle"] {
+        if has(build) {
+            let gradle = if has("gradlew") {
+                "./gradlew"
+            } else {
+                "gradle"
+            };
+            return command(&[gradle, "test"], build);
+        }
+    }
+    if has("pom.xml") {
+        let mvn = if has("mvnw") { "./mvnw" } else { "mvn" };
+        return command(&[mvn, "test"], "pom.xml");
+    }
+    let project = std::fs::read_dir(root).ok()?.flatten().find_map(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        [".sln", ".csproj", ".fsproj"]
+            .iter()
+            .any(|ext| name.ends_with(ext))
+            .then_some(name)
+    })?;
+    command(&["dotnet", "test"], project)
+}
+
+/// RSpec or Rake (through Bundler when there is a Gemfile), PHPUnit or Composer.
+fn ruby_and_php(root: &Path) -> Option<TestCommand> {
+    let has = |f: &str| root.join(f).exists();
+    let bundled = |argv: &[&'static str]| -> Vec<&'static str> {
+        if has("Gemfile") {
+            [&["bundle", "exec"][..], argv].concat()
+        } else {
+            argv.to_vec()
+        }
     };
-    Some(argv.iter().map(|s| (*s).to_owned()).collect())
+    if has(".rspec") || root.join("spec").is_dir() {
+        let because = if has(".rspec") { ".rspec" } else { "spec/" };
+        return command(&bundled(&["rspec"]), because);
+    }
+    if has("Rakefile") {
+        return command(&bundled(&["rake", "test"]), "Rakefile");
+    }
+    for config in ["phpunit.xml", "phpunit.xml.dist"] {
+        if has(config) {
+            return command(&["vendor/bin/phpunit"], config);
+        }
+    }
+    let composer: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("composer.json")).ok()?).ok()?;
+    composer.pointer("/scripts/test")?;
+    command(&["composer", "test"], "composer.json's `test` script")
+}
+
+/// The global settings file (`~/.modix/settings.json`, or in `$MODIX_HOME`),
+/// created with the defaults when there is none; never overwritten.
+pub fn ensure_settings() -> Result<Option<(PathBuf, FileAction)>, crate::error::Error> {
+    let Some(path) = crate::config::settings::file() else {
+        return Ok(None);
+    };
+    if path.exists() {
+        return Ok(Some((path, FileAction::Kept)));
+    }
+    // Only what is the same for every project; `default_shell` is left
+    // out, so `init` keeps binding to the CLI it finds.
+    let defaults = json!({ "color": "auto", "log_level": "warn", "context_mode": "isolated" });
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| crate::error::Error::io(format!("cannot create {}", dir.display()), e))?;
+    }
+    write_durable(&path, &pretty(&defaults))
+        .map_err(|e| crate::error::Error::io(format!("cannot write {}", path.display()), e))?;
+    Ok(Some((path, FileAction::Created)))
 }
 
 /// Every file of the template, as it would be written for this project.
@@ -146,10 +446,10 @@ fn patch_agents(bytes: &[u8], b: &Binding) -> Option<Vec<u8>> {
         }
     }
     // A real test suite beats an LLM's opinion of it: run it as a command agent.
-    if let (Some(argv), Some(tester)) = (&b.test_command, agents.get_mut("tester")) {
+    if let (Some(test), Some(tester)) = (&b.test_command, agents.get_mut("tester")) {
         *tester = json!({
             "role": "tester",
-            "command": argv,
+            "command": test.argv,
             "manifest": {
                 "output_schema": "test_result",
                 "output_mode": "exit_status",
@@ -166,23 +466,25 @@ fn patch_project(bytes: &[u8], root: &Path, b: &Binding) -> Option<Vec<u8>> {
     if let Some(name) = root.file_name().and_then(|n| n.to_str()) {
         v["name"] = json!(name);
     }
-    if let Some(argv) = &b.test_command {
-        v["commands"]["test"] = json!(argv);
+    if let Some(test) = &b.test_command {
+        v["commands"]["test"] = json!(test.argv);
     }
     Some(pretty(&v))
 }
 
 /// Writes the rendered files under `root/.modix/`; existing files are kept
-/// unless `force`.
+/// unless `force` — and those named in `keep` even then.
 pub fn write(
     root: &Path,
     files: &[(String, Vec<u8>)],
     force: bool,
+    keep: &[&str],
 ) -> Result<Vec<(String, FileAction)>, crate::error::Error> {
     let mut done = Vec::new();
     for (name, bytes) in files {
         let path = root.join(MODIX_DIR).join(name);
         let shown = crate::config::discover::shown(name);
+        let force = force && !keep.contains(&name.as_str());
         let action = match (path.exists(), force) {
             (true, false) => FileAction::Kept,
             (exists, _) => {

@@ -1,6 +1,6 @@
 //! Small text helpers shared by everything that shows text to people: one
-//! home for cutting, flattening and counting, so every table and message
-//! does it the same way.
+//! home for cutting, wrapping, flattening and counting, and for how times
+//! and durations read, so every table and message does it the same way.
 
 use std::borrow::Cow;
 
@@ -12,9 +12,14 @@ pub fn truncate(s: &str, max: usize) -> Cow<'_, str> {
     }
 }
 
-/// `s` on one line (newlines become spaces), cut to `max` characters.
+/// `s` on one line with no tabs: what a tab-separated row can hold.
+pub fn flat(s: &str) -> String {
+    s.replace(['\n', '\r', '\t'], " ")
+}
+
+/// `s` on one line (see [`flat`]), cut to `max` characters.
 pub fn one_line(s: &str, max: usize) -> String {
-    truncate(&s.replace(['\n', '\r'], " "), max).into_owned()
+    truncate(&flat(s), max).into_owned()
 }
 
 /// `1 task`, `2 tasks`.
@@ -26,6 +31,129 @@ pub fn plural(n: usize, word: &str) -> String {
     }
 }
 
+/// Columns `s` takes on a terminal (wide characters count twice).
+pub fn width(s: &str) -> usize {
+    console::measure_text_width(s)
+}
+
+/// `s` cut to at most `cols` terminal columns, `…` marking the cut.
+pub fn fit(s: &str, cols: usize) -> Cow<'_, str> {
+    if width(s) <= cols {
+        return Cow::Borrowed(s);
+    }
+    console::truncate_str(s, cols, "…")
+}
+
+/// `s` wrapped at spaces into lines of at most `cols` columns; a word longer
+/// than a line is broken where it must be.
+pub fn wrap(s: &str, cols: usize) -> Vec<String> {
+    let cols = cols.max(1);
+    let mut lines = Vec::new();
+    for paragraph in s.lines() {
+        let mut line = String::new();
+        for word in paragraph.split(' ') {
+            let sep = usize::from(!line.is_empty());
+            if width(&line) + sep + width(word) <= cols {
+                if sep == 1 {
+                    line.push(' ');
+                }
+                line.push_str(word);
+                continue;
+            }
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            let mut rest = word;
+            while width(rest) > cols {
+                let cut = split_at_cols(rest, cols);
+                lines.push(rest[..cut].to_owned());
+                rest = &rest[cut..];
+            }
+            line.push_str(rest);
+        }
+        lines.push(line);
+    }
+    if lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines
+}
+
+/// Byte index where the first `cols` columns of `s` end (at least one char).
+fn split_at_cols(s: &str, cols: usize) -> usize {
+    let mut used = 0;
+    for (i, c) in s.char_indices() {
+        let w = width(c.encode_utf8(&mut [0; 4]));
+        if used + w > cols && i > 0 {
+            return i;
+        }
+        used += w;
+    }
+    s.len()
+}
+
+/// A duration for people: `0.4s`, `12.3s`, `3m 05s`, `1h 02m`.
+pub fn duration(ms: u64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0..60 => format!("{:.1}s", ms as f64 / 1000.0),
+        60..3600 => format!("{}m {:02}s", secs / 60, secs % 60),
+        _ => format!("{}h {:02}m", secs / 3600, secs % 3600 / 60),
+    }
+}
+
+/// How long ago `then` was, seen from `now`: `just now`, `12s ago`,
+/// `3m ago`, `2h ago`, `5d ago`; beyond four weeks, the local date.
+pub fn ago(then: jiff::Timestamp, now: jiff::Timestamp) -> String {
+    let secs = now.as_second().saturating_sub(then.as_second());
+    match secs {
+        ..5 => "just now".to_owned(),
+        5..60 => format!("{secs}s ago"),
+        60..3600 => format!("{}m ago", secs / 60),
+        3600..86_400 => format!("{}h ago", secs / 3600),
+        86_400..2_419_200 => format!("{}d ago", secs / 86_400),
+        _ => local(then, "%Y-%m-%d"),
+    }
+}
+
+/// A stored RFC 3339 time in the local time zone, as `strftime` `pattern`
+/// says (`%Z` is the zone's abbreviation); the stored text if it does not parse.
+pub fn local_time(stored: &str, pattern: &str) -> String {
+    match stored.parse::<jiff::Timestamp>() {
+        Ok(ts) => local(ts, pattern),
+        Err(_) => stored.to_owned(),
+    }
+}
+
+fn local(ts: jiff::Timestamp, pattern: &str) -> String {
+    ts.to_zoned(jiff::tz::TimeZone::system())
+        .strftime(pattern)
+        .to_string()
+}
+
+/// An age such as `45s`, `30m`, `2h`, `1d` or `1w`, in seconds.
+pub fn parse_age(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}` is not an age such as 30m, 2h, 1d or 1w"))?;
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => {
+            return Err(format!(
+                "`{s}`: the unit must be s, m, h, d or w (as in 30m, 2h, 1d, 1w)"
+            ));
+        }
+    };
+    Ok(n.saturating_mul(scale))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,8 +162,38 @@ mod tests {
     fn cuts_on_characters_not_bytes() {
         assert_eq!(truncate("héllo", 2), "hé…");
         assert_eq!(truncate("hi", 2), "hi");
-        assert_eq!(one_line("a\nb", 10), "a b");
+        assert_eq!(flat("a\nb\tc"), "a b c");
         assert_eq!(plural(1, "task"), "1 task");
         assert_eq!(plural(0, "task"), "0 tasks");
+    }
+
+    #[test]
+    fn fits_and_wraps_by_columns() {
+        assert_eq!(fit("hello world", 6), "hello…");
+        assert_eq!(fit("hi", 6), "hi");
+        assert_eq!(wrap("one two three", 7), ["one two", "three"]);
+        assert_eq!(wrap("abcdefghij", 4), ["abcd", "efgh", "ij"]);
+        assert_eq!(wrap("", 4), [""]);
+        assert!(
+            wrap("a redirected to FAILED", 10)
+                .iter()
+                .all(|l| width(l) <= 10)
+        );
+    }
+
+    #[test]
+    fn durations_and_ages_read_as_people_say_them() {
+        assert_eq!(duration(420), "0.4s");
+        assert_eq!(duration(185_000), "3m 05s");
+        assert_eq!(duration(3_720_000), "1h 02m");
+        let now: jiff::Timestamp = "2025-01-05T12:00:00Z".parse().unwrap();
+        let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+        assert_eq!(ago(at("2025-01-05T11:57:00Z"), now), "3m ago");
+        assert_eq!(ago(at("2025-01-05T11:59:58Z"), now), "just now");
+        assert_eq!(ago(at("2025-01-03T12:00:00Z"), now), "2d ago");
+        assert_eq!(parse_age("30m"), Ok(1800));
+        assert_eq!(parse_age("1w"), Ok(604_800));
+        assert!(parse_age("3 days").is_err());
+        assert!(parse_age("h").is_err());
     }
 }

@@ -1,15 +1,15 @@
 //! `modix doctor`: what is installed, what is set, and whether the agents the
-//! workflow needs can run.
+//! workflow needs can run; with `-v`, what environment each agent receives.
 
-use super::output::table;
+use super::output::{Table, TableCell, Tone, toned};
 use super::{Ctx, Output};
-use crate::doctor::{self, Report};
+use crate::doctor::{self, AgentCheck, Report};
 use crate::error::{Error, Exit};
 use crate::orchestrator::{Engine, SCHEMA_VERSION};
 
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
-    /// Print the findings as JSON.
+    /// Print the findings as JSON (with each agent's probe and environment names).
     #[arg(long)]
     pub json: bool,
 }
@@ -24,62 +24,91 @@ pub fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<Exit, Error> {
         ctx.out.json(&v);
     } else {
         print_report(&report, &ctx.out);
+        if ctx.cli.verbose > 0 {
+            print_env(&report, &ctx.out);
+        }
     }
     Ok(if report.ready { Exit::Ok } else { Exit::Failed })
 }
 
+/// `✓ ok` / `✗ what is wrong` on a terminal (green / red with colour);
+/// the plain words when piped.
+fn verdict(out: &Output, ok: bool, text: String) -> TableCell {
+    match (out.tty, ok) {
+        (false, _) => text.into(),
+        (true, true) => toned(format!("✓ {text}"), Tone::Good),
+        (true, false) => toned(format!("✗ {text}"), Tone::Bad),
+    }
+}
+
 fn print_report(r: &Report, out: &Output) {
-    let mut shells = table(["shell", "found", "version", "requires", "status"]);
+    let mut shells = Table::new(["shell", "found", "version", "requires", "status"]);
     for s in &r.shells {
-        shells.add_row(vec![
-            s.name.clone(),
+        shells.row([
+            s.name.clone().into(),
             s.path
                 .as_ref()
-                .map_or("not found".into(), |p| p.display().to_string()),
-            s.version.clone().unwrap_or_else(|| "-".into()),
-            s.requires.clone().unwrap_or_else(|| "-".into()),
-            if s.ok {
-                "ok".into()
-            } else {
-                s.problem.clone().unwrap_or_default()
-            },
+                .map_or("not found".into(), |p| p.display().to_string())
+                .into(),
+            s.version.clone().unwrap_or_else(|| "-".into()).into(),
+            s.requires.clone().unwrap_or_else(|| "-".into()).into(),
+            verdict(
+                out,
+                s.ok,
+                if s.ok {
+                    "ok".into()
+                } else {
+                    s.problem.clone().unwrap_or_default()
+                },
+            ),
         ]);
     }
-    out.line(format!("Shells (agent CLIs)\n{shells}"));
-    let mut brains = table(["brain", "provider", "model", "key"]);
+    out.line("Shells (agent CLIs)");
+    out.table(&shells);
+    let mut brains = Table::new(["brain", "provider", "model", "key"]);
     for b in &r.brains {
         let key = match (&b.api_key_env, b.key_present) {
-            (Some(var), Some(true)) => format!("${var} is set"),
-            (Some(var), _) => format!("${var} is missing"),
+            (Some(var), Some(true)) => verdict(out, true, format!("${var} is set")),
+            (Some(var), _) => verdict(out, false, format!("${var} is missing")),
             (None, _) => "no key needed".into(),
         };
-        brains.add_row(vec![
-            b.name.clone(),
-            b.provider.clone(),
-            b.model.clone(),
+        brains.row([
+            b.name.clone().into(),
+            b.provider.clone().into(),
+            b.model.clone().into(),
             key,
         ]);
     }
-    out.line(format!("\nBrains (LLM profiles)\n{brains}"));
-    let mut agents = table(["agent", "role", "runs with", "in workflow", "status"]);
+    out.line("\nBrains (LLM profiles)");
+    out.table(&brains);
+    let mut agents =
+        Table::new(["agent", "role", "runs with", "in workflow", "status"]).wrap_column(4);
     for a in &r.agents {
-        agents.add_row(vec![
-            a.id.clone(),
-            a.role.clone(),
-            a.binding.clone(),
-            if a.used_by_workflow {
-                "yes".into()
-            } else {
-                "no".into()
-            },
-            if a.ready {
-                "ready".into()
-            } else {
-                a.problems.join("; ")
-            },
+        agents.row([
+            a.id.clone().into(),
+            a.role.clone().into(),
+            a.binding.clone().into(),
+            if a.used_by_workflow { "yes" } else { "no" }.into(),
+            verdict(out, a.ready, agent_status(a)),
         ]);
     }
-    out.line(format!("\nAgents\n{agents}"));
+    out.line("\nAgents");
+    out.table(&agents);
+    summary(r, out);
+}
+
+/// `ready` (and how it was checked), or every problem.
+fn agent_status(a: &AgentCheck) -> String {
+    if !a.ready {
+        return a.problems.join("; ");
+    }
+    match &a.probe {
+        Some(p) => format!("ready (`{}` ran)", p.argv.join(" ")),
+        None => "ready".into(),
+    }
+}
+
+fn summary(r: &Report, out: &Output) {
     let blocked: Vec<&str> = r
         .agents
         .iter()
@@ -87,15 +116,54 @@ fn print_report(r: &Report, out: &Output) {
         .map(|a| a.id.as_str())
         .collect();
     if r.ready {
-        out.line(format!(
-            "\nReady: every agent of workflow `{}` can run. Try `modix go \"<epic>\"`.",
+        out.para(format!(
+            "\n{}: every agent of workflow `{}` can run. Try `modix go \"<epic>\"`.",
+            out.paint("Ready", Tone::Good),
             r.workflow
         ));
     } else {
-        out.line(format!(
-            "\nNot ready: workflow `{}` needs {} — fix what the status column says.",
+        out.para(format!(
+            "\n{}: workflow `{}` needs {} — fix what the status column says.",
+            out.paint("Not ready", Tone::Bad),
             r.workflow,
             blocked.join(", ")
         ));
     }
+}
+
+/// `doctor -v`: the names of the variables each agent receives, by where
+/// they come from, and what is not passed.
+fn print_env(r: &Report, out: &Output) {
+    let mut t =
+        Table::new(["agent", "receives (names only; values are never shown)"]).wrap_column(1);
+    for a in &r.agents {
+        let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+        for e in &a.env {
+            match groups.iter_mut().find(|(from, _)| *from == e.from) {
+                Some((_, names)) => names.push(&e.name),
+                None => groups.push((e.from, vec![&e.name])),
+            }
+        }
+        let text: Vec<String> = groups
+            .iter()
+            .map(|(from, names)| format!("{} ({from})", names.join(" ")))
+            .collect();
+        t.row([a.id.clone(), text.join("; ")]);
+    }
+    out.line("\nEnvironment");
+    out.table(&t);
+    let unset: Vec<&str> = r
+        .agents
+        .first()
+        .map(|a| a.env_unset.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    if !unset.is_empty() {
+        out.para(format!(
+            "Allow-listed but not set here, so not passed: {}.",
+            unset.join(" ")
+        ));
+    }
+    out.para(
+        "Nothing else reaches an agent: add a variable's name to \"env\": {\"allow\": [...]} in .modix/runtimes.json to pass it.",
+    );
 }

@@ -5,22 +5,39 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::output::table;
-use super::{Ctx, Output};
+use super::output::{Table, error_json};
+use super::{Ctx, Output, runs};
 use crate::diagnostics::{Diagnostics, unknown_name_help};
 use crate::error::{Error, Exit};
-use crate::fsm::render::{self, Format};
+use crate::fsm::render::{self, Format, RunPath};
 use crate::fsm::{Catalog, CompileOptions, Machine, Source, StateKind, compile_file};
+use crate::store::Store;
+
+/// What `modix fsm graph` draws in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GraphFormat {
+    /// A Mermaid flowchart (GitHub and many editors draw it).
+    Mermaid,
+    /// Graphviz's dot language.
+    Dot,
+    /// SVG, drawn by Graphviz's `dot` (which must be on PATH).
+    Svg,
+}
 
 #[derive(Debug, clap::Subcommand)]
 pub enum FsmCommand {
     /// List every visible machine (built-in and project).
+    #[command(after_help = super::examples(&[("modix fsm list", "built-in and project workflows")]))]
     List {
         /// Print the list as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Show a machine's states and transitions.
+    #[command(after_help = super::examples(&[
+        ("modix fsm show plan_execute_test", "states, transitions, bounds, worst case"),
+        ("modix fsm show plan_execute_test --json", "the same for tools"),
+    ]))]
     Show {
         /// The machine's id (`modix fsm list` shows them).
         id: String,
@@ -29,20 +46,34 @@ pub enum FsmCommand {
         json: bool,
     },
     /// Check machines (all visible ones by default); exit 2 on errors.
+    #[command(after_help = super::examples(&[
+        ("modix fsm check", "every visible machine"),
+        ("modix fsm check .modix/fsm/mine.toml", "one file, before it is used"),
+    ]))]
     Check {
-        /// Machine ids or FSM file paths.
+        /// Machine ids or FSM file paths (default: every visible machine).
         targets: Vec<String>,
         /// Print the findings as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Draw a machine as a Mermaid or Graphviz dot diagram.
+    /// Draw a machine as a Mermaid or Graphviz diagram, optionally with the path a run took.
+    #[command(after_help = super::examples(&[
+        ("modix fsm graph plan_execute_test", "Mermaid, for a README or an issue"),
+        ("modix fsm graph plan_execute_test --format svg > flow.svg", "a picture (needs Graphviz)"),
+        ("modix fsm graph --run last --format svg > run.svg", "the newest run's path, highlighted"),
+    ]))]
     Graph {
-        /// The machine's id (`modix fsm list` shows them).
-        id: String,
-        /// The diagram language: mermaid or dot.
-        #[arg(long, default_value = "mermaid", value_parser = super::enum_parser::<Format>())]
-        format: Format,
+        /// The machine's id (`modix fsm list` shows them); with --run, the run's workflow by default.
+        #[arg(value_name = "ID", required_unless_present = "run")]
+        id: Option<String>,
+        /// The diagram language: mermaid, dot, or svg (drawn by Graphviz's `dot`).
+        #[arg(long, value_enum, default_value_t = GraphFormat::Mermaid)]
+        format: GraphFormat,
+        /// Highlight the path this run took: an id prefix, `last` (the
+        /// default when --run is given alone), `last~1`, …
+        #[arg(long, value_name = "RUN", num_args = 0..=1, default_missing_value = "last")]
+        run: Option<String>,
     },
 }
 
@@ -80,9 +111,8 @@ pub fn run(ctx: &Ctx, cmd: &FsmCommand) -> Result<Exit, Error> {
     match cmd {
         FsmCommand::List { json } => Ok(list(&catalog, &diags, *json, &shown, out)),
         FsmCommand::Show { id, json } => Ok(show(lookup(&catalog, id)?, *json, &shown, out)),
-        FsmCommand::Graph { id, format } => {
-            out.line(render::render(lookup(&catalog, id)?, *format).trim_end());
-            Ok(Exit::Ok)
+        FsmCommand::Graph { id, format, run } => {
+            graph(ctx, &catalog, id.as_deref(), *format, run.as_deref())
         }
         FsmCommand::Check { targets, json } => {
             check(&catalog, &diags, targets, &cwd, &opts, *json, out)
@@ -125,9 +155,9 @@ fn list(
             .collect();
         out.json(&json!({ "machines": items, "problems": diags.to_json() }));
     } else {
-        let mut t = table(["id", "version", "source", "states", "description"]);
+        let mut t = Table::new(["id", "version", "source", "states", "description"]);
         for m in catalog.machines() {
-            t.add_row([
+            t.row([
                 m.id().to_owned(),
                 m.version().to_string(),
                 shown(m),
@@ -135,7 +165,7 @@ fn list(
                 m.description().to_owned(),
             ]);
         }
-        out.line(t.to_string());
+        out.table(&t);
         if diags.has_errors() {
             out.warn("some FSM files have errors and are not listed; run `modix fsm check`");
         }
@@ -181,21 +211,21 @@ fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Outpu
         shown(m),
         m.description()
     ));
-    let mut st = table(["state", "kind", "agent → output / outcome", "on_enter"]);
+    let mut st = Table::new(["state", "kind", "agent → output / outcome", "on_enter"]);
     for (id, s) in m.states() {
         let (kind, detail) = kind_cells(&s.kind);
         let marker = if id == m.initial() { " (initial)" } else { "" };
-        st.add_row([
+        st.row([
             format!("{}{marker}", s.name),
             kind,
             detail,
             s.on_enter.join(", "),
         ]);
     }
-    out.line(st.to_string());
-    let mut tt = table(["from", "event", "to", "max", "exhausted"]);
+    out.table(&st);
+    let mut tt = Table::new(["from", "event", "to", "max", "exhausted"]);
     for t in m.transitions() {
-        tt.add_row([
+        tt.row([
             name(t.from),
             t.event.clone(),
             name(t.to),
@@ -203,7 +233,7 @@ fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Outpu
             t.exhausted.map(name).unwrap_or_default(),
         ]);
     }
-    out.line(tt.to_string());
+    out.table(&tt);
     out.line(format!("worst case: {}", worst_text(m)));
     Exit::Ok
 }
@@ -298,6 +328,15 @@ fn check(
             .collect();
         let mut v = diags.to_json();
         v["machines"] = json!(machines);
+        if code != Exit::Ok {
+            // Failing findings carry the error object every `--json` command prints on failure.
+            let e = Error::Config {
+                diagnostics: Box::new(diags.clone()),
+                doing: "the machines with errors cannot run",
+            };
+            v["error"] = error_json(&e)["error"].take();
+            v["schema_version"] = crate::orchestrator::SCHEMA_VERSION.into();
+        }
         out.json(&v);
         return Ok(code);
     }
@@ -321,4 +360,110 @@ fn check(
         ));
     }
     Ok(code)
+}
+
+/// `fsm graph`: the diagram, with the path of `--run` highlighted, as
+/// Mermaid, dot, or SVG drawn by Graphviz.
+fn graph(
+    ctx: &Ctx,
+    catalog: &Catalog,
+    id: Option<&str>,
+    format: GraphFormat,
+    run: Option<&str>,
+) -> Result<Exit, Error> {
+    let path = match run {
+        Some(reference) => Some(run_path(ctx, reference)?),
+        None => None,
+    };
+    let id = match (id, &path) {
+        (Some(id), _) => id.to_owned(),
+        (None, Some((workflow, _, _))) => workflow.clone(),
+        (None, None) => {
+            return Err(Error::usage(
+                "which machine? give its id or --run RUN",
+                "`modix fsm list` shows the ids",
+            ));
+        }
+    };
+    let machine = lookup(catalog, &id)?;
+    let steps = match &path {
+        Some((workflow, hash, steps)) => {
+            if *workflow != id {
+                return Err(Error::usage(
+                    format!("the run used workflow `{workflow}`, not `{id}`"),
+                    format!(
+                        "draw it with `modix fsm graph {workflow} --run …`, or leave out the id"
+                    ),
+                ));
+            }
+            if hash != machine.content_hash() {
+                ctx.out.warn(format!(
+                    "workflow `{id}` changed since the run; its path is drawn on the current definition"
+                ));
+            }
+            steps.clone()
+        }
+        None => RunPath::default(),
+    };
+    let text = match format {
+        GraphFormat::Mermaid => render::render(machine, Format::Mermaid, &steps),
+        GraphFormat::Dot => render::render(machine, Format::Dot, &steps),
+        GraphFormat::Svg => return svg(&render::render(machine, Format::Dot, &steps)),
+    };
+    ctx.out.line(text.trim_end());
+    Ok(Exit::Ok)
+}
+
+/// The workflow, workflow hash and transitions of a recorded run.
+fn run_path(ctx: &Ctx, reference: &str) -> Result<(String, String, RunPath), Error> {
+    let paths = ctx.paths()?;
+    let db = paths.db();
+    if !db.exists() {
+        return Err(crate::store::StoreError::UnknownRun {
+            prefix: reference.to_owned(),
+        }
+        .into());
+    }
+    let store = Store::open(&db)?;
+    let run = runs::resolve(&store, reference)?;
+    let steps = store
+        .transitions(&run.id)?
+        .into_iter()
+        .map(|t| (t.from, t.event, t.to))
+        .collect();
+    Ok((run.workflow_id, run.workflow_hash, RunPath { steps }))
+}
+
+/// Pipes dot text through Graphviz (`dot -Tsvg`) to stdout.
+fn svg(dot: &str) -> Result<Exit, Error> {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let Ok(program) = which::which("dot") else {
+        return Err(Error::usage(
+            "--format svg needs Graphviz's `dot`, which is not on PATH",
+            "install Graphviz (apt install graphviz, brew install graphviz), or use --format dot or mermaid",
+        ));
+    };
+    let mut child = Command::new(program)
+        .arg("-Tsvg")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::io("cannot start Graphviz's `dot`", e))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(dot.as_bytes())
+            .map_err(|e| Error::io("cannot write to Graphviz's `dot`", e))?;
+    }
+    let done = child
+        .wait_with_output()
+        .map_err(|e| Error::io("Graphviz's `dot` did not finish", e))?;
+    if !done.status.success() {
+        return Err(Error::io(
+            "Graphviz's `dot` failed",
+            std::io::Error::other(String::from_utf8_lossy(&done.stderr).trim().to_owned()),
+        ));
+    }
+    Ok(Exit::Ok)
 }

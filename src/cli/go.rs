@@ -6,18 +6,19 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{Ctx, Output};
+use super::output::{self, Tone};
+use super::{Ctx, Output, runs};
 use crate::error::{Error, Exit};
 use crate::orchestrator::{
     self, Engine, EventSink, RunEvent, RunOptions, RunReport, SCHEMA_VERSION,
 };
-use crate::store::{RunStatus, TransitionRecord};
+use crate::store::{RunStatus, Store, StoreError, TransitionRecord};
 
 #[derive(Debug, clap::Args)]
 pub struct GoArgs {
     /// What to do, in words; passed to the agents verbatim (never through a shell).
     pub epic: String,
-    /// Workflow FSM id (default: the project's `workflow`).
+    /// Workflow FSM id (default: the project's `workflow`; `modix fsm list` shows them).
     #[arg(long, value_name = "ID")]
     pub workflow: Option<String>,
     /// One JSON object per event on stdout, ending with the summary.
@@ -27,8 +28,11 @@ pub struct GoArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct ResumeArgs {
-    /// The run's id, or any unique prefix of it.
-    pub run: String,
+    /// The run to continue (default: the newest interrupted run): an id or
+    /// any unique prefix of it, `last` for the newest run, `last~1` for the
+    /// one before, …
+    #[arg(value_name = "RUN")]
+    pub run: Option<String>,
     /// One JSON object per event on stdout, ending with the summary.
     #[arg(long)]
     pub json: bool,
@@ -52,30 +56,52 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
         );
         return Ok(Exit::Interrupted);
     }
-    let mut sink = Progress::new(ctx.out, args.json);
-    let report = orchestrator::start(
-        &engine,
-        &project,
-        workflow,
-        &args.epic,
-        &options(ctx, args.json),
-        &mut sink,
-    );
+    let opts = options(ctx, args.json);
+    let mut sink = Progress::new(ctx.out, args.json, opts.stream);
+    let report = orchestrator::start(&engine, &project, workflow, &args.epic, &opts, &mut sink);
     finish(report, &mut sink)
 }
 
 pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
     let engine = Engine::new()?;
     let project = ctx.project("nothing was run")?;
-    let mut sink = Progress::new(ctx.out, args.json);
-    let report = orchestrator::resume(
-        &engine,
-        &project,
-        &args.run,
-        &options(ctx, args.json),
-        &mut sink,
-    );
+    let run_id = resumable(&project, args.run.as_deref())?;
+    let opts = options(ctx, args.json);
+    let mut sink = Progress::new(ctx.out, args.json, opts.stream);
+    let report = orchestrator::resume(&engine, &project, &run_id, &opts, &mut sink);
     finish(report, &mut sink)
+}
+
+/// The id of the run to resume: the one named (`last~N` resolved here, as
+/// the orchestrator knows only ids), or the newest interrupted run.
+fn resumable(project: &crate::project::Project, reference: Option<&str>) -> Result<String, Error> {
+    let db = project.config.paths.db();
+    let nothing = || {
+        Error::usage(
+            "there is no interrupted run to resume",
+            "`modix history` lists the runs; `modix go \"<epic>\"` starts a new one",
+        )
+    };
+    if !db.exists() {
+        return Err(match reference {
+            Some(r) => StoreError::UnknownRun {
+                prefix: r.to_owned(),
+            }
+            .into(),
+            None => nothing(),
+        });
+    }
+    let store = Store::open(&db)?;
+    if let Some(reference) = reference {
+        return Ok(runs::resolve(&store, reference)?.id);
+    }
+    let candidates =
+        store.runs_matching(&[RunStatus::Interrupted, RunStatus::Running], None, None)?;
+    candidates
+        .into_iter()
+        .find(|r| runs::status(&r.run).status == RunStatus::Interrupted)
+        .map(|r| r.run.id)
+        .ok_or_else(nothing)
 }
 
 fn options(ctx: &Ctx, json: bool) -> RunOptions {
@@ -96,45 +122,89 @@ fn finish(
     })
 }
 
-/// Live progress: a spinner line on a terminal, plain lines otherwise, or
-/// one JSON object per event.
+/// Live progress on stderr: a live line on a terminal, plain lines
+/// otherwise, nothing but errors with `-q`; or one JSON object per event.
 struct Progress {
     out: Output,
     json: bool,
     bar: Option<ProgressBar>,
+    /// Held while `bar` is shown.
+    echo: Option<QuietCtrlC>,
     step_started: Instant,
 }
 
+/// Stops the terminal from echoing `^C` while the live line is up, and
+/// restores it after. indicatif keeps its line padded to the full width; an
+/// echoed `^C` would wrap onto a new line, and the old live line above it
+/// could no longer be cleared.
+struct QuietCtrlC(Option<nix::sys::termios::Termios>);
+
+impl QuietCtrlC {
+    fn new() -> Self {
+        use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+        let stderr = std::io::stderr();
+        let Ok(saved) = tcgetattr(&stderr) else {
+            return QuietCtrlC(None);
+        };
+        let mut quiet = saved.clone();
+        quiet.local_flags.remove(LocalFlags::ECHOCTL);
+        match tcsetattr(&stderr, SetArg::TCSANOW, &quiet) {
+            Ok(()) => QuietCtrlC(Some(saved)),
+            Err(_) => QuietCtrlC(None),
+        }
+    }
+}
+
+impl Drop for QuietCtrlC {
+    fn drop(&mut self) {
+        use nix::sys::termios::{SetArg, tcsetattr};
+        if let Some(saved) = self.0.take() {
+            let _ = tcsetattr(std::io::stderr(), SetArg::TCSANOW, &saved);
+        }
+    }
+}
+
 impl Progress {
-    fn new(out: Output, json: bool) -> Self {
-        let bar = (!json && std::io::stderr().is_terminal()).then(|| {
+    /// `streaming`: the agents' own output (`-v`) is printed as it comes,
+    /// which a live line redrawn in place would tear; then plain lines only.
+    fn new(out: Output, json: bool, streaming: bool) -> Self {
+        let live = !json && !out.quiet && !streaming && std::io::stderr().is_terminal();
+        let bar = live.then(|| {
             let bar = ProgressBar::new_spinner();
+            // `wide_msg` is cut to the line, so the live line never wraps.
             bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                ProgressStyle::with_template("{spinner} {elapsed:>3} {wide_msg}")
                     .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
             bar.enable_steady_tick(Duration::from_millis(120));
+            output::set_live_line(Some(bar.clone()));
             bar
         });
         Progress {
             out,
             json,
+            echo: bar.as_ref().map(|_| QuietCtrlC::new()),
             bar,
             step_started: Instant::now(),
         }
     }
 
     fn say(&self, line: String) {
+        if self.out.quiet {
+            return;
+        }
         match &self.bar {
             Some(bar) => bar.println(line),
-            None => eprintln!("{line}"),
+            None => output::to_stderr(&format!("{line}\n")),
         }
     }
 
     fn finish_bar(&mut self) {
         if let Some(bar) = self.bar.take() {
+            output::set_live_line(None);
             bar.finish_and_clear();
         }
+        self.echo = None;
     }
 
     fn agent_started(&mut self, state: &str, agent: &str, attempt: u32, bound: Option<u64>) {
@@ -146,7 +216,7 @@ impl Progress {
                 bar.reset_elapsed();
                 bar.set_message(msg);
             }
-            None => eprintln!("  … {msg}"),
+            None => self.say(format!("  … {msg}")),
         }
     }
 
@@ -168,23 +238,35 @@ impl Progress {
         self.step_started = Instant::now();
     }
 
+    /// The one line on stdout (also with `-q`): how the run ended and where to look.
     fn summary(&mut self, r: &RunReport) {
         self.finish_bar();
-        let secs = Duration::from_millis(r.duration_ms).as_secs_f64();
+        let out = &self.out;
+        let tone = runs::status_tone(r.status);
+        let state = out.paint(&r.state, tone);
         let headline = match r.status {
-            RunStatus::Succeeded => format!("Run {} succeeded: reached {}", r.run_id, r.state),
+            RunStatus::Succeeded => format!(
+                "Run {} {}: reached {state}",
+                r.run_id,
+                out.paint("succeeded", tone)
+            ),
             RunStatus::Interrupted | RunStatus::Running => format!(
-                "Run {} interrupted in {}: `modix resume {}` continues it",
-                r.run_id, r.state, r.run_id
+                "Run {} {} in {state}: `modix resume {}` continues it",
+                r.run_id,
+                out.paint("interrupted", Tone::Warn),
+                r.run_id
             ),
             RunStatus::Failed => format!(
-                "Run {} failed: ended in {} (a human steps in)",
-                r.run_id, r.state
+                "Run {} {}: ended in {state} (a human steps in)",
+                r.run_id,
+                out.paint("failed", tone)
             ),
         };
-        self.out.line(format!(
-            "{headline} — {} transitions in {secs:.1}s. Details: modix history {}",
-            r.transitions, r.run_id
+        out.line(format!(
+            "{headline} — {} in {}. Details: modix history {}",
+            crate::text::plural(r.transitions as usize, "transition"),
+            crate::text::duration(r.duration_ms),
+            r.run_id
         ));
     }
 }

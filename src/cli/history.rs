@@ -1,171 +1,389 @@
-//! `modix history`: the record of runs, one run's transitions, one invocation.
+//! `modix history`: the record of runs, one run's steps (as a table or a
+//! timeline), one invocation.
 
 use serde_json::json;
 
-use super::output::table;
+use super::output::{Table, Tone, toned};
+use super::runs::{self, ShortIds};
 use super::{Ctx, Output};
 use crate::error::{Error, Exit};
 use crate::orchestrator::SCHEMA_VERSION;
-use crate::store::{Store, StoreError};
-use crate::text::one_line;
+use crate::store::{Run, RunStatus, Store, StoreError, TransitionRecord, millis_between};
+use crate::text;
 
 #[derive(Debug, clap::Args)]
 pub struct HistoryArgs {
-    /// A run id or any unique prefix of it; without it, list runs.
+    /// The run to show (without it, list runs): an id or any unique prefix
+    /// of it, `last` for the newest run, `last~1` for the one before, …
+    #[arg(value_name = "RUN")]
     pub run: Option<String>,
-    /// Show one invocation of the run (1 = its first agent invocation).
+    /// Show one invocation of the run in full (1 = its first agent invocation).
     #[arg(long, value_name = "N", requires = "run")]
     pub invocation: Option<u32>,
-    /// At most this many runs, newest first.
-    #[arg(long, default_value_t = 20, value_name = "N")]
+    /// Chart how long each step of the run took (tab-separated rows, in
+    /// milliseconds, when stdout is not a terminal).
+    #[arg(long, requires = "run", conflicts_with = "invocation")]
+    pub timeline: bool,
+    /// List at most this many runs, newest first; 0 lists them all.
+    #[arg(long, default_value_t = 20, value_name = "N", conflicts_with = "run")]
     pub limit: usize,
-    /// Print JSON.
+    /// List only runs with this status: running, interrupted, succeeded,
+    /// failed (repeat it or separate with commas for several). A run whose
+    /// process is gone counts as interrupted.
+    #[arg(long, value_name = "STATUS", value_delimiter = ',', conflicts_with = "run",
+          value_parser = status_parser())]
+    pub status: Vec<RunStatus>,
+    /// List only runs started within this long: 30m, 2h, 1d, 1w (or seconds: 45s).
+    #[arg(long, value_name = "AGE", conflicts_with = "run", value_parser = text::parse_age)]
+    pub since: Option<u64>,
+    /// Print JSON (times in RFC 3339 UTC, full run ids).
     #[arg(long)]
     pub json: bool,
+}
+
+fn status_parser() -> impl clap::builder::TypedValueParser<Value = RunStatus> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(["running", "interrupted", "succeeded", "failed"])
+        .try_map(|s| {
+            s.parse::<RunStatus>()
+                .map_err(|_| format!("unknown status `{s}`"))
+        })
 }
 
 pub fn run(ctx: &Ctx, args: &HistoryArgs) -> Result<Exit, Error> {
     let paths = ctx.paths()?;
     let db = paths.db();
     if !db.exists() {
-        if args.run.is_some() {
+        if let Some(run) = &args.run {
             return Err(StoreError::UnknownRun {
-                prefix: args.run.clone().unwrap_or_default(),
+                prefix: run.clone(),
             }
             .into());
         }
-        empty_list(ctx, args.json);
+        empty_list(&ctx.out, args, 0);
         return Ok(Exit::Ok);
     }
     let store = Store::open_read_only(&db)?;
-    match (&args.run, args.invocation) {
-        (None, _) => list(&store, args, &ctx.out)?,
-        (Some(run), None) => show_run(&store, run, args.json, &ctx.out)?,
-        (Some(run), Some(n)) => show_invocation(&store, run, n, args.json, &ctx.out)?,
+    let out = &ctx.out;
+    match &args.run {
+        None => list(&store, args, out)?,
+        Some(reference) => {
+            let run = runs::resolve(&store, reference)?;
+            match args.invocation {
+                Some(n) => show_invocation(&store, &run, n, args.json, out)?,
+                None if args.timeline => timeline(&store, &run, args.json, out)?,
+                None => show_run(&store, &run, args.json, out)?,
+            }
+        }
     }
     Ok(Exit::Ok)
 }
 
-fn empty_list(ctx: &Ctx, json: bool) {
-    if json {
-        ctx.out
-            .json(&json!({ "schema_version": SCHEMA_VERSION, "runs": [] }));
+/// No run to list: say why — none yet, or none that matches.
+fn empty_list(out: &Output, args: &HistoryArgs, recorded: usize) {
+    if args.json {
+        out.json(&json!({ "schema_version": SCHEMA_VERSION, "runs": [] }));
+    } else if recorded == 0 {
+        out.line("No runs yet. Start one with `modix go \"<epic>\"`.");
     } else {
-        ctx.out
-            .line("No runs yet. Start one with `modix go \"<epic>\"`.");
+        out.line(format!(
+            "No runs match; {} recorded in all (`modix history` lists the newest).",
+            text::plural(recorded, "run")
+        ));
     }
 }
 
-fn secs(ms: Option<u64>) -> String {
-    ms.map_or("-".into(), |ms| format!("{:.1}s", ms as f64 / 1000.0))
-}
-
-fn list(store: &Store, args: &HistoryArgs, out: &Output) -> Result<(), StoreError> {
-    let runs = store.runs(args.limit)?;
+fn list(store: &Store, args: &HistoryArgs, out: &Output) -> Result<(), Error> {
+    let since = args.since.map(|secs| {
+        let cutoff = jiff::Timestamp::now()
+            .checked_sub(jiff::SignedDuration::from_secs(
+                i64::try_from(secs).unwrap_or(i64::MAX),
+            ))
+            .unwrap_or(jiff::Timestamp::MIN);
+        format!("{cutoff:.3}")
+    });
+    // A run whose owner is gone is stored as running but shown as
+    // interrupted, so the store is asked for both and the status is settled here.
+    let mut stored = args.status.clone();
+    if stored.contains(&RunStatus::Interrupted) {
+        stored.push(RunStatus::Running);
+    }
+    let limit = (args.limit > 0).then_some(args.limit);
+    let sql_limit = if args.status.is_empty() { limit } else { None };
+    let found = store.runs_matching(&stored, since.as_deref(), sql_limit)?;
+    let runs: Vec<_> = found
+        .into_iter()
+        .filter(|r| args.status.is_empty() || args.status.contains(&runs::status(&r.run).status))
+        .take(limit.unwrap_or(usize::MAX))
+        .collect();
     if args.json {
-        out.json(&json!({ "schema_version": SCHEMA_VERSION, "runs": runs }));
+        let items: Vec<serde_json::Value> = runs
+            .iter()
+            .map(|r| {
+                let mut v = runs::run_json(&r.run);
+                v["transitions"] = r.transitions.into();
+                v["invocations"] = r.invocations.into();
+                v["duration_ms"] = r.duration_ms.into();
+                v
+            })
+            .collect();
+        out.json(&json!({ "schema_version": SCHEMA_VERSION, "runs": items }));
         return Ok(());
     }
     if runs.is_empty() {
-        out.line("No runs yet. Start one with `modix go \"<epic>\"`.");
+        empty_list(out, args, store.run_ids()?.len());
         return Ok(());
     }
-    let mut t = table([
-        "run",
-        "started",
-        "epic",
-        "workflow",
-        "state",
-        "status",
-        "duration",
-        "transitions",
-    ]);
+    let ids = ShortIds::load(store)?;
+    // On a narrow terminal the epic is cut first, then these columns go.
+    let mut t = Table::new([
+        "run", "started", "epic", "workflow", "state", "status", "took", "steps",
+    ])
+    .optional(&[3, 7, 6, 1])
+    .keep(&[0, 4, 5]);
     for r in &runs {
-        t.add_row(vec![
-            r.run.id.clone(),
-            r.run
-                .created_at
-                .chars()
-                .take(19)
-                .collect::<String>()
-                .replace('T', " "),
-            one_line(&r.run.epic, 40),
-            r.run.workflow_id.clone(),
-            r.run.current_state.clone(),
-            r.run.status.as_str().to_owned(),
-            secs(r.duration_ms),
-            r.transitions.to_string(),
+        let status = runs::status(&r.run);
+        t.row([
+            runs::id_cell(out, &ids, &r.run.id).into(),
+            runs::when_cell(out, &r.run.created_at).into(),
+            text::flat(&r.run.epic).into(),
+            r.run.workflow_id.clone().into(),
+            toned(r.run.current_state.clone(), status.tone),
+            toned(status.label, status.tone),
+            r.duration_ms.map_or("-".into(), text::duration).into(),
+            r.transitions.to_string().into(),
         ]);
     }
-    out.line(t.to_string());
+    out.table(&t);
     Ok(())
 }
 
-fn show_run(store: &Store, run_ref: &str, json: bool, out: &Output) -> Result<(), StoreError> {
-    let run = store.run(run_ref)?;
+/// How long the run took (or has taken so far) in ms.
+fn run_duration(run: &Run) -> Option<u64> {
+    if run.status == RunStatus::Running && !run.owner_gone() {
+        let now = format!("{:.3}", jiff::Timestamp::now());
+        return millis_between(&run.created_at, &now);
+    }
+    millis_between(
+        &run.created_at,
+        run.ended_at.as_ref().unwrap_or(&run.updated_at),
+    )
+}
+
+/// `succeeded: reached DONE in 12.3s`, `interrupted in EXECUTING after 3.2s:
+/// interrupted by Ctrl-C`, …: where the run ended (or stands) and how long it took.
+fn headline(run: &Run, out: &Output) -> String {
+    let status = runs::status(run);
+    let took = run_duration(run).map_or("?".into(), text::duration);
+    let state = out.paint(&run.current_state, status.tone);
+    let word = out.paint(&status.label, status.tone);
+    let why = if status.owner_gone {
+        Some(runs::owner_gone_reason(run))
+    } else {
+        run.status_reason.clone().filter(|r| r != "resumed")
+    };
+    let mut s = match status.status {
+        RunStatus::Succeeded => format!("{word}: reached {state} in {took}"),
+        RunStatus::Failed => format!("{word}: ended in {state} after {took}"),
+        RunStatus::Interrupted => format!("{word} in {state} after {took}"),
+        RunStatus::Running => format!(
+            "{word} in {state} for {took}{}",
+            run.owner_pid
+                .map(|p| format!(" (process {p})"))
+                .unwrap_or_default()
+        ),
+    };
+    if status.status == RunStatus::Interrupted
+        && let Some(why) = why
+    {
+        s.push_str(&format!(": {why}"));
+    }
+    s
+}
+
+fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Error> {
     let transitions = store.transitions(&run.id)?;
     if json {
         let messages = store.messages(&run.id)?;
         out.json(&json!({
             "schema_version": SCHEMA_VERSION,
-            "run": run,
+            "run": runs::run_json(run),
             "transitions": transitions,
             "messages": messages,
         }));
         return Ok(());
     }
-    out.line(format!(
-        "Run {} — {} ({} {}), {} in {}\nEpic: {}",
-        run.id,
-        run.status.as_str(),
-        run.workflow_id,
-        run.workflow_version,
-        run.current_state,
-        run.status_reason
-            .as_deref()
-            .map(|r| format!("({r}) "))
-            .unwrap_or_default(),
-        run.epic
+    out.para(format!("Run {} — {}", run.id, headline(run, out)));
+    let started = if out.tty {
+        format!(
+            "{} ({})",
+            text::local_time(&run.created_at, "%Y-%m-%d %H:%M:%S %Z"),
+            runs::when_cell(out, &run.created_at)
+        )
+    } else {
+        run.created_at.clone()
+    };
+    out.para(format!(
+        "Workflow {} {}, started {started}",
+        run.workflow_id, run.workflow_version
     ));
-    let mut t = table([
+    out.para(format!("Epic: {}", run.epic));
+    let mut t = Table::new([
         "seq",
         "at",
         "from → to",
         "event",
         "attempt",
         "agent",
+        "took",
         "reason",
-    ]);
-    for tr in &transitions {
-        t.add_row(vec![
-            tr.seq.to_string(),
-            tr.at.chars().skip(11).take(12).collect(),
-            format!("{} → {}", tr.from, tr.to),
-            tr.event.clone(),
+    ])
+    .wrap_column(7)
+    .optional(&[1, 4, 3]);
+    for (tr, took) in transitions.iter().zip(step_durations(run, &transitions)) {
+        let at = if out.tty {
+            text::local_time(&tr.at, "%H:%M:%S")
+        } else {
+            tr.at.clone()
+        };
+        t.row([
+            tr.seq.to_string().into(),
+            at.into(),
+            toned(format!("{} → {}", tr.from, tr.to), step_tone(run, tr)),
+            tr.event.clone().into(),
             match tr.bound {
                 Some(b) => format!("{}/{b}", tr.attempt),
                 None => tr.attempt.to_string(),
-            },
-            tr.agent.clone().unwrap_or_default(),
-            one_line(tr.reason.as_deref().unwrap_or(""), 70),
+            }
+            .into(),
+            tr.agent.clone().unwrap_or_default().into(),
+            took.map_or("-".into(), text::duration).into(),
+            tr.reason.clone().unwrap_or_default().into(),
         ]);
     }
-    out.line(t.to_string());
-    out.line(format!(
-        "Invocations: `modix history {} --invocation N` shows one.",
-        &run.id
+    out.table(&t);
+    if !out.tty {
+        // Hints are for people; a pipe gets the record alone.
+        return Ok(());
+    }
+    let id = runs::id_cell(out, &ShortIds::load(store)?, &run.id);
+    if runs::status(run).status == RunStatus::Interrupted {
+        out.para(format!("`modix resume {id}` continues it."));
+    }
+    out.para(format!(
+        "`modix history {id} --invocation N` shows an invocation; `--timeline` charts the steps."
     ));
     Ok(())
 }
 
+/// How long each step took: from the previous transition (the run's start
+/// for the first) to this one.
+fn step_durations(run: &Run, transitions: &[TransitionRecord]) -> Vec<Option<u64>> {
+    let mut previous = run.created_at.as_str();
+    transitions
+        .iter()
+        .map(|t| {
+            let took = millis_between(previous, &t.at);
+            previous = &t.at;
+            took
+        })
+        .collect()
+}
+
+/// A step that ended the run says how it ended; a redirect after a used-up
+/// bound is a warning.
+fn step_tone(run: &Run, t: &TransitionRecord) -> Tone {
+    if t.redirected {
+        return Tone::Warn;
+    }
+    let last = t.to == run.current_state && run.status.is_terminal();
+    match (last, run.status) {
+        (true, RunStatus::Succeeded) => Tone::Good,
+        (true, RunStatus::Failed) => Tone::Bad,
+        _ => Tone::Plain,
+    }
+}
+
+/// `history RUN --timeline`: a bar per step, as long as the step took, on a
+/// terminal; tab-separated rows (seq, from, to, event, agent, ms) otherwise.
+fn timeline(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Error> {
+    let transitions = store.transitions(&run.id)?;
+    let took = step_durations(run, &transitions);
+    if json {
+        let steps: Vec<_> = transitions
+            .iter()
+            .zip(&took)
+            .map(|(t, ms)| json!({ "seq": t.seq, "from": t.from, "to": t.to, "event": t.event, "agent": t.agent, "at": t.at, "duration_ms": ms }))
+            .collect();
+        out.json(&json!({ "schema_version": SCHEMA_VERSION, "run": runs::run_json(run), "steps": steps }));
+        return Ok(());
+    }
+    if !out.tty {
+        for (t, ms) in transitions.iter().zip(&took) {
+            out.line(format!(
+                "{}\t{}\t{}\t{}\t{}\t{}",
+                t.seq,
+                t.from,
+                t.to,
+                t.event,
+                t.agent.as_deref().unwrap_or(""),
+                ms.map_or(String::new(), |m| m.to_string())
+            ));
+        }
+        return Ok(());
+    }
+    out.para(format!("Run {} — {}", run.id, headline(run, out)));
+    let labels: Vec<String> = transitions
+        .iter()
+        .map(|t| format!("{:>3} {} → {}", t.seq, t.from, t.to))
+        .collect();
+    let label_w = labels.iter().map(|l| text::width(l)).max().unwrap_or(0);
+    let label_w = label_w.min(out.width / 2);
+    let durations: Vec<String> = took
+        .iter()
+        .map(|ms| ms.map_or("-".into(), text::duration))
+        .collect();
+    let dur_w = durations.iter().map(|d| d.len()).max().unwrap_or(1);
+    let bar_w = out.width.saturating_sub(label_w + dur_w + 3).max(10);
+    let longest = took.iter().flatten().copied().max().unwrap_or(0);
+    for (i, t) in transitions.iter().enumerate() {
+        let label = text::fit(&labels[i], label_w);
+        let pad = label_w.saturating_sub(text::width(&label));
+        let bar = bar(took[i].unwrap_or(0), longest, bar_w);
+        out.line(format!(
+            "{label}{} {:>dur_w$} {}",
+            " ".repeat(pad),
+            durations[i],
+            out.paint(bar, step_tone(run, t))
+        ));
+    }
+    Ok(())
+}
+
+/// A horizontal bar `ms` long on a scale where `longest` fills `cols`
+/// columns, in eighths of a column.
+fn bar(ms: u64, longest: u64, cols: usize) -> String {
+    const EIGHTHS: [char; 8] = [' ', '▏', '▎', '▍', '▌', '▋', '▊', '▉'];
+    if longest == 0 {
+        return String::new();
+    }
+    let eighths = (ms as u128 * cols as u128 * 8 / longest as u128) as usize;
+    // A step that took any time at all gets a sliver, so it is seen.
+    let eighths = if ms > 0 { eighths.max(1) } else { 0 };
+    let mut s = "█".repeat(eighths / 8);
+    if eighths % 8 > 0 {
+        s.push(EIGHTHS[eighths % 8]);
+    }
+    s
+}
+
 fn show_invocation(
     store: &Store,
-    run_ref: &str,
+    run: &Run,
     n: u32,
     json: bool,
     out: &Output,
-) -> Result<(), StoreError> {
-    let run = store.run(run_ref)?;
+) -> Result<(), Error> {
     let inv = store.invocation(&run.id, n)?;
     if json {
         let mut v = serde_json::to_value(&inv).unwrap_or_default();
@@ -178,7 +396,7 @@ fn show_invocation(
         "Invocation {n} of run {}: {} in {} (attempt {})\nstatus: {}, outcome: {outcome}, exit code: {}, timed out: {}, took {}\nargv: {}",
         run.id, inv.agent, inv.state, inv.attempt, inv.status,
         inv.exit_code.map_or("-".into(), |c| c.to_string()),
-        inv.timed_out, secs(inv.duration_ms),
+        inv.timed_out, inv.duration_ms.map_or("-".into(), text::duration),
         serde_json::to_string(&inv.argv).unwrap_or_default()
     ));
     if let Some(error) = &inv.error {
@@ -216,4 +434,17 @@ fn show_invocation(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bar;
+
+    #[test]
+    fn bars_scale_to_the_longest_step() {
+        assert_eq!(bar(10, 10, 4), "████");
+        assert_eq!(bar(5, 10, 4), "██");
+        assert_eq!(bar(1, 1000, 4), "▏");
+        assert_eq!(bar(0, 1000, 4), "");
+    }
 }

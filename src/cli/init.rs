@@ -1,15 +1,20 @@
-//! `modix init`: scaffold `.modix/` and say what was bound to what.
+//! `modix init`: scaffold `.modix/` (and the global settings file when there
+//! is none), and say what was bound to what, and why.
 
-use super::Ctx;
+use super::{Ctx, Output};
 use crate::error::{Error, Exit};
-use crate::scaffold::{self, FileAction};
+use crate::scaffold::{self, Binding, FileAction};
 
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
-    /// Rewrite files that already exist.
+    /// Rewrite files that already exist (the global settings file, and the
+    /// shells and brains files that define a `--shell` of the project's own,
+    /// are kept even then).
     #[arg(long)]
     pub force: bool,
-    /// Bind the agents to this agent CLI (claude, codex, gemini, aider) instead of the first found on PATH.
+    /// Bind the planner and executor to this agent CLI: a preset (claude,
+    /// codex, gemini, aider) or a shell defined in the project's existing
+    /// .modix/shells.json. Default: the first preset found on PATH.
     #[arg(long, value_name = "NAME")]
     pub shell: Option<String>,
 }
@@ -27,22 +32,47 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Exit, Error> {
         &root,
         args.shell.as_deref(),
         ctx.settings.default_shell.as_deref(),
+        ctx.settings.default_brain.as_deref(),
     )
     .map_err(|e| {
+        let mut known: Vec<String> = crate::config::presets::PRESET_NAMES
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        for own in scaffold::existing_shells(&root) {
+            if !known.contains(&own) {
+                known.push(own);
+            }
+        }
         Error::usage(
             e.to_string(),
-            "use one of: claude, codex, gemini, aider (add others to .modix/shells.json afterwards)",
+            format!(
+                "{} (another one: define it in .modix/shells.json first)",
+                crate::diagnostics::unknown_name_help(
+                    &e.0,
+                    "shell",
+                    known.iter().map(String::as_str)
+                )
+            ),
         )
     })?;
     let files = scaffold::render(&root, &binding);
-    let done = scaffold::write(&root, &files, args.force)?;
+    // A shell of the project's own lives in these: rewriting them would lose it.
+    let keep: &[&str] = if binding.custom {
+        &["shells.json", "brains.json"]
+    } else {
+        &[]
+    };
+    let done = scaffold::write(&root, &files, args.force, keep)?;
     for (path, action) in &done {
-        let verb = match action {
-            FileAction::Created => "created",
-            FileAction::Kept => "kept   ",
-            FileAction::Rewritten => "rewrote",
-        };
-        out.line(format!("  {verb} {path}"));
+        out.line(format!("  {} {path}", verb(*action)));
+    }
+    if let Some((path, action)) = scaffold::ensure_settings()? {
+        out.line(format!(
+            "  {} {} (global settings)",
+            verb(action),
+            path.display()
+        ));
     }
     if done.iter().all(|(_, a)| *a == FileAction::Kept) {
         out.line(format!(
@@ -52,29 +82,71 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Exit, Error> {
         ));
         return Ok(Exit::Ok);
     }
+    say_binding(&binding, out);
+    say_tester(&binding, out);
+    out.line("Commit .modix/ (its .gitignore keeps the run records out).");
+    out.line("Next: `modix validate` checks the config, `modix doctor` checks what is ready.");
+    Ok(Exit::Ok)
+}
+
+fn verb(action: FileAction) -> &'static str {
+    match action {
+        FileAction::Created => "created",
+        FileAction::Kept => "kept   ",
+        FileAction::Rewritten => "rewrote",
+    }
+}
+
+/// What the planner and executor were bound to; a warning (stderr) when the
+/// CLI they need is not there.
+fn say_binding(binding: &Binding, out: &Output) {
+    let roles = if binding.test_command.is_some() {
+        "planner and executor"
+    } else {
+        "planner, executor and tester"
+    };
     match &binding.found_at {
         Some(path) => out.line(format!(
-            "Agents bound to `{}` (found at {}) with brain `{}`.",
+            "Bound the {roles} to `{}` (found at {}) with brain `{}`.",
             binding.shell,
             path.display(),
             binding.brain
         )),
-        None if binding.detected.is_empty() => out.line(format!(
-            "No agent CLI found on PATH (looked for claude, codex, gemini, aider); agents are bound to `{}`. Install it, or rebind with `modix init --force --shell NAME`.",
+        None if binding.detected.is_empty() && !binding.custom => out.warn(format!(
+            "no agent CLI found on PATH (looked for claude, codex, gemini, aider), so the {roles} are bound to `{}` anyway: `modix go` fails until it is installed. Install one, or bind another with `modix init --force --shell NAME` (a preset, or a shell you define in .modix/shells.json).",
             binding.shell
         )),
-        None => out.line(format!(
-            "Agents bound to `{}` as asked, but it is not on PATH (found: {}).",
+        None => out.warn(format!(
+            "the {roles} are bound to `{}` as asked, but it is not on PATH{}.",
             binding.shell,
-            binding.detected.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+            if binding.detected.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (found: {})",
+                    binding
+                        .detected
+                        .iter()
+                        .map(|(n, _)| n.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
         )),
     }
-    if let Some(argv) = &binding.test_command {
-        out.line(format!(
-            "Tester runs the project's tests: `{}`.",
-            argv.join(" ")
-        ));
+}
+
+/// What the tester runs, and which file said so.
+fn say_tester(binding: &Binding, out: &Output) {
+    match &binding.test_command {
+        Some(test) => out.line(format!(
+            "Bound the tester to `{}` ({}); it is also `commands.test` in .modix/projects.json.",
+            test.argv.join(" "),
+            test.because
+        )),
+        None => out.line(format!(
+            "No test command recognised (looked for {}): the tester is the agent, judging by itself. To run a real suite, give the tester a \"command\" in .modix/agents.json.",
+            scaffold::STACKS
+        )),
     }
-    out.line("Next: `modix validate` checks the config, `modix doctor` checks what is ready.");
-    Ok(Exit::Ok)
 }

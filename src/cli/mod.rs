@@ -8,10 +8,11 @@ mod fsm;
 mod go;
 mod history;
 mod init;
+mod meta;
 mod output;
+mod runs;
 mod validate;
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -31,27 +32,44 @@ pub use output::Output;
     name = "modix",
     version,
     about = "Drive AI coding CLIs through declarative plan → execute → test state machines",
-    propagate_version = true
+    propagate_version = true,
+    after_help = examples(&[
+        ("modix init", "scaffold .modix/ in this project"),
+        ("modix doctor", "is every agent the workflow needs ready?"),
+        ("modix go \"Add a --verbose flag\"", "run the workflow on an epic"),
+        ("modix history last", "what the newest run did"),
+    ]),
 )]
 pub struct Cli {
     /// Project directory (default: the nearest parent with a `.modix/` folder).
     #[arg(long, global = true, env = "MODIX_PROJECT", value_name = "DIR")]
     pub project: Option<PathBuf>,
 
-    /// More log output (-v info, -vv debug, -vvv trace); with `go`, stream agent output.
+    /// More output: -v info logs (and, with `go`, the agents' own output), -vv debug, -vvv trace.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
 
-    /// Only errors.
+    /// Only errors on stderr: no progress, no warnings. What the command was
+    /// asked for (a table, `go`'s one-line summary) still goes to stdout.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
 
-    /// When to use colors: auto, always, never.
-    #[arg(long, global = true, env = "MODIX_COLOR", value_parser = enum_parser::<ColorChoice>())]
+    /// When to use colours: auto (a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, global = true, env = "MODIX_COLOR", value_name = "WHEN", value_parser = enum_parser::<ColorChoice>())]
     pub color: Option<ColorChoice>,
 
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
+}
+
+/// An "Examples:" section for `--help`: each command with what it does.
+fn examples(items: &[(&str, &str)]) -> String {
+    let wide = items.iter().map(|(c, _)| c.len()).max().unwrap_or(0);
+    let mut s = String::from("Examples:");
+    for (cmd, what) in items {
+        s.push_str(&format!("\n  {cmd:<wide$}  # {what}"));
+    }
+    s
 }
 
 /// A clap parser for an enum whose string forms strum derives, so the CLI
@@ -67,27 +85,77 @@ where
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create `.modix/` in the current directory with a working starter configuration.
+    #[command(after_help = examples(&[
+        ("modix init", "bind agents to the agent CLI found on PATH"),
+        ("modix init --shell codex", "bind them to Codex CLI"),
+        ("modix init --force --shell bot", "rebind to a shell defined in .modix/shells.json"),
+    ]))]
     Init(init::InitArgs),
     /// Check every config and FSM file; report all problems at once.
+    #[command(after_help = examples(&[
+        ("modix validate", "every problem, with file, line and a fix"),
+        ("modix validate --json | jq .diagnostics", "the same for tools"),
+    ]))]
     Validate(validate::ValidateArgs),
-    /// Check that the agent CLIs, keys and bindings the workflow needs are ready.
+    /// Check that the agent CLIs, keys and commands the workflow needs are ready.
+    #[command(after_help = examples(&[
+        ("modix doctor", "shells, keys, agents: ready or not, and why"),
+        ("modix doctor -v", "also the environment variables each agent receives"),
+        ("modix doctor --json", "the findings for tools"),
+    ]))]
     Doctor(doctor::DoctorArgs),
     /// List, show, check and draw workflow state machines.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = examples(&[
+        ("modix fsm list", "the workflows here"),
+        ("modix fsm show plan_execute_test", "one of them in full"),
+        ("modix fsm graph --run last", "the newest run's path through its workflow"),
+    ]))]
     Fsm(fsm::FsmCommand),
     /// Run the workflow on an epic.
+    #[command(after_help = examples(&[
+        ("modix go \"Add a --verbose flag\"", "plan, execute, test"),
+        ("modix go --workflow plan_test \"Check only\"", "another workflow"),
+        ("modix -q go \"Fix the build\"", "only errors and the summary line"),
+        ("modix go --json \"Fix it\" | jq -c .type", "one JSON event per line"),
+    ]))]
     Go(go::GoArgs),
     /// Continue an interrupted run from its last recorded state.
+    #[command(after_help = examples(&[
+        ("modix resume", "the newest interrupted run"),
+        ("modix resume 01JD8Q3A", "a run by id prefix"),
+        ("modix resume last~1", "the run before the newest"),
+    ]))]
     Resume(go::ResumeArgs),
-    /// Show recorded runs, or one run's transitions.
+    /// Show recorded runs, or one run's steps.
+    #[command(after_help = examples(&[
+        ("modix history", "runs, newest first"),
+        ("modix history --status failed --since 1d", "failures of the last day"),
+        ("modix history last", "the newest run, step by step"),
+        ("modix history last~1 --timeline", "how long each step of the run before took"),
+        ("modix history last --invocation 2", "one agent invocation in full"),
+        ("modix history | awk -F'\\t' '{print $1}'", "piped: tab-separated, full ids"),
+    ]))]
     History(history::HistoryArgs),
+    /// Print a shell completion script to stdout.
+    #[command(after_help = examples(&[
+        ("modix completions bash > ~/.local/share/bash-completion/completions/modix", "bash"),
+        ("modix completions zsh > \"${fpath[1]}/_modix\"", "zsh"),
+        ("modix completions fish > ~/.config/fish/completions/modix.fish", "fish"),
+    ]))]
+    Completions(meta::CompletionsArgs),
+    /// Print modix's manual page (roff) to stdout.
+    #[command(after_help = examples(&[
+        ("modix man | man -l -", "read it"),
+        ("modix man > ~/.local/share/man/man1/modix.1", "install it"),
+    ]))]
+    Man,
 }
 
 impl Command {
     /// Whether the command was asked for JSON (errors then come as JSON too).
     fn json(&self) -> bool {
         match self {
-            Command::Init(_) => false,
+            Command::Init(_) | Command::Completions(_) | Command::Man => false,
             Command::Validate(a) => a.json,
             Command::Doctor(a) => a.json,
             Command::Fsm(c) => c.json(),
@@ -110,29 +178,29 @@ pub struct Ctx {
 
 /// Entry point used by `main.rs`.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() {
-                Exit::Usage
-            } else {
-                Exit::Ok
-            };
-            let _ = e.print();
-            return code.into();
-        }
-    };
     let (settings, settings_diags) = settings::load();
-    let color = color_enabled(cli.color.or(settings.color));
-    init_logging(&cli, &settings, color);
-    let out = Output::new(color, cli.command.json());
+    let cli = match parse(&settings) {
+        Ok(cli) => cli,
+        Err(code) => return code.into(),
+    };
+    let Some(command) = &cli.command else {
+        // Bare `modix`: the help, as cargo and gh print it, and success.
+        let _ = clap_command(&settings).print_help();
+        return Exit::Ok.into();
+    };
+    let color = cli.color.or(settings.color);
+    let out = Output::new(command.json(), cli.quiet, color);
+    init_logging(&cli, &settings, out.color_err);
     let ctx = Ctx {
         cli,
         out,
         settings,
         settings_diags,
     };
-    let result = match &ctx.cli.command {
+    let Some(command) = &ctx.cli.command else {
+        return Exit::Ok.into();
+    };
+    let result = match command {
         Command::Init(args) => init::run(&ctx, args),
         Command::Validate(args) => validate::run(&ctx, args),
         Command::Doctor(args) => doctor::run(&ctx, args),
@@ -140,6 +208,8 @@ pub fn main() -> ExitCode {
         Command::Go(args) => go::run(&ctx, args),
         Command::Resume(args) => go::resume(&ctx, args),
         Command::History(args) => history::run(&ctx, args),
+        Command::Completions(args) => meta::completions(args, clap_command(&ctx.settings)),
+        Command::Man => meta::man(clap_command(&ctx.settings)),
     };
     match result {
         Ok(code) => code.into(),
@@ -150,14 +220,73 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn color_enabled(choice: Option<ColorChoice>) -> bool {
-    match choice.unwrap_or_default() {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal()
-        }
+/// The clap command, coloured as `--color`/`MODIX_COLOR`/settings say (clap
+/// parses `--color` itself, so the command line is peeked at first).
+fn clap_command(settings: &Settings) -> clap::Command {
+    use clap::CommandFactory as _;
+    let choice = peek_color().or(settings.color);
+    let color = match choice.unwrap_or_default() {
+        ColorChoice::Always => clap::ColorChoice::Always,
+        ColorChoice::Never => clap::ColorChoice::Never,
+        ColorChoice::Auto => clap::ColorChoice::Auto,
+    };
+    Cli::command().color(color)
+}
+
+/// `--color WHEN` or `--color=WHEN` from the command line, else `MODIX_COLOR`.
+fn peek_color() -> Option<ColorChoice> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let from_args = args.iter().enumerate().find_map(|(i, a)| {
+        a.strip_prefix("--color=")
+            .map(str::to_owned)
+            .or_else(|| (a == "--color").then(|| args.get(i + 1).cloned()).flatten())
+    });
+    from_args
+        .or_else(|| std::env::var("MODIX_COLOR").ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Parses the command line. A usage error is printed by clap — or, when the
+/// command line asks for `--json`, as the JSON error object every `--json`
+/// command prints — and becomes exit code 2; `--help`/`--version` exit 0.
+fn parse(settings: &Settings) -> Result<Cli, Exit> {
+    use clap::FromArgMatches as _;
+    let matches = clap_command(settings).try_get_matches();
+    let err = match matches.and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(cli) => return Ok(cli),
+        Err(e) => e,
+    };
+    if !err.use_stderr() {
+        let _ = err.print();
+        return Err(Exit::Ok);
     }
+    if std::env::args().any(|a| a == "--json") {
+        let message = err.kind().as_str().map_or_else(
+            || {
+                err.to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            },
+            str::to_owned,
+        );
+        let e = Error::usage(
+            format!("{message}: {}", one_line_clap_error(&err)),
+            "`modix help` lists the commands and their options",
+        );
+        Output::new(true, false, None).report(&e);
+    } else {
+        let _ = err.print();
+    }
+    Err(Exit::Usage)
+}
+
+/// clap's error message on one line, without its `error:` prefix and usage block.
+fn one_line_clap_error(err: &clap::Error) -> String {
+    let text = err.render().to_string();
+    let first = text.lines().next().unwrap_or_default();
+    first.trim_start_matches("error: ").trim().to_owned()
 }
 
 /// Log level: `-q`/`-v` flags beat `MODIX_LOG`, which beats the settings file
@@ -180,7 +309,7 @@ fn init_logging(cli: &Cli, settings: &Settings, color: bool) {
     let filter = tracing_subscriber::EnvFilter::new(format!("modix={level}"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| output::LogWriter)
         .with_ansi(color)
         .with_target(false)
         .without_time()
@@ -222,8 +351,9 @@ impl Ctx {
         let (project, diags) = crate::project::load(&paths, &self.settings, &self.settings_diags);
         match project {
             Some(p) => {
-                if !diags.is_empty() && !self.out.json {
-                    self.out.diagnostics(&diags);
+                // One line each: the command goes on, and `validate` shows them in full.
+                if !self.out.json {
+                    self.out.diagnostics_brief(&diags);
                 }
                 Ok(p)
             }

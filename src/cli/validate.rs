@@ -1,12 +1,13 @@
 //! `modix validate`: every config and FSM file checked, every problem reported.
 
 use super::Ctx;
+use super::output::error_json;
 use crate::error::{Error, Exit};
 use crate::orchestrator::SCHEMA_VERSION;
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
-    /// Print the findings as JSON.
+    /// Print the findings as JSON (with an `error` object when there are errors).
     #[arg(long)]
     pub json: bool,
 }
@@ -21,6 +22,14 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Result<Exit, Error> {
         v["ok"] = ok.into();
         v["project"] = paths.root.display().to_string().into();
         v["schema_version"] = SCHEMA_VERSION.into();
+        if !ok {
+            // The findings, plus the error object every `--json` command prints on failure.
+            let e = Error::Config {
+                diagnostics: Box::new(diags.clone()),
+                doing: "nothing can run until they are fixed",
+            };
+            v["error"] = error_json(&e)["error"].take();
+        }
         out.json(&v);
     } else {
         out.diagnostics(&diags);

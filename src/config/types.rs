@@ -513,6 +513,11 @@ pub struct Commands {
     pub build: Option<Vec<String>>,
     pub test: Option<Vec<String>>,
     pub lint: Option<Vec<String>>,
+    /// Cheap commands `modix doctor` runs to see that a command can run,
+    /// by the command's name (`"test": ["python3", "-m", "pytest", "--version"]`);
+    /// used for a command agent that runs exactly that command.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub probes: BTreeMap<String, Vec<String>>,
 }
 
 /// `~/.modix/settings.json` after layering.

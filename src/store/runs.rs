@@ -47,6 +47,15 @@ pub struct Run {
     pub heartbeat_at: Option<String>,
 }
 
+impl Run {
+    /// The run says it is running, but no live process drives it: its
+    /// owner was killed (or never claimed it). It resumes like an
+    /// interrupted run.
+    pub fn owner_gone(&self) -> bool {
+        self.status == RunStatus::Running && !self.owner_pid.is_some_and(process_alive)
+    }
+}
+
 /// A run as listed by [`Store::runs`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunSummary {
@@ -186,17 +195,40 @@ impl Store {
 
     /// The `limit` newest runs, newest first.
     pub fn runs(&self, limit: usize) -> Result<Vec<RunSummary>, StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.runs_matching(&[], None, Some(limit))
+    }
+
+    /// The newest runs first: only those in one of `statuses` (any when
+    /// empty), created at or after `since` (RFC 3339, as stored), at most
+    /// `limit` of them (all when `None`).
+    pub fn runs_matching(
+        &self,
+        statuses: &[RunStatus],
+        since: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<RunSummary>, StoreError> {
+        let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        // Statuses are a closed set of identifiers, so they can be inlined.
+        let status_clause = if statuses.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = statuses
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect();
+            format!("AND status IN ({})", list.join(", "))
+        };
         let mut stmt = self
             .conn
-            .prepare_cached(&format!(
+            .prepare(&format!(
                 "SELECT {RUN_COLUMNS}, \
                  (SELECT count(*) FROM transitions t WHERE t.run_id = runs.id), \
                  (SELECT count(*) FROM invocations i WHERE i.run_id = runs.id) \
-                 FROM runs ORDER BY id DESC LIMIT ?1"
+                 FROM runs WHERE (?1 IS NULL OR created_at >= ?1) {status_clause} \
+                 ORDER BY id DESC LIMIT ?2"
             ))
             .ctx(self, "listing runs")?;
-        stmt.query_map([limit], |row| {
+        stmt.query_map(params![since, limit], |row| {
             let run = run_from_row(row)?;
             let duration_ms = millis_between(
                 &run.created_at,
@@ -211,6 +243,17 @@ impl Store {
         })
         .and_then(|rows| rows.collect())
         .ctx(self, "listing runs")
+    }
+
+    /// Every run id, newest first (for the shortest unambiguous prefixes).
+    pub fn run_ids(&self) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id FROM runs ORDER BY id DESC")
+            .ctx(self, "listing run ids")?;
+        stmt.query_map([], |row| row.get(0))
+            .and_then(|rows| rows.collect())
+            .ctx(self, "listing run ids")
     }
 
     /// Set a run's status by hand, e.g. Interrupted on Ctrl-C. Leaving

@@ -1,15 +1,23 @@
 //! Integration tests: every test drives the real `modix` binary in a temp dir.
 //! One test binary (as ripgrep, just and nextest do) so it links once.
 
+mod conventions;
 mod doctor;
 mod fsm;
 mod go;
+mod graph;
+mod history;
 mod init;
+mod init_stacks;
 mod mock_anthropic;
 mod presets;
+mod readiness;
 mod real_clis;
 mod record;
+mod scenarios;
 mod snapshots;
+mod term;
+mod terminal;
 mod util;
 mod validate;
 mod validate_limits;

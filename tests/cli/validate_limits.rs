@@ -391,7 +391,10 @@ fn latin1_and_binary_files_name_the_first_bad_byte() {
 #[test]
 fn a_settings_file_that_is_a_directory() {
     let sb = Sandbox::initialized();
-    std::fs::create_dir_all(sb.dir.path().join("home/settings.json")).unwrap();
+    // `init` wrote the settings file; put a folder in its place.
+    let settings = sb.dir.path().join("home/settings.json");
+    let _ = std::fs::remove_file(&settings);
+    std::fs::create_dir_all(&settings).unwrap();
     let (text, _) = validate(&sb);
     assert_has(
         &text,

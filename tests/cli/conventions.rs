@@ -1,0 +1,173 @@
+//! What users of cargo, git and gh expect: completions, a man page,
+//! examples and a description for every option in `--help`, bare `modix`
+//! printing help, and a JSON error object from every `--json` command.
+
+use crate::util::{Sandbox, output_text};
+
+#[test]
+fn completions_for_each_shell() {
+    let sb = Sandbox::new();
+    for (shell, marker) in [
+        ("bash", "complete -F _modix"),
+        ("zsh", "#compdef modix"),
+        ("fish", "complete -c modix"),
+        ("powershell", "Register-ArgumentCompleter"),
+    ] {
+        let out = sb.modix().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success(), "{shell}: {}", output_text(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains(marker), "{shell}: {text}");
+        assert!(text.contains("history"), "{shell} completes subcommands");
+    }
+    let out = sb.modix().args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn man_page_on_stdout() {
+    let sb = Sandbox::new();
+    let out = sb.modix().arg("man").output().unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with(".ie") || text.contains(".TH modix 1"),
+        "{text}"
+    );
+    for needle in ["completions", "history", "\\-\\-color"] {
+        assert!(text.contains(needle), "man page lacks {needle}");
+    }
+}
+
+#[test]
+fn bare_modix_prints_help_and_succeeds() {
+    let sb = Sandbox::new();
+    let out = sb.modix().output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("Usage: modix") && text.contains("Commands:"),
+        "{text}"
+    );
+}
+
+const SUBCOMMANDS: [&[&str]; 14] = [
+    &["fsm"],
+    &["init"],
+    &["validate"],
+    &["doctor"],
+    &["fsm", "list"],
+    &["fsm", "show"],
+    &["fsm", "check"],
+    &["fsm", "graph"],
+    &["go"],
+    &["resume"],
+    &["history"],
+    &["completions"],
+    &["man"],
+    &[],
+];
+
+#[test]
+fn every_help_has_examples_and_every_option_a_description() {
+    let sb = Sandbox::new();
+    // clap's option lines: `  -v, --verbose`, `      --json`, `  <RUN>`, `  [RUN]`.
+    let option = regex::Regex::new(r"^  (-\w, |    )?(--[\w-]+|<[\w-]+>|\[[\w-]+\])").unwrap();
+    for cmd in SUBCOMMANDS {
+        let out = sb.modix().args(cmd).arg("-h").output().unwrap();
+        assert!(out.status.success(), "{cmd:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.contains("Examples:\n  modix"),
+            "{cmd:?} has no examples:\n{text}"
+        );
+        for line in text.lines().filter(|l| option.is_match(l)) {
+            // `  --flag <VALUE>  What it does`: a description after the spec.
+            let spec = option.find(line).unwrap().end();
+            let rest = &line[spec..];
+            let described = rest.split("  ").skip(1).any(|part| !part.trim().is_empty());
+            assert!(described, "{cmd:?}: `{line}` has no description");
+        }
+    }
+}
+
+/// `modix ARGS` must fail with `code` and print one JSON error object on stdout.
+fn json_error(sb: &Sandbox, args: &[&str], code: i32) -> serde_json::Value {
+    let out = sb.modix().args(args).output().unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {text}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: stdout is not one JSON value ({e}): {text}"));
+    assert_eq!(v["schema_version"], 1, "{v}");
+    let e = &v["error"];
+    assert!(
+        e["code"].is_string() && e["message"].is_string(),
+        "{args:?}: {v}"
+    );
+    assert_eq!(e["exit_code"], code, "{v}");
+    assert!(e.get("diagnostics").is_some(), "{v}");
+    v
+}
+
+#[test]
+fn every_json_command_fails_with_a_json_error_object() {
+    let sb = Sandbox::initialized();
+    // A broken project.
+    sb.write(
+        ".modix/brains.json",
+        "{ \"brains\": { \"x\": { \"provider\": 1 } } }\n",
+    );
+    for args in [
+        &["doctor", "--json"][..],
+        &["go", "--json", "Fix it"],
+        &["resume", "--json"],
+    ] {
+        let v = json_error(&sb, args, 2);
+        assert_eq!(v["error"]["code"], "config", "{args:?}: {v}");
+        assert!(
+            v["error"]["diagnostics"]["errors"].as_u64() > Some(0),
+            "{v}"
+        );
+    }
+    let v = json_error(&sb, &["validate", "--json"], 2);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["error"]["code"], "config");
+    assert!(
+        v["error"]["diagnostics"]["diagnostics"]
+            .as_array()
+            .is_some_and(|d| !d.is_empty())
+    );
+
+    // Unknown runs and machines.
+    let sb = Sandbox::example();
+    sb.go_json("Fix mean()");
+    for args in [
+        &["history", "--json", "ZZZZ"][..],
+        &["history", "--json", "last~5"],
+        &["history", "--json", "last", "--invocation", "99"],
+        &["resume", "--json", "ZZZZ"],
+        &["fsm", "show", "nope", "--json"],
+        &["fsm", "check", "nope", "--json"],
+    ] {
+        json_error(&sb, args, 2);
+    }
+    // A broken FSM file: the findings and the error object.
+    sb.write(".modix/fsm/bad.toml", "id = \"bad\"\n");
+    let v = json_error(&sb, &["fsm", "check", "--json"], 2);
+    assert!(v["machines"].is_array(), "{v}");
+    // Outside a project.
+    let sb = Sandbox::new();
+    let v = json_error(&sb, &["history", "--json"], 2);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a modix project")
+    );
+    // A usage error clap finds.
+    let v = json_error(&sb, &["history", "--json", "--limit", "many"], 2);
+    assert_eq!(v["error"]["code"], "usage");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("many"),
+        "{v}"
+    );
+}

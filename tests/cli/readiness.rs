@@ -1,0 +1,175 @@
+//! `modix doctor` runs a cheap probe of each command agent before calling it
+//! ready, and `doctor -v` lists the environment names each agent receives.
+
+use crate::term::on_terminal;
+use crate::util::{Sandbox, output_text};
+
+fn doctor_json(sb: &Sandbox, envs: &[(&str, &str)]) -> (Option<i32>, serde_json::Value) {
+    let mut cmd = sb.modix();
+    cmd.args(["doctor", "--json"]);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", output_text(&out)));
+    (out.status.code(), v)
+}
+
+fn agent<'a>(report: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    report["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == id)
+        .unwrap()
+}
+
+/// A `python3` that has no pytest, as the machine had.
+const PYTHON_WITHOUT_PYTEST: &str = "#!/bin/sh\nif [ \"$1\" = \"-m\" ] && [ \"$2\" = \"pytest\" ]; then\n  echo \"/usr/bin/python3: No module named pytest\" >&2\n  exit 1\nfi\nexec /usr/bin/env -i PATH=/usr/bin:/bin python3 \"$@\"\n";
+
+#[test]
+fn a_tester_whose_runner_is_missing_is_not_ready_and_says_why() {
+    let sb = Sandbox::example();
+    sb.fake_bin("python3", PYTHON_WITHOUT_PYTEST);
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["python3", "-m", "pytest"])
+    });
+    let (code, report) = doctor_json(&sb, &[]);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["ready"], false);
+    let tester = agent(&report, "tester");
+    assert_eq!(tester["ready"], false);
+    assert_eq!(
+        tester["probe"]["argv"],
+        serde_json::json!(["python3", "-m", "pytest", "--version"])
+    );
+    assert_eq!(tester["probe"]["from"], "built-in");
+    assert_eq!(
+        tester["problems"][0],
+        "`python3 -m pytest --version` failed: /usr/bin/python3: No module named pytest"
+    );
+    // People see it in the status column, and the verdict.
+    let out = sb.modix().arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("No module named pytest"), "{text}");
+    assert!(
+        text.contains("Not ready: workflow `plan_execute_test` needs tester"),
+        "{text}"
+    );
+    // On a terminal, a red ✗ (here without colour: NO_COLOR).
+    if let Some((_, text)) = on_terminal(&sb, &["doctor"], 160, &[]) {
+        assert!(
+            text.contains("✗ `python3 -m pytest --version` failed"),
+            "{text}"
+        );
+        assert!(text.contains("✓ ready"), "{text}");
+    }
+}
+
+#[test]
+fn a_runner_that_works_is_ready_after_its_probe_ran() {
+    let sb = Sandbox::example();
+    let (code, report) = doctor_json(&sb, &[]);
+    let tester = agent(&report, "tester");
+    assert_eq!(tester["ready"], true, "{report}");
+    assert_eq!(tester["probe"]["ok"], true);
+    assert_eq!(
+        tester["probe"]["argv"],
+        serde_json::json!(["python3", "-m", "unittest", "--help"])
+    );
+    assert_eq!(code, Some(0), "{report}");
+}
+
+#[test]
+fn a_probe_the_project_declares_is_used() {
+    let sb = Sandbox::example();
+    let test = serde_json::json!(["python3", "-m", "unittest", "-q"]);
+    sb.edit_json(".modix/projects.json", |v| {
+        v["commands"]["test"] = test.clone();
+        v["commands"]["probes"] = serde_json::json!({
+            "test": ["sh", "-c", "echo 'fixtures are not downloaded: run make fixtures' >&2; exit 3"]
+        });
+    });
+    sb.modix().arg("validate").assert().success();
+    let (code, report) = doctor_json(&sb, &[]);
+    assert_eq!(code, Some(1), "{report}");
+    let tester = agent(&report, "tester");
+    assert_eq!(
+        tester["probe"]["from"],
+        "projects.json commands.probes.test"
+    );
+    assert!(
+        tester["problems"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("failed: fixtures are not downloaded: run make fixtures"),
+        "{report}"
+    );
+}
+
+#[test]
+fn doctor_verbose_lists_the_variable_names_each_agent_receives() {
+    let sb = Sandbox::example();
+    sb.edit_json(
+        ".modix/runtimes.json",
+        |v| v["env"] = serde_json::json!({ "allow": ["PATH", "HOME", "BOT_DELAY", "LC_ALL"] }),
+    );
+    sb.edit_json(".modix/brains.json", |v| {
+        v["brains"]["scripted"]["api_key_env"] = "ANTHROPIC_API_KEY".into()
+    });
+    let secret = "sk-ant-api03-DOCTOR-NEVER-PRINTS-THIS";
+    let out = sb
+        .modix()
+        .env("BOT_DELAY", "5")
+        .env("MY_OWN_SETTING", "x")
+        .env("ANTHROPIC_API_KEY", secret)
+        .env_remove("LC_ALL")
+        .args(["doctor", "-v"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!output_text(&out).contains(secret));
+    // The environment section comes after the agents table.
+    let env_rows = text
+        .split_once("\nEnvironment\n")
+        .unwrap_or_else(|| panic!("{text}"))
+        .1;
+    let planner = env_rows
+        .lines()
+        .find(|l| l.starts_with("planner\t"))
+        .unwrap();
+    assert!(
+        planner.contains("PATH HOME BOT_DELAY (env.allow)")
+            && planner.contains("ANTHROPIC_API_KEY (brain key)")
+            && planner.contains("MODIX_RUN_ID")
+            && planner.contains("MODIX_OUTPUT_SCHEMA"),
+        "{planner}"
+    );
+    assert!(!planner.contains("MY_OWN_SETTING"), "{planner}");
+    let tester = env_rows
+        .lines()
+        .find(|l| l.starts_with("tester\t"))
+        .unwrap();
+    assert!(
+        !tester.contains("ANTHROPIC_API_KEY"),
+        "a command gets no key: {tester}"
+    );
+    assert!(
+        text.contains("Allow-listed but not set here, so not passed: LC_ALL."),
+        "{text}"
+    );
+    assert!(text.contains("\"env\": {\"allow\": [...]}"), "{text}");
+    // Without -v, no environment section.
+    let out = sb.modix().arg("doctor").output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Environment"));
+    // JSON always has the names, with where they come from.
+    let (_, report) = doctor_json(&sb, &[("BOT_DELAY", "5")]);
+    let env = &agent(&report, "executor")["env"];
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&serde_json::json!({"name": "BOT_DELAY", "from": "env.allow"})),
+        "{env}"
+    );
+}

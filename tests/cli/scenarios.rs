@@ -1,0 +1,77 @@
+//! Runs in the states `history` and friends must show: failed through a
+//! used-up bound, killed mid-step (owner gone), interrupted by Ctrl-C.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::util::{GoResult, Sandbox};
+
+/// The example's scripted agent with a valid plan, and `rest` (a sh body)
+/// for every other state.
+pub fn agent(sb: &Sandbox, rest: &str) {
+    sb.agent_script(&format!(
+        r#"#!/bin/sh
+cat > /dev/null
+case "$MODIX_STATE" in
+  PLANNING)
+    echo '{{"title":"t","summary":"s","complexity":"low","tasks":[{{"id":"T1","title":"do","files":["calc.py"],"acceptance":["tests pass"]}}]}}'
+    ;;
+  *)
+{rest}
+    ;;
+esac
+"#
+    ));
+}
+
+pub const EXECUTOR_OK: &str =
+    r#"    echo '{"outcome":"success","summary":"done","files_changed":[],"error":null}'"#;
+
+/// A run whose tester always fails: it ends in FAILED, its last step
+/// redirected there once the retry bound was used up.
+pub fn failed_run(sb: &Sandbox, epic: &str) -> GoResult {
+    agent(sb, EXECUTOR_OK);
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["false"])
+    });
+    let r = sb.go_json(epic);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    r
+}
+
+/// An executor that touches `marker`, then (the first time only) sleeps 30 s.
+pub fn slow_first_executor(sb: &Sandbox, marker: &Path) {
+    agent(
+        sb,
+        &format!(
+            "    if [ ! -e {m} ]; then touch {m}; sleep 30; fi\n{EXECUTOR_OK}\n",
+            m = marker.display()
+        ),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+}
+
+fn wait_for(marker: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !marker.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            marker.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `modix go` stopped by `signal` while the executor runs; the run's id.
+pub fn stopped_run(sb: &Sandbox, epic: &str, signal: nix::sys::signal::Signal) -> String {
+    let marker = sb.dir.path().join(format!("executing-{epic}"));
+    slow_first_executor(sb, &marker);
+    let mut child = sb.spawn(&["go", "--json", epic]);
+    wait_for(&marker);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+    child.wait().unwrap();
+    sb.runs()[0]["run_id"].as_str().unwrap().to_owned()
+}
