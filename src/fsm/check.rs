@@ -15,10 +15,11 @@ use toml::Spanned;
 
 use super::CompileOptions;
 use super::bounds;
-use super::emit::{AgentState, Condition, EmitRule, OUTPUT_SCHEMAS, Outcome};
+use super::emit::{AgentState, Condition, EmitRule, Outcome};
 use super::graph_checks::{self, Dropped, Partial};
 use super::machine::{Edge, Ending, Machine, Source, State, StateId, StateKind, Transition};
 use super::spec::{RawFile, RawState, Text};
+use crate::config::OUTPUT_SCHEMAS;
 use crate::diagnostics::{Diagnostic, Diagnostics, unknown_name_help};
 
 /// Where diagnostics go, with the text they point into.

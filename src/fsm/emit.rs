@@ -127,9 +127,6 @@ pub struct ConditionProblem {
     pub help: String,
 }
 
-/// The output schemas agent states may name (`any` accepts every output).
-pub const OUTPUT_SCHEMAS: [&str; 4] = ["task_spec", "execution_result", "test_result", "any"];
-
 impl Condition {
     /// Checks the field path and the literal against `schema` (the state's
     /// output schema, `id` for messages): a misspelled field or a literal of
