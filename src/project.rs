@@ -397,3 +397,52 @@ fn state_diagnostic(
         .with_help(help),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh `modix init` project with a broken workflow file of its own.
+    fn project_with_broken_review() -> (tempfile::TempDir, ProjectPaths) {
+        let tmp = tempfile::tempdir().unwrap();
+        let paths = ProjectPaths::at(tmp.path());
+        let binding = crate::scaffold::Binding {
+            shell: "claude".into(),
+            brain: "anthropic".into(),
+            found_at: None,
+            detected: Vec::new(),
+            test_command: None,
+        };
+        for (name, bytes) in crate::scaffold::render(tmp.path(), &binding) {
+            let path = paths.file(&name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, bytes).unwrap();
+        }
+        let review =
+            "id = \"review\"\nversion = \"1.0.0\"\ninitial = \"S\"\n[states.S]\nkind = \"inptu\"\n";
+        std::fs::write(paths.file("fsm/review.toml"), review).unwrap();
+        (tmp, paths)
+    }
+
+    #[test]
+    fn a_run_is_spared_the_broken_files_it_does_not_use() {
+        let (_tmp, paths) = project_with_broken_review();
+        let settings = Settings::default();
+        let none = Diagnostics::new();
+        let (project, diags) = load(&paths, &settings, &none);
+        assert!(project.is_none() && diags.has_errors(), "validate refuses");
+
+        let run = Purpose::Run { workflow: None };
+        let (project, diags) = load_for(&paths, &settings, &none, run);
+        let text = diags.render_human(false);
+        assert!(project.is_some(), "{text}");
+        assert!(!diags.has_errors() && diags.warning_count() > 0, "{text}");
+        assert!(text.contains("(this run does not use this file)"), "{text}");
+
+        let run = Purpose::Run {
+            workflow: Some("review"),
+        };
+        let (project, diags) = load_for(&paths, &settings, &none, run);
+        assert!(project.is_none() && diags.has_errors(), "the run uses it");
+    }
+}

@@ -54,26 +54,43 @@ pub fn check(name: &str, source: &str) -> Vec<Problem> {
         Err(e) => return vec![syntax_problem(&e)],
     };
     let tags = tags(source);
+    // Each tag's text with its string literals blanked, made once.
+    let code: Vec<String> = tags
+        .iter()
+        .map(|t| without_strings(t.text(source)))
+        .collect();
     let mut problems = includes(source, &tags);
-    problems.extend(unknown_callables(&env, source, &tags));
+    problems.extend(unknown_callables(&env, &tags, &code));
     let globals: Vec<String> = env.globals().map(|(k, _)| k.to_owned()).collect();
     let mut names: Vec<String> = template.undeclared_variables(true).into_iter().collect();
     names.sort();
-    for name in names {
-        if let Err((message, help)) = check_name(&name, &globals) {
-            let span = find_in_tags(source, &tags, &name);
-            let code = "template::unknown-variable";
-            problems.push(Problem {
-                code,
-                message,
-                help,
-                span,
-            });
-        }
+    let unknown: Vec<&String> = names.iter().filter(|n| !name_ok(n, &globals)).collect();
+    for name in unknown.iter().take(MAX_NAMES) {
+        let Err((message, help)) = check_name(name, &globals) else {
+            continue;
+        };
+        problems.push(Problem {
+            code: "template::unknown-variable",
+            message,
+            help,
+            span: find_in_tags(&tags, &code, name),
+        });
     }
-    problems.sort_by_key(|p| p.span.as_ref().map_or(0, |s| s.start));
+    if unknown.len() > MAX_NAMES {
+        problems.push(Problem {
+            code: "template::unknown-variable",
+            message: format!("{} more unknown variables", unknown.len() - MAX_NAMES),
+            help: "fix the ones listed, then check again".into(),
+            span: None,
+        });
+    }
+    problems.sort_by_key(|p| p.span.as_ref().map_or(usize::MAX, |s| s.start));
     problems
 }
+
+/// Unknown variables listed per template; the rest are counted (placing
+/// each one means a search through the template).
+const MAX_NAMES: usize = 20;
 
 fn syntax_problem(e: &minijinja::Error) -> Problem {
     Problem {
@@ -164,6 +181,31 @@ pub fn context_fields() -> Vec<String> {
     walk("", CONTEXT, &mut out);
     out.sort();
     out
+}
+
+/// Whether a dotted name the template reads is a field of the context (or a
+/// global); [`check_name`] says why not, at the cost of a message.
+fn name_ok(dotted: &str, globals: &[String]) -> bool {
+    let mut parts = dotted.split('.');
+    let first = parts.next().unwrap_or_default();
+    if globals.iter().any(|g| g == first) || BUILTIN_NAMES.contains(&first) {
+        return true;
+    }
+    let mut fields = CONTEXT;
+    let mut last = Shape::Fields(CONTEXT);
+    for part in std::iter::once(first).chain(parts) {
+        let Shape::Fields(_) = last else {
+            return matches!(last, Shape::Free | Shape::List);
+        };
+        let Some((_, shape)) = fields.iter().find(|(n, _)| *n == part) else {
+            return false;
+        };
+        if let Shape::Fields(inner) = shape {
+            fields = inner;
+        }
+        last = *shape;
+    }
+    true
 }
 
 /// A dotted name the template reads (`project.nmae`), against the shape:
@@ -371,8 +413,10 @@ fn without_strings(text: &str) -> String {
     out
 }
 
-/// Filters and tests the template uses that the environment does not have.
-fn unknown_callables(env: &Environment, source: &str, tags: &[Tag]) -> Vec<Problem> {
+/// Filters and tests the template uses that the environment does not have,
+/// each reported where it is first used. `code`: each tag's text without
+/// its string literals.
+fn unknown_callables(env: &Environment, tags: &[Tag], code: &[String]) -> Vec<Problem> {
     static FILTER: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     static TEST: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     static BLOCK: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
@@ -388,30 +432,30 @@ fn unknown_callables(env: &Environment, source: &str, tags: &[Tag]) -> Vec<Probl
             .unwrap_or_else(|_| unreachable!())
     });
     let mut out = Vec::new();
-    for tag in tags {
-        let text = without_strings(tag.text(source));
+    let mut judged = std::collections::HashSet::new();
+    for (tag, text) in tags.iter().zip(code) {
         let mut found: Vec<(Kind, regex::Match)> = Vec::new();
         found.extend(
             filter
-                .captures_iter(&text)
+                .captures_iter(text)
                 .filter_map(|c| c.get(1))
                 .map(|m| (Kind::Filter, m)),
         );
         found.extend(
-            test.captures_iter(&text)
+            test.captures_iter(text)
                 .filter_map(|c| c.get(1))
                 .map(|m| (Kind::Test, m)),
         );
         if tag.block {
             found.extend(
                 block
-                    .captures_iter(&text)
+                    .captures_iter(text)
                     .filter_map(|c| c.get(1))
                     .map(|m| (Kind::Filter, m)),
             );
         }
         for (kind, m) in found {
-            if !kind.exists(env, m.as_str()) {
+            if judged.insert((kind as u8, m.as_str().to_owned())) && !kind.exists(env, m.as_str()) {
                 let start = tag.inner.start + m.start();
                 out.push(kind.problem(env, m.as_str(), start..start + m.len()));
             }
@@ -544,10 +588,9 @@ const COMMON_TESTS: &[&str] = &[
 
 /// The first place inside a tag where `name` (dotted) is written, for
 /// pointing at it; `None` when it is written another way (`a["b"]`).
-fn find_in_tags(source: &str, tags: &[Tag], name: &str) -> Option<Range<usize>> {
+fn find_in_tags(tags: &[Tag], code: &[String], name: &str) -> Option<Range<usize>> {
     let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    for tag in tags {
-        let text = without_strings(tag.text(source));
+    for (tag, text) in tags.iter().zip(code) {
         let mut from = 0;
         while let Some(i) = text.get(from..).and_then(|t| t.find(name)) {
             let start = from + i;
@@ -618,6 +661,34 @@ mod tests {
     }
 
     #[test]
+    fn the_quick_name_check_agrees_with_the_explained_one() {
+        let globals = vec!["range".to_owned()];
+        for name in [
+            "epic",
+            "epic.x",
+            "epik",
+            "project",
+            "project.name",
+            "project.nmae",
+            "project.commands.test",
+            "project.commands.tset",
+            "project.name.x",
+            "brain.params.t",
+            "task_spec.a.b",
+            "history.x",
+            "range",
+            "caller",
+            "loop.index",
+        ] {
+            assert_eq!(
+                name_ok(name, &globals),
+                check_name(name, &globals).is_ok(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn scanning_never_panics_on_odd_text() {
         for s in [
             "{",
@@ -632,5 +703,35 @@ mod tests {
             let _ = check("t.md", s);
             let _ = tags(s);
         }
+    }
+}
+
+#[cfg(test)]
+mod bounded {
+    use super::*;
+
+    /// A template at the size limit full of mistakes gives a bounded report.
+    #[test]
+    fn a_large_broken_template_gives_a_bounded_report() {
+        let mut src = String::new();
+        let mut i = 0;
+        while src.len() < MAX_BYTES as usize - 64 {
+            src.push_str(&format!(
+                "{{{{ v{i} | f{} }}}} {{{{ epic | upper }}}}\n",
+                i % 50
+            ));
+            i += 1;
+        }
+        let problems = check("big.md", &src);
+        let vars = problems
+            .iter()
+            .filter(|p| p.code == "template::unknown-variable")
+            .count();
+        let filters = problems
+            .iter()
+            .filter(|p| p.code == "template::unknown-filter")
+            .count();
+        assert_eq!(vars, MAX_NAMES + 1, "listed, plus a count of the rest");
+        assert_eq!(filters, 50, "each unknown filter once");
     }
 }

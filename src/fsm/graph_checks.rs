@@ -56,11 +56,13 @@ pub(crate) struct Partial {
 }
 
 impl Partial {
-    /// Whether a dropped transition might handle `event` from state `from`.
-    fn might_handle(&self, from: StateId, event: &str) -> bool {
+    /// What the dropped transitions might handle: (source, event), with no
+    /// source for one from an unknown state (any state, then).
+    fn handled(&self) -> HashSet<(Option<StateId>, &str)> {
         self.dropped
             .iter()
-            .any(|d| d.event == event && d.from.is_none_or(|f| f == from))
+            .map(|d| (d.from, d.event.as_str()))
+            .collect()
     }
 }
 
@@ -135,12 +137,14 @@ pub(crate) fn completeness(g: &Graph, cx: &mut Ctx) {
         s.agent()
             .is_some_and(|a| a.agent == super::lifecycle::SELF_AGENT)
     });
+    let dropped = g.partial.handled();
     for (i, s) in g.states.iter().enumerate() {
         let handled = |event: &str| {
             g.outgoing[i]
                 .iter()
                 .any(|&t| g.transitions[t].event == event)
-                || g.partial.might_handle(StateId(i as u32), event)
+                || dropped.contains(&(Some(StateId(i as u32)), event))
+                || dropped.contains(&(None, event))
         };
         let events: Vec<&str> = match &s.kind {
             StateKind::Input { event } if !event.is_empty() => vec![event.as_str()],
@@ -195,20 +199,31 @@ pub(crate) fn completeness(g: &Graph, cx: &mut Ctx) {
 /// A transition no rule of its state can raise never fires: a warning, as
 /// it is most likely a misspelled event (the run still ends).
 pub(crate) fn dead_transitions(g: &Graph, cx: &mut Ctx) {
+    // By state, the events its rules raise (`None`: not judged).
+    let raised_by: Vec<Option<Vec<&str>>> = g
+        .states
+        .iter()
+        .zip(g.incomplete)
+        .map(|(s, &incomplete)| match &s.kind {
+            _ if incomplete => None,
+            StateKind::Agent(a) => Some(a.events()),
+            StateKind::Input { event } => Some(vec![event.as_str()]),
+            StateKind::Terminal { .. } => None,
+        })
+        .collect();
+    let sets: Vec<Option<HashSet<&str>>> = raised_by
+        .iter()
+        .map(|r| r.as_ref().map(|r| r.iter().copied().collect()))
+        .collect();
     for t in g.transitions {
         let from = t.from.index();
-        if g.incomplete[from] {
+        let (Some(raised), Some(set)) = (&raised_by[from], &sets[from]) else {
+            continue;
+        };
+        if set.contains(t.event.as_str()) {
             continue;
         }
         let s = &g.states[from];
-        let raised: Vec<&str> = match &s.kind {
-            StateKind::Agent(a) => a.events(),
-            StateKind::Input { event } => vec![event.as_str()],
-            StateKind::Terminal { .. } => continue,
-        };
-        if raised.contains(&t.event.as_str()) {
-            continue;
-        }
         let quoted: Vec<String> = raised.iter().map(|e| format!("`{e}`")).collect();
         let help = match crate::diagnostics::closest(&t.event, raised.iter().copied()) {
             Some(near) => format!(
@@ -270,28 +285,56 @@ pub(crate) fn termination(g: &Graph, cx: &mut Ctx) {
     // Report in file order, not in the algorithm's order.
     sccs.iter_mut().for_each(|c| c.sort());
     sccs.sort();
-    for scc in sccs {
-        let members: HashSet<NodeIndex> = scc.iter().copied().collect();
-        // Edges inside this part, in file order; each cycle reported
-        // covers some, and every uncovered one gets a cycle of its own.
-        let mut inside: Vec<(usize, NodeIndex, NodeIndex)> = gu
-            .edge_references()
-            .filter(|e| members.contains(&e.source()) && members.contains(&e.target()))
-            .map(|e| (*e.weight(), e.source(), e.target()))
-            .collect();
+    // Edges inside each part, in file order (one pass over the edges); each
+    // cycle reported covers some, and every uncovered one gets its own.
+    let mut part = vec![usize::MAX; g.states.len()];
+    for (i, scc) in sccs.iter().enumerate() {
+        scc.iter().for_each(|n| part[n.index()] = i);
+    }
+    let mut inside: Vec<Vec<(usize, NodeIndex, NodeIndex)>> = vec![Vec::new(); sccs.len()];
+    for e in gu.edge_references() {
+        let p = part[e.source().index()];
+        if p == part[e.target().index()] {
+            inside[p].push((*e.weight(), e.source(), e.target()));
+        }
+    }
+    let (mut reported, mut more) = (0, 0);
+    for (scc, mut inside) in sccs.into_iter().zip(inside) {
+        if inside.is_empty() {
+            continue;
+        }
+        let members: HashSet<NodeIndex> = scc.into_iter().collect();
         inside.sort();
         let mut covered: HashSet<usize> = HashSet::new();
         for (t, from, to) in inside {
             if covered.contains(&t) {
                 continue;
             }
+            if reported == MAX_CYCLES {
+                more += 1;
+                continue;
+            }
             let mut cycle = vec![t];
             cycle.extend(path_between(&gu, to, from, &members));
             covered.extend(cycle.iter().copied());
             report_cycle(g, cycle, cx);
+            reported += 1;
         }
     }
+    if more > 0 {
+        let span = g.transitions.first().map_or(0..0, |t| t.span.clone());
+        cx.error(
+            "fsm::unbounded-cycle",
+            span,
+            format!("{more} more transitions lie on unbounded cycles (only the first {MAX_CYCLES} cycles are listed)"),
+            "bound the cycles listed above, then check again".into(),
+        );
+    }
 }
+
+/// Past this many unbounded cycles in one file, the rest are counted:
+/// finding each costs a search, and a list that long helps nobody.
+const MAX_CYCLES: usize = 20;
 
 /// One unbounded cycle, named from its earliest state in file order.
 fn report_cycle(g: &Graph, mut cycle: Vec<usize>, cx: &mut Ctx) {

@@ -11,3 +11,4 @@ mod real_clis;
 mod snapshots;
 mod util;
 mod validate;
+mod validate_gate;
