@@ -707,6 +707,23 @@ mod tests {
 }
 
 #[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn checking_any_text_never_panics(s in "\\PC{0,200}") {
+            let _ = super::check("t.md", &s);
+        }
+
+        #[test]
+        fn checking_template_like_text_never_panics(s in "[{}%#\"'\\ a-z|.()\né-]{0,120}") {
+            let _ = super::check("t.md", &s);
+        }
+    }
+}
+
+#[cfg(test)]
 mod bounded {
     use super::*;
 

@@ -331,7 +331,12 @@ mod schema_walk {
     pub struct Node<'a> {
         root: &'a Value,
         value: &'a Value,
+        /// How many `$ref`/branch steps led here: a schema that refers to
+        /// itself must not recurse forever.
+        depth: u8,
     }
+
+    const MAX_DEPTH: u8 = 32;
 
     /// What a schema says about one field of an object.
     pub enum Field<'a> {
@@ -346,13 +351,18 @@ mod schema_walk {
 
     impl<'a> Node<'a> {
         pub fn root(root: &'a Value) -> Self {
-            Node { root, value: root }
+            Node {
+                root,
+                value: root,
+                depth: 0,
+            }
         }
 
         fn at(self, value: &'a Value) -> Self {
             Node {
                 root: self.root,
                 value,
+                depth: self.depth.saturating_add(1),
             }
         }
 
@@ -378,6 +388,9 @@ mod schema_walk {
         }
 
         fn branches(self) -> Vec<Node<'a>> {
+            if self.depth > MAX_DEPTH {
+                return Vec::new();
+            }
             self.facets()
                 .iter()
                 .flat_map(|f| {
@@ -550,6 +563,54 @@ mod tests {
         assert!(Condition::parse("== true").is_err());
         assert!(Condition::parse("x == success").is_err());
         assert!(Condition::parse("a..b == 1").is_err());
+    }
+
+    #[test]
+    fn conditions_are_checked_against_the_output_schema() {
+        let schema: Value =
+            serde_json::from_str(crate::schema::text("execution_result").unwrap()).unwrap();
+        let check = |w: &str| {
+            Condition::parse(w)
+                .unwrap()
+                .check_against("execution_result", &schema)
+        };
+        assert!(check("outcome == \"success\"").is_ok());
+        assert!(check("error == null").is_ok());
+        assert!(check("error != \"x\"").is_ok());
+        let p = check("outcom == \"success\"").unwrap_err();
+        assert_eq!(p.code, "fsm::unknown-field");
+        assert!(p.help.contains("did you mean `outcome`?"), "{p:?}");
+        assert_eq!(
+            check("outcome == \"failed\"").unwrap_err().code,
+            "fsm::type-mismatch"
+        );
+        assert_eq!(
+            check("summary == 3").unwrap_err().code,
+            "fsm::type-mismatch"
+        );
+        assert_eq!(
+            check("summary.x == 3").unwrap_err().code,
+            "fsm::unknown-field"
+        );
+        assert_eq!(
+            check("files_changed == 1").unwrap_err().code,
+            "fsm::type-mismatch"
+        );
+        // Combinators and references are followed; what is not understood is not judged.
+        let tricky = json!({
+            "$defs": {"n": {"type": "integer"}, "loop": {"anyOf": [{"$ref": "#/$defs/loop"}]}},
+            "allOf": [{"properties": {"a": {"$ref": "#/$defs/n"}}}],
+            "anyOf": [{"properties": {"b": {"const": "x"}}, "additionalProperties": false}],
+            "properties": {"c": {"$ref": "#/$defs/loop"}, "d": {}}
+        });
+        let check = |w: &str| Condition::parse(w).unwrap().check_against("t", &tricky);
+        assert!(check("a == 3").is_ok());
+        assert_eq!(check("a == 3.5").unwrap_err().code, "fsm::type-mismatch");
+        assert_eq!(check("b == \"y\"").unwrap_err().code, "fsm::type-mismatch");
+        assert!(check("c.x == 1").is_ok());
+        assert!(check("d.e.f == [1]").is_ok());
+        // The only `anyOf` branch allows no other keys.
+        assert_eq!(check("zz == 1").unwrap_err().code, "fsm::unknown-field");
     }
 
     #[test]
