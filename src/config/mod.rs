@@ -4,27 +4,30 @@
 //! were no errors.
 //!
 //! Files that map names to entries (`shells.json`, `brains.json`,
-//! `agents.json`) are read entry by entry ([`Entries`]): a broken entry is
+//! `agents.json`) are read entry by entry (`entries`): a broken entry is
 //! reported and left out, while the others are still checked and referred
 //! to, so one mistake does not hide the rest.
 
 mod check;
 pub mod confine;
 pub mod discover;
+mod entries;
 pub mod presets;
 mod screen;
 pub mod settings;
 pub mod source;
 pub mod types;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 pub use discover::{MODIX_DIR, ProjectPaths, find_project};
 pub use types::*;
 
-use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::diagnostics::Diagnostics;
+pub use entries::Entries;
+use entries::{bad_fields, check_schema_at, entries, typed_at, typed_file};
 
 /// The config format this binary reads and writes.
 pub const FORMAT_VERSION: semver::Version = semver::Version::new(1, 0, 0);
@@ -92,18 +95,6 @@ impl AgentIndex<'_> {
             )),
         }
     }
-}
-
-/// A file that maps names to entries, read entry by entry.
-pub struct Entries<T> {
-    pub src: source::SourceFile,
-    /// Every name in the file, broken entries included.
-    pub names: BTreeSet<String>,
-    /// The entries that could be typed (some of them broken), by name.
-    pub typed: BTreeMap<String, T>,
-    /// Entries with errors (reported), and the role of each when it could
-    /// be read (for `agents.json`).
-    pub broken: BTreeMap<String, Option<String>>,
 }
 
 /// The config files as read and schema-checked, before references between
@@ -183,69 +174,6 @@ fn parsed<T: serde::de::DeserializeOwned>(
     typed_file(&file, value, schema, diags)
 }
 
-/// A whole file's value, schema-checked and typed.
-fn typed_file<T: serde::de::DeserializeOwned>(
-    file: &source::SourceFile,
-    value: Value,
-    schema: &str,
-    diags: &mut Diagnostics,
-) -> Option<T> {
-    if !source::check_schema(file, schema, &value, diags) {
-        return None;
-    }
-    typed_at(file, value, "", schema, diags)
-}
-
-/// `source::check_schema` for a value that sits at `prefix` in `file`
-/// (an inline manifest): the same diagnostics, pointing into the file.
-fn check_schema_at(
-    file: &source::SourceFile,
-    schema_id: &str,
-    value: &Value,
-    prefix: &str,
-    diags: &mut Diagnostics,
-) -> bool {
-    let violations = match crate::schema::validate(schema_id, value) {
-        Ok(v) => v,
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                "config::internal",
-                &file.display,
-                e.to_string(),
-            ));
-            return false;
-        }
-    };
-    for v in &violations {
-        let pointer = format!("{prefix}{}", v.pointer);
-        let (code, help) = match &v.unknown_key {
-            Some(key) => {
-                let allowed = v.allowed_keys.iter().map(String::as_str);
-                let help = match crate::diagnostics::closest(key, allowed) {
-                    Some(near) => format!(
-                        "did you mean `{near}`? (allowed here: {})",
-                        v.allowed_keys.join(", ")
-                    ),
-                    None => format!("remove it; allowed here: {}", v.allowed_keys.join(", ")),
-                };
-                ("config::unknown-key", help)
-            }
-            None => (
-                "config::schema",
-                format!("change the value at {pointer} to match schemas/{schema_id}.schema.json"),
-            ),
-        };
-        let mut d = Diagnostic::error(code, &file.display, v.message.clone())
-            .with_pointer(pointer.clone())
-            .with_help(help);
-        if let Some(span) = source::locate(&file.text, &pointer, v.unknown_key.is_some()) {
-            d = d.with_span(&file.text, span);
-        }
-        diags.push(d);
-    }
-    violations.is_empty()
-}
-
 /// `agents.json`. An inline manifest is taken out and checked against the
 /// manifest schema on its own: the type decides which branch it is (a
 /// string is a path, an object the manifest itself), so a mistake inside
@@ -294,127 +222,6 @@ fn read_agents(paths: &ProjectPaths, diags: &mut Diagnostics) -> Option<Entries<
         }
     }
     Some(agents)
-}
-
-/// A file of entries under `/<schema>` (`shells`, `brains`, `agents`), each
-/// schema-checked and typed on its own. A broken entry is typed without the
-/// fields that have errors, when it can be, so its references are still
-/// checked; it is never used.
-fn entries<T: serde::de::DeserializeOwned + HasRole>(
-    src: source::SourceFile,
-    value: Value,
-    key: &str,
-    diags: &mut Diagnostics,
-) -> Entries<T> {
-    let before = diags.items().len();
-    source::check_schema(&src, key, &value, diags);
-    let bad: Vec<String> = diags.items()[before..]
-        .iter()
-        .filter(|d| d.severity == crate::diagnostics::Severity::Error)
-        .map(|d| d.pointer.clone().unwrap_or_default())
-        .collect();
-    let mut out = Entries {
-        src,
-        names: BTreeSet::new(),
-        typed: BTreeMap::new(),
-        broken: BTreeMap::new(),
-    };
-    let Some(map) = value.get(key).and_then(Value::as_object) else {
-        return out;
-    };
-    for (name, entry) in map {
-        out.names.insert(name.clone());
-        let prefix = format!("/{key}/{}", crate::schema::escape_pointer(name));
-        let fields = bad_fields(&bad, &prefix);
-        let mut entry = entry.clone();
-        if let (Some(fields), Some(obj)) = (&fields, entry.as_object_mut()) {
-            obj.retain(|k, _| !fields.contains(k));
-        }
-        match serde_json::from_value::<T>(entry) {
-            Ok(t) => {
-                if fields.is_some() {
-                    out.broken.insert(name.clone(), t.role());
-                }
-                out.typed.insert(name.clone(), t);
-            }
-            Err(e) => {
-                if fields.is_none() {
-                    // The schema should have caught this; say what serde saw.
-                    diags.push(schema_error(&out.src, &prefix, e.to_string(), key));
-                }
-                let role = map[name]
-                    .get("role")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                out.broken.insert(name.clone(), role);
-            }
-        }
-    }
-    out
-}
-
-/// The fields of the entry at `prefix` that have errors (`None` when the
-/// entry has none; empty when the entry itself is wrong as a whole).
-fn bad_fields(bad: &[String], prefix: &str) -> Option<BTreeSet<String>> {
-    let mut fields = None;
-    for p in bad {
-        let Some(rest) = p.strip_prefix(prefix) else {
-            continue;
-        };
-        if !(rest.is_empty() || rest.starts_with('/')) {
-            continue;
-        }
-        let set = fields.get_or_insert_with(BTreeSet::new);
-        if let Some(field) = rest.split('/').nth(1) {
-            set.insert(field.replace("~1", "/").replace("~0", "~"));
-        }
-    }
-    fields
-}
-
-/// A value typed at `pointer` of `file`; a failure is reported there.
-fn typed_at<T: serde::de::DeserializeOwned>(
-    file: &source::SourceFile,
-    value: Value,
-    pointer: &str,
-    schema: &str,
-    diags: &mut Diagnostics,
-) -> Option<T> {
-    serde_json::from_value(value)
-        .map_err(|e| diags.push(schema_error(file, pointer, e.to_string(), schema)))
-        .ok()
-}
-
-fn schema_error(
-    file: &source::SourceFile,
-    pointer: &str,
-    message: String,
-    schema: &str,
-) -> Diagnostic {
-    let mut d = Diagnostic::error("config::schema", &file.display, message)
-        .with_pointer(pointer)
-        .with_help(format!(
-            "see schemas/{schema}.schema.json for the expected shape"
-        ));
-    if let Some(span) = source::locate(&file.text, pointer, false) {
-        d = d.with_span(&file.text, span);
-    }
-    d
-}
-
-/// The role of an entry, for the entries that have one (agents).
-pub trait HasRole {
-    fn role(&self) -> Option<String> {
-        None
-    }
-}
-
-impl HasRole for ShellEntry {}
-impl HasRole for Brain {}
-impl HasRole for AgentEntry {
-    fn role(&self) -> Option<String> {
-        Some(self.role.clone())
-    }
 }
 
 /// The config after phase 2, as far as it could be checked: the shells,
