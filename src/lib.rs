@@ -12,7 +12,8 @@
 //!
 //! Supporting modules: [`diagnostics`] (problems with file, place and fix),
 //! [`schema`] (the embedded JSON Schemas), [`doctor`] (readiness checks),
-//! [`scaffold`] (what `init` writes), [`embedded`], [`fsutil`], [`text`].
+//! [`scaffold`] (what `init` writes), [`template`] (prompt templates,
+//! checked and rendered), [`embedded`], [`fsutil`], [`text`].
 //!
 //! Everything is crate-private; the binary calls [`cli::main`], and the
 //! benchmarks use the hidden [`bench`] hooks.
@@ -31,6 +32,7 @@ pub(crate) mod scaffold;
 pub(crate) mod schema;
 pub(crate) mod shell;
 pub(crate) mod store;
+pub(crate) mod template;
 pub(crate) mod text;
 pub(crate) mod workspace;
 

@@ -9,12 +9,17 @@
 //! `runtimes.json`, the references between files are checked against the
 //! compiled FSM ids (`config::check`), and finally machines are checked for
 //! the role they are used in (workflow or lifecycle) and resolved here.
+//! Every phase runs whatever failed before it, on what could be read, so
+//! one pass reports every independent problem; only the project itself
+//! needs every phase clean.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::config::{self, Agent, Config, ProjectPaths, Settings, source};
-use crate::diagnostics::{Diagnostic, Diagnostics, shown, unknown_name_help};
+use crate::config::{
+    self, Agent, AgentIndex, AgentLookup, Checked, Config, ProjectPaths, Settings, source,
+};
+use crate::diagnostics::{Diagnostic, Diagnostics, Severity, shown, unknown_name_help};
 use crate::error::Error;
 use crate::fsm::{Catalog, CompileOptions, Lifecycle, Machine, Role, Source, StateId, StateKind};
 
@@ -68,6 +73,13 @@ impl Project {
                     unknown_name_help(id, "workflow", workflows()),
                 ));
             }
+            // Its file has errors: those, not "unknown workflow".
+            None if let Some(entry) = self.catalog.entry(id) => {
+                return Err(Error::Config {
+                    diagnostics: Box::new(entry.diagnostics.clone()),
+                    doing: "the workflow cannot run",
+                });
+            }
             None => {
                 return Err(Error::usage(
                     format!("unknown workflow `{}`", shown(id)),
@@ -76,7 +88,13 @@ impl Project {
             }
         };
         let mut diags = Diagnostics::new();
-        let workflow = resolve_workflow(&self.config, machine, &mut diags);
+        let (no_broken, agents) = (BTreeMap::new(), &self.config.agents);
+        let index = AgentIndex {
+            agents,
+            broken: &no_broken,
+            known: true,
+        };
+        let workflow = resolve_workflow(&index, &self.catalog, machine, &mut diags);
         match workflow {
             Some(w) if !diags.has_errors() => Ok(w),
             _ => Err(Error::Config {
@@ -87,12 +105,39 @@ impl Project {
     }
 }
 
-/// Loads, checks and resolves the project; `Some` only without errors. The
-/// diagnostics hold every problem found (warnings included) either way.
+/// What a project is loaded for. The checks are the same either way (one
+/// code path: what `validate` passes, `go` can run); only the severity of
+/// problems in FSM files the run does not use differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose<'a> {
+    /// `validate` and `doctor`: every problem is an error.
+    Check,
+    /// `go`: problems in a project FSM file that is neither the workflow
+    /// run (`None`: the project's default) nor an agent's lifecycle are
+    /// warnings: the run does not touch it.
+    // Constructed by `modix go` once `cli/go.rs` loads through
+    // `load_for(…, Purpose::Run { … })`; see docs/validate.md.
+    #[allow(dead_code)]
+    Run { workflow: Option<&'a str> },
+}
+
+/// Loads, checks and resolves the project for `validate`; `Some` only
+/// without errors. The diagnostics hold every problem found (warnings
+/// included) either way.
 pub fn load(
     paths: &ProjectPaths,
     settings: &Settings,
     settings_diags: &Diagnostics,
+) -> (Option<Project>, Diagnostics) {
+    load_for(paths, settings, settings_diags, Purpose::Check)
+}
+
+/// [`load`] for a purpose.
+pub fn load_for(
+    paths: &ProjectPaths,
+    settings: &Settings,
+    settings_diags: &Diagnostics,
+    purpose: Purpose,
 ) -> (Option<Project>, Diagnostics) {
     let mut diags = settings_diags.clone();
     let files = config::read(paths, &mut diags);
@@ -105,37 +150,53 @@ pub fn load(
             }),
     };
     let (catalog, fsm_diags) = Catalog::load(Some(&paths.modix_dir.join("fsm")), &opts);
-    diags.append(fsm_diags);
     let fsm_ids: Vec<&str> = catalog.ids().collect();
-    let config = config::check(paths, files, settings, &fsm_ids, &mut diags);
-    let project = config.and_then(|config| resolve(config, catalog, &mut diags));
+    // The config's own errors decide whether there is a config; the FSM
+    // files' problems join after, and do not stop the checks below.
+    let checked = config::check(paths, files, settings, &fsm_ids, &mut diags);
+    diags.append(fsm_diags);
+    let lifecycles = resolve(&checked, &catalog, &mut diags);
+    if let Purpose::Run { workflow } = purpose {
+        diags = spare_unused(&checked, &catalog, workflow, diags);
+    }
     diags.sort();
     if diags.has_errors() {
         return (None, diags);
     }
+    let project = checked.into_config().map(|config| Project {
+        config,
+        catalog,
+        lifecycles,
+    });
     (project, diags)
 }
 
-/// Phase 3: machines checked for their role, lifecycles and the workflows
-/// the project would run resolved.
-fn resolve(config: Config, catalog: Catalog, diags: &mut Diagnostics) -> Option<Project> {
+/// Phase 3: machines checked for the role they are used in, lifecycles and
+/// the workflows the project would run resolved, as far as the config
+/// could be read. Returns the lifecycles of the agents.
+fn resolve(
+    checked: &Checked,
+    catalog: &Catalog,
+    diags: &mut Diagnostics,
+) -> BTreeMap<String, Arc<Lifecycle>> {
     let mut lifecycles = BTreeMap::new();
-    for agent in config.agents.values() {
-        if lifecycles.contains_key(&agent.fsm) {
+    let mut judged = std::collections::BTreeSet::new();
+    for (agent, fsm) in &checked.lifecycles {
+        if !judged.insert(fsm.as_str()) {
             continue;
         }
-        let pointer = format!("/agents/{}/fsm", crate::schema::escape_pointer(&agent.id));
-        let problem = match catalog.get(&agent.fsm) {
-            None => continue, // unknown ids were reported by config::check
+        let pointer = format!("/agents/{}/fsm", crate::schema::escape_pointer(agent));
+        let problem = match catalog.get(fsm) {
+            // Unknown ids were reported by config::check, broken files by the catalog.
+            None => continue,
             Some(m) if m.role() == Role::Workflow => Err(format!(
-                "agent `{}` names workflow `{}` as its lifecycle FSM; a lifecycle drives one invocation and names its agent `self`",
-                agent.id, agent.fsm
+                "agent `{agent}` names workflow `{fsm}` as its lifecycle FSM; a lifecycle drives one invocation and names its agent `self`"
             )),
             Some(m) => Lifecycle::new(Arc::clone(m)),
         };
         match problem {
             Ok(l) => {
-                lifecycles.insert(agent.fsm.clone(), Arc::new(l));
+                lifecycles.insert(fsm.clone(), Arc::new(l));
             }
             Err(message) => diags.push(
                 at_json(diags, "agents.json", &pointer, "fsm::role", message).with_help(
@@ -144,24 +205,58 @@ fn resolve(config: Config, catalog: Catalog, diags: &mut Diagnostics) -> Option<
             ),
         }
     }
-    check_default_workflow(&config, &catalog, diags);
+    let default = checked.project.as_ref().map(|p| p.workflow.as_str());
+    if let Some(id) = default {
+        check_default_workflow(id, catalog, diags);
+    }
     // The default workflow and the project's own workflows must find their
     // agents; a built-in the project does not use is resolved when asked for.
+    let index = checked.agent_index();
     for machine in catalog.machines() {
         let own = matches!(machine.source(), Source::File(_));
-        if machine.role() == Role::Workflow && (own || machine.id() == config.project.workflow) {
-            resolve_workflow(&config, Arc::clone(machine), diags);
+        if machine.role() == Role::Workflow && (own || Some(machine.id()) == default) {
+            resolve_workflow(&index, catalog, Arc::clone(machine), diags);
         }
     }
-    (!diags.has_errors()).then_some(Project {
-        config,
-        catalog,
-        lifecycles,
-    })
+    lifecycles
 }
 
-fn check_default_workflow(config: &Config, catalog: &Catalog, diags: &mut Diagnostics) {
-    let id = &config.project.workflow;
+/// For a run: problems in project FSM files the run does not use become
+/// warnings (it uses the workflow `workflow`, else the default, and the
+/// agents' lifecycles).
+fn spare_unused(
+    checked: &Checked,
+    catalog: &Catalog,
+    workflow: Option<&str>,
+    diags: Diagnostics,
+) -> Diagnostics {
+    let run = workflow.or(checked.project.as_ref().map(|p| p.workflow.as_str()));
+    let used = |id: &Option<String>| {
+        id.as_deref()
+            .is_some_and(|id| Some(id) == run || checked.lifecycles.values().any(|l| l == id))
+    };
+    let unused: Vec<&str> = catalog
+        .entries()
+        .iter()
+        .filter(|e| !e.is_builtin() && !used(&e.id))
+        .map(|e| e.display.as_str())
+        .collect();
+    let mut out = Diagnostics::new();
+    for d in diags.items() {
+        let mut d = d.clone();
+        if unused.contains(&d.file.as_str()) && d.severity == Severity::Error {
+            d.severity = Severity::Warning;
+            d.message = format!("{} (this run does not use this file)", d.message);
+        }
+        if let Some(text) = diags.source(&d.file) {
+            out.add_source(d.file.clone(), text);
+        }
+        out.push(d);
+    }
+    out
+}
+
+fn check_default_workflow(id: &str, catalog: &Catalog, diags: &mut Diagnostics) {
     let message = match catalog.get(id) {
         Some(m) if m.role() == Role::Lifecycle => {
             format!(
@@ -196,25 +291,31 @@ fn workflow_ids(catalog: &Catalog) -> Vec<&str> {
 }
 
 /// The workflow with each agent state's agent looked up; problems are
-/// reported against the state in the workflow's file.
+/// reported against the state in the workflow's file. An agent with errors
+/// of its own is skipped (they are reported where it is defined).
 fn resolve_workflow(
-    config: &Config,
+    agents: &AgentIndex,
+    catalog: &Catalog,
     machine: Arc<Machine>,
     diags: &mut Diagnostics,
 ) -> Option<Workflow> {
     let before = diags.error_count();
-    let mut agents = Vec::with_capacity(machine.states().count());
+    let mut resolved = Vec::with_capacity(machine.states().count());
     for (_, state) in machine.states() {
         let StateKind::Agent(a) = &state.kind else {
-            agents.push(None);
+            resolved.push(None);
             continue;
         };
-        let problem = match config.agent_for(&a.agent) {
-            Err(msg) => Err((
+        let problem = match agents.lookup(&a.agent) {
+            AgentLookup::Broken => {
+                resolved.push(None);
+                continue;
+            }
+            AgentLookup::Problem(msg) => Err((
                 msg,
-                unknown_name_help(&a.agent, "agent", config.agents.keys().map(String::as_str)),
+                unknown_name_help(&a.agent, "agent", agents.agents.keys().map(String::as_str)),
             )),
-            Ok(agent) => match &agent.manifest.output_schema {
+            AgentLookup::Found(agent) => match &agent.manifest.output_schema {
                 Some(s) if s != &a.output && a.output != "any" => Err((
                     format!(
                         "agent `{}` declares output `{s}` but state {} expects `{}`",
@@ -226,14 +327,17 @@ fn resolve_workflow(
             },
         };
         match problem {
-            Ok(agent) => agents.push(Some(agent)),
+            Ok(agent) => resolved.push(Some(agent)),
             Err((msg, help)) => {
-                diags.push(state_diagnostic(&machine, &state.name, msg, help));
-                agents.push(None);
+                diags.push(state_diagnostic(catalog, &machine, &state.name, msg, help));
+                resolved.push(None);
             }
         }
     }
-    (diags.error_count() == before).then_some(Workflow { machine, agents })
+    (diags.error_count() == before).then_some(Workflow {
+        machine,
+        agents: resolved,
+    })
 }
 
 /// An error pointing into one of the project's JSON files, with a snippet
@@ -255,10 +359,19 @@ fn at_json(
     d
 }
 
-fn state_diagnostic(machine: &Machine, state: &str, msg: String, help: String) -> Diagnostic {
+fn state_diagnostic(
+    catalog: &Catalog,
+    machine: &Machine,
+    state: &str,
+    msg: String,
+    help: String,
+) -> Diagnostic {
     match machine.source() {
         Source::File(path) => {
-            let display = path.display().to_string();
+            // Named as the catalog names the file, so it matches its other diagnostics.
+            let display = catalog
+                .entry(machine.id())
+                .map_or_else(|| path.display().to_string(), |e| e.display.clone());
             let d = Diagnostic::error(
                 "fsm::unknown-agent",
                 &display,
@@ -282,5 +395,55 @@ fn state_diagnostic(machine: &Machine, state: &str, msg: String, help: String) -
             ),
         )
         .with_help(help),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh `modix init` project with a broken workflow file of its own.
+    fn project_with_broken_review() -> (tempfile::TempDir, ProjectPaths) {
+        let tmp = tempfile::tempdir().unwrap();
+        let paths = ProjectPaths::at(tmp.path());
+        let binding = crate::scaffold::Binding {
+            shell: "claude".into(),
+            brain: "anthropic".into(),
+            custom: false,
+            found_at: None,
+            detected: Vec::new(),
+            test_command: None,
+        };
+        for (name, bytes) in crate::scaffold::render(tmp.path(), &binding) {
+            let path = paths.file(&name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, bytes).unwrap();
+        }
+        let review =
+            "id = \"review\"\nversion = \"1.0.0\"\ninitial = \"S\"\n[states.S]\nkind = \"inptu\"\n";
+        std::fs::write(paths.file("fsm/review.toml"), review).unwrap();
+        (tmp, paths)
+    }
+
+    #[test]
+    fn a_run_is_spared_the_broken_files_it_does_not_use() {
+        let (_tmp, paths) = project_with_broken_review();
+        let settings = Settings::default();
+        let none = Diagnostics::new();
+        let (project, diags) = load(&paths, &settings, &none);
+        assert!(project.is_none() && diags.has_errors(), "validate refuses");
+
+        let run = Purpose::Run { workflow: None };
+        let (project, diags) = load_for(&paths, &settings, &none, run);
+        let text = diags.render_human(false);
+        assert!(project.is_some(), "{text}");
+        assert!(!diags.has_errors() && diags.warning_count() > 0, "{text}");
+        assert!(text.contains("(this run does not use this file)"), "{text}");
+
+        let run = Purpose::Run {
+            workflow: Some("review"),
+        };
+        let (project, diags) = load_for(&paths, &settings, &none, run);
+        assert!(project.is_none() && diags.has_errors(), "the run uses it");
     }
 }

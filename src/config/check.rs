@@ -1,12 +1,14 @@
 //! Checks beyond the schemas: versions that must parse, presets that must
 //! resolve, and names that must point at something (with "did you mean").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 
+use super::confine::{self, PathProblem};
 use super::discover::shown;
 use super::source::{self, SourceFile};
 use super::types::*;
-use super::{FORMAT_VERSION, ProjectPaths, presets};
+use super::{Entries, FORMAT_VERSION, ProjectPaths, presets};
 use crate::diagnostics::{Diagnostic, Diagnostics, unknown_name_help};
 use crate::schema;
 
@@ -72,13 +74,17 @@ pub fn format_version(
     Some(version)
 }
 
-pub fn shells(
-    file: &ShellsFile,
-    src: &SourceFile,
-    diags: &mut Diagnostics,
-) -> BTreeMap<String, Shell> {
+/// The shells without errors, presets applied.
+pub fn shells(file: &Entries<ShellEntry>, diags: &mut Diagnostics) -> BTreeMap<String, Shell> {
+    let src = &file.src;
     let mut out = BTreeMap::new();
-    for (name, entry) in &file.shells {
+    for (name, entry) in &file.typed {
+        // Typed without its broken fields: checking it further would
+        // report what is missing only because of those.
+        if file.broken.contains_key(name) {
+            continue;
+        }
+        let before = diags.error_count();
         let ptr = format!("/shells/{}", schema::escape_pointer(name));
         let shell = match presets::resolve(name, entry) {
             Ok(s) => s,
@@ -130,84 +136,131 @@ pub fn shells(
                 "use only {prompt} {model} {system_prompt} {workdir} {output_schema} {endpoint} {role} {permission_mode}; write {{ and }} for literal braces",
             ));
         }
-        out.insert(name.clone(), shell);
+        if diags.error_count() == before {
+            out.insert(name.clone(), shell);
+        }
     }
     out
 }
 
-pub fn brains(
-    file: BrainsFile,
-    src: Option<&SourceFile>,
-    diags: &mut Diagnostics,
-) -> BTreeMap<String, Brain> {
-    if let Some(src) = src {
-        for (name, brain) in &file.brains {
-            if let Some(ep) = &brain.endpoint
-                && !(ep.starts_with("http://") || ep.starts_with("https://"))
-            {
-                diags.push(
-                    at(
-                        src,
-                        "config::endpoint",
-                        &format!("/brains/{}/endpoint", schema::escape_pointer(name)),
-                        format!("endpoint `{ep}` is not an http(s) URL"),
-                    )
-                    .with_help("write the full URL, e.g. \"https://api.example.com\""),
-                );
-            }
+/// The brains without errors, each knowing its name.
+pub fn brains(file: &Entries<Brain>, diags: &mut Diagnostics) -> BTreeMap<String, Brain> {
+    let mut out = BTreeMap::new();
+    for (name, brain) in &file.typed {
+        if let Some(ep) = &brain.endpoint
+            && !(ep.starts_with("http://") || ep.starts_with("https://"))
+        {
+            diags.push(
+                at(
+                    &file.src,
+                    "config::endpoint",
+                    &format!("/brains/{}/endpoint", schema::escape_pointer(name)),
+                    format!("endpoint `{ep}` is not an http(s) URL"),
+                )
+                .with_help("write the full URL, e.g. \"https://api.example.com\""),
+            );
+            continue;
+        }
+        if !file.broken.contains_key(name) {
+            let mut brain = brain.clone();
+            brain.name.clone_from(name);
+            out.insert(name.clone(), brain);
         }
     }
-    file.brains
-        .into_iter()
-        .map(|(name, mut brain)| {
-            brain.name.clone_from(&name);
-            (name, brain)
-        })
-        .collect()
+    out
+}
+
+/// The shells (or brains) agents may name: the usable ones, and every name
+/// in the file, so that naming a broken one is not reported a second time.
+pub struct Named<'a, T> {
+    pub usable: &'a BTreeMap<String, T>,
+    /// `None` when the file could not be read at all.
+    pub names: Option<&'a BTreeSet<String>>,
+}
+
+impl<'a, T> Named<'a, T> {
+    pub fn of<E>(file: Option<&'a Entries<E>>, usable: &'a BTreeMap<String, T>) -> Self {
+        Named {
+            usable,
+            names: file.map(|f| &f.names),
+        }
+    }
 }
 
 /// What agents may refer to.
 pub struct Known<'a> {
     pub paths: &'a ProjectPaths,
-    pub shells: &'a BTreeMap<String, Shell>,
-    pub brains: &'a BTreeMap<String, Brain>,
+    pub shells: Named<'a, Shell>,
+    pub brains: Named<'a, Brain>,
     pub fsm_ids: &'a [&'a str],
     pub settings: &'a Settings,
 }
 
-pub fn agents(
-    file: &AgentsFile,
-    src: &SourceFile,
-    known: Known,
-    diags: &mut Diagnostics,
-) -> BTreeMap<String, Agent> {
-    let mut out = BTreeMap::new();
-    for (id, entry) in &file.agents {
+/// The agents of `agents.json` after their checks.
+#[derive(Default)]
+pub struct CheckedAgents {
+    /// Without errors, resolved.
+    pub ok: BTreeMap<String, Agent>,
+    /// With errors (reported): id → role when it could be read.
+    pub broken: BTreeMap<String, Option<String>>,
+    /// Every agent that could be read, broken or not: id → lifecycle FSM.
+    pub lifecycles: BTreeMap<String, String>,
+}
+
+/// Every agent that could be typed is checked (references, manifest,
+/// templates) even when another part of the file is broken.
+pub fn agents(file: &Entries<AgentEntry>, known: &Known, diags: &mut Diagnostics) -> CheckedAgents {
+    let src = &file.src;
+    let mut out = CheckedAgents {
+        broken: file.broken.clone(),
+        ..CheckedAgents::default()
+    };
+    let mut templates = BTreeSet::new();
+    for (id, entry) in &file.typed {
         let ptr = format!("/agents/{}", schema::escape_pointer(id));
         let before = diags.error_count();
-        let binding = binding(src, &ptr, entry, &known, diags);
+        let binding = binding(src, &ptr, entry, known, diags);
         let manifest = match &entry.manifest {
-            None => Manifest::default(),
-            Some(ManifestRef::Inline(m)) => m.clone(),
+            None => Some(Manifest::default()),
+            Some(ManifestRef::Inline(m)) => {
+                let place = Place {
+                    file: src,
+                    pointer: format!("{ptr}/manifest"),
+                };
+                check_manifest(&place, known.paths, m, &mut templates, diags);
+                Some(m.clone())
+            }
             Some(ManifestRef::Path(p)) => {
                 let at = format!("{ptr}/manifest");
-                load_manifest(src, &at, known.paths, p, diags).unwrap_or_default()
+                load_manifest(src, &at, known.paths, p, &mut templates, diags)
             }
         };
-        check_manifest(src, &ptr, known.paths, &manifest, &entry.manifest, diags);
-        if let Some(Binding::Shell { shell, brain }) = &binding {
-            check_shell_fit(src, &ptr, id, shell, brain, &manifest, diags);
+        // A broken agent's manifest may lack fields that have errors: its
+        // fit would be judged on defaults.
+        if let (Some(Binding::Shell { shell, brain }), Some(m), false) =
+            (&binding, &manifest, file.broken.contains_key(id))
+        {
+            check_shell_fit(src, &ptr, id, shell, brain, m, diags);
         }
         let fsm = lifecycle_name(src, &ptr, id, entry, known.fsm_ids, diags);
-        if let (Some(binding), true) = (binding, diags.error_count() == before) {
-            let agent = Agent {
-                id: id.clone(),
-                role: entry.role.clone(),
-                binding,
-                fsm,
-                manifest,
-            };
-            out.insert(id.clone(), agent);
+        out.lifecycles.insert(id.clone(), fsm.clone());
+        match (binding, manifest) {
+            (Some(binding), Some(manifest))
+                if diags.error_count() == before && !out.broken.contains_key(id) =>
+            {
+                let role = entry.role.clone();
+                let agent = Agent {
+                    id: id.clone(),
+                    role,
+                    binding,
+                    fsm,
+                    manifest,
+                };
+                out.ok.insert(id.clone(), agent);
+            }
+            _ => {
+                out.broken.insert(id.clone(), Some(entry.role.clone()));
+            }
         }
     }
     out
@@ -237,7 +290,7 @@ fn binding(
         "shell",
         shell,
         settings.default_shell.as_ref(),
-        known.shells,
+        &known.shells,
         diags,
     );
     let brain = resolve_ref(
@@ -246,7 +299,7 @@ fn binding(
         "brain",
         brain,
         settings.default_brain.as_ref(),
-        known.brains,
+        &known.brains,
         diags,
     );
     Some(Binding::Shell {
@@ -334,7 +387,7 @@ fn resolve_ref<'a, T>(
     kind: &str,
     named: Option<&String>,
     default: Option<&String>,
-    known: &'a BTreeMap<String, T>,
+    known: &Named<'a, T>,
     diags: &mut Diagnostics,
 ) -> Option<&'a T> {
     let Some(name) = named.or(default) else {
@@ -342,9 +395,11 @@ fn resolve_ref<'a, T>(
             .with_help(format!("add `\"{kind}\": \"…\"` to the agent, set `default_{kind}` in ~/.modix/settings.json, or give the agent a `command`")));
         return None;
     };
-    if let Some(found) = known.get(name) {
+    if let Some(found) = known.usable.get(name) {
         return Some(found);
     }
+    // A broken entry (or an unreadable file) was reported where it is.
+    let names = known.names.filter(|n| !n.contains(name))?;
     let (pointer, origin) = if named.is_some() {
         (format!("{agent_ptr}/{kind}"), String::new())
     } else {
@@ -363,74 +418,118 @@ fn resolve_ref<'a, T>(
         .with_help(unknown_name_help(
             name,
             kind,
-            known.keys().map(String::as_str),
+            names.iter().map(String::as_str),
         )),
     );
     None
 }
 
+/// Where a manifest's fields are written: its file, and the pointer of the
+/// manifest in it (empty for a manifest file of its own).
+struct Place<'a> {
+    file: &'a SourceFile,
+    pointer: String,
+}
+
+/// A problem with a file named at `pointer` of `file`.
+fn path_problem(file: &SourceFile, pointer: &str, what: &str, p: &PathProblem) -> Diagnostic {
+    at(file, p.code(), pointer, p.message(what)).with_help(p.help())
+}
+
+/// A manifest file, confined to `.modix/`, read and checked.
 fn load_manifest(
     src: &SourceFile,
     ptr: &str,
     paths: &ProjectPaths,
     rel: &str,
+    templates: &mut BTreeSet<PathBuf>,
     diags: &mut Diagnostics,
 ) -> Option<Manifest> {
-    let path = paths.modix_dir.join(rel);
-    if !path.is_file() {
-        diags.push(at(src, "config::missing-file", ptr, format!("manifest file `{}` does not exist", shown(rel)))
-            .with_help("create it, fix the path (relative to .modix/), or inline the manifest as an object"));
-        return None;
-    }
-    let display = shown(rel);
-    let file = source::read(&path, &display, diags)?;
-    source::parse::<Manifest>(&file, "manifest", diags)
+    let what = format!("manifest file `{}`", shown(rel));
+    let resolved = match confine::resolve(&paths.modix_dir, rel) {
+        Ok(r) => r,
+        Err(p) => {
+            let d = path_problem(src, ptr, &what, &p);
+            let d = match p {
+                PathProblem::Missing => d.with_help("create it, fix the path (relative to .modix/), or inline the manifest as an object"),
+                _ => d,
+            };
+            diags.push(d);
+            return None;
+        }
+    };
+    let file = source::read(&resolved.path, &resolved.shown(), diags)?;
+    let manifest = source::parse::<Manifest>(&file, "manifest", diags)?;
+    let place = Place {
+        file: &file,
+        pointer: String::new(),
+    };
+    check_manifest(&place, paths, &manifest, templates, diags);
+    Some(manifest)
 }
 
 fn check_manifest(
-    src: &SourceFile,
-    agent_ptr: &str,
+    place: &Place,
     paths: &ProjectPaths,
     m: &Manifest,
-    how: &Option<ManifestRef>,
+    templates: &mut BTreeSet<PathBuf>,
     diags: &mut Diagnostics,
 ) {
-    let inline = matches!(how, Some(ManifestRef::Inline(_)));
-    let field_ptr = |f: &str| {
-        if inline {
-            format!("{agent_ptr}/manifest/{f}")
-        } else {
-            format!("{agent_ptr}/manifest")
-        }
-    };
     for (field, value) in [("prompt", &m.prompt), ("system_prompt", &m.system_prompt)] {
-        if let Some(rel) = value
-            && !paths.modix_dir.join(rel).is_file()
-        {
-            diags.push(
-                at(
-                    src,
-                    "config::missing-file",
-                    &field_ptr(field),
-                    format!("{field} template `{}` does not exist", shown(rel)),
-                )
-                .with_help("create the template or fix the path (relative to .modix/)"),
-            );
+        if let Some(rel) = value {
+            let pointer = format!("{}/{field}", place.pointer);
+            check_template(place.file, &pointer, field, paths, rel, templates, diags);
         }
     }
     if let Some(id) = &m.output_schema
-        && id != "any"
-        && schema::text(id).is_err()
+        && !OUTPUT_SCHEMAS.contains(&id.as_str())
     {
-        let outputs = ["task_spec", "execution_result", "test_result", "any"];
         diags.push(
             at(
-                src,
+                place.file,
                 "config::unknown-reference",
-                &field_ptr("output_schema"),
+                &format!("{}/output_schema", place.pointer),
                 format!("unknown output schema `{id}`"),
             )
-            .with_help(unknown_name_help(id, "output schema", outputs)),
+            .with_help(unknown_name_help(id, "output schema", OUTPUT_SCHEMAS)),
         );
+    }
+}
+
+/// A prompt template named at `pointer`: confined, read, and compiled the
+/// way the run will render it (each file once, however many agents use it).
+fn check_template(
+    file: &SourceFile,
+    pointer: &str,
+    field: &str,
+    paths: &ProjectPaths,
+    rel: &str,
+    templates: &mut BTreeSet<PathBuf>,
+    diags: &mut Diagnostics,
+) {
+    let what = format!("{field} template `{}`", shown(rel));
+    let resolved = match confine::resolve(&paths.modix_dir, rel) {
+        Ok(r) => r,
+        Err(p) => return diags.push(path_problem(file, pointer, &what, &p)),
+    };
+    if !templates.insert(resolved.path.clone()) {
+        return;
+    }
+    let display = resolved.shown();
+    let text = match confine::read_text(&resolved.path, crate::template::MAX_BYTES) {
+        Ok(t) => t,
+        Err(p @ PathProblem::NotUtf8(line, column)) => {
+            let d = Diagnostic::error(p.code(), &display, p.message(&what)).with_help(p.help());
+            return diags.push(d.with_line_column(line, column));
+        }
+        Err(p) => return diags.push(path_problem(file, pointer, &what, &p)),
+    };
+    diags.add_source(display.clone(), text.as_str());
+    for p in crate::template::check(&display, &text) {
+        let mut d = Diagnostic::error(p.code, &display, p.message).with_help(p.help);
+        if let Some(span) = p.span {
+            d = d.with_span(&text, span);
+        }
+        diags.push(d);
     }
 }

@@ -1,21 +1,33 @@
 //! Loading and checking `.modix/`: the config files, their JSON Schemas, the
-//! references between them, and the layering of settings. [`load`] reads every
-//! file and reports every problem at once; a [`Config`] exists only when there
+//! references between them, and the layering of settings. [`read`] and
+//! [`check`] report every problem at once; a [`Config`] exists only when there
 //! were no errors.
+//!
+//! Files that map names to entries (`shells.json`, `brains.json`,
+//! `agents.json`) are read entry by entry (`entries`): a broken entry is
+//! reported and left out, while the others are still checked and referred
+//! to, so one mistake does not hide the rest.
 
 mod check;
+pub mod confine;
 pub mod discover;
+mod entries;
 pub mod presets;
+mod screen;
 pub mod settings;
 pub mod source;
 pub mod types;
 
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
 pub use discover::{MODIX_DIR, ProjectPaths, find_project};
 pub use types::*;
 
 use crate::diagnostics::Diagnostics;
+pub use entries::Entries;
+use entries::{bad_fields, check_schema_at, entries, typed_at, typed_file};
 
 /// The config format this binary reads and writes.
 pub const FORMAT_VERSION: semver::Version = semver::Version::new(1, 0, 0);
@@ -32,26 +44,54 @@ pub struct Config {
     pub settings: Settings,
 }
 
-impl Config {
-    /// The agent a workflow state names: an agent id first, else the one agent with that role.
-    pub fn agent_for(&self, id_or_role: &str) -> Result<&Agent, String> {
+/// Which agent a workflow state's `agent` (an id, else a role) names.
+pub enum AgentLookup<'a> {
+    Found(&'a Agent),
+    /// An agent with errors (reported already): nothing more to say.
+    Broken,
+    /// No such agent, or an ambiguous role: what is wrong.
+    Problem(String),
+}
+
+/// The agents a workflow can name: the checked ones, and the names and
+/// roles of the broken ones (so a reference to one is not reported again).
+pub struct AgentIndex<'a> {
+    pub agents: &'a BTreeMap<String, Agent>,
+    pub broken: &'a BTreeMap<String, Option<String>>,
+    /// Whether agents.json was read at all (else nothing can be judged).
+    pub known: bool,
+}
+
+impl AgentIndex<'_> {
+    /// An agent id first, else the one agent with that role.
+    pub fn lookup(&self, id_or_role: &str) -> AgentLookup<'_> {
         if let Some(a) = self.agents.get(id_or_role) {
-            return Ok(a);
+            return AgentLookup::Found(a);
         }
-        let by_role: Vec<&Agent> = self
+        if self.broken.contains_key(id_or_role) || !self.known {
+            return AgentLookup::Broken;
+        }
+        let by_role: Vec<&str> = self
             .agents
             .values()
             .filter(|a| a.role == id_or_role)
+            .map(|a| a.id.as_str())
+            .chain(
+                self.broken
+                    .iter()
+                    .filter(|(_, r)| r.as_deref() == Some(id_or_role))
+                    .map(|(id, _)| id.as_str()),
+            )
             .collect();
         match by_role.as_slice() {
-            [one] => Ok(one),
-            [] => Err(format!("no agent has id or role `{id_or_role}`")),
-            many => Err(format!(
+            [one] => self
+                .agents
+                .get(*one)
+                .map_or(AgentLookup::Broken, AgentLookup::Found),
+            [] => AgentLookup::Problem(format!("no agent has id or role `{id_or_role}`")),
+            many => AgentLookup::Problem(format!(
                 "role `{id_or_role}` is taken by several agents ({}); name one by id in the FSM",
-                many.iter()
-                    .map(|a| a.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                many.join(", ")
             )),
         }
     }
@@ -64,9 +104,9 @@ impl Config {
 pub struct Files {
     /// The config format, checked (`None` when unreadable or unsupported).
     format: Option<semver::Version>,
-    shells: Option<(source::SourceFile, ShellsFile)>,
-    brains: Option<(source::SourceFile, BrainsFile)>,
-    agents: Option<(source::SourceFile, AgentsFile)>,
+    shells: Option<Entries<ShellEntry>>,
+    brains: Option<Entries<Brain>>,
+    agents: Option<Entries<AgentEntry>>,
     pub runtimes: Option<Runtimes>,
     project: Option<Project>,
 }
@@ -74,19 +114,23 @@ pub struct Files {
 /// Reads and schema-checks `runtimes.json` alone, for commands that need only
 /// the loop bound (`modix fsm …`).
 pub fn read_runtimes(paths: &ProjectPaths, diags: &mut Diagnostics) -> Option<Runtimes> {
-    parsed(paths, "runtimes.json", "runtimes", diags).map(|(_, r)| r)
+    parsed(paths, "runtimes.json", "runtimes", diags)
 }
 
 /// Reads and schema-checks every config file of the project, reporting
-/// every problem; a file with errors is `None` in the result.
+/// every problem; a file with errors is `None` in the result (a file of
+/// entries keeps its good entries).
 pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
-    let format = parsed(paths, "version.json", "version", diags)
-        .and_then(|(f, v): (_, VersionFile)| check::format_version(&v, &f, diags));
-    let shells = parsed(paths, "shells.json", "shells", diags);
-    let brains = parsed(paths, "brains.json", "brains", diags);
-    let agents = parsed(paths, "agents.json", "agents", diags);
-    let runtimes = parsed(paths, "runtimes.json", "runtimes", diags).map(|(_, r)| r);
-    let project = parsed(paths, "projects.json", "projects", diags).map(|(_, p)| p);
+    let format = read_json(paths, "version.json", "version", diags)
+        .and_then(|(f, v)| Some((typed_file::<VersionFile>(&f, v, "version", diags)?, f)))
+        .and_then(|(v, f)| check::format_version(&v, &f, diags));
+    let shells = read_json(paths, "shells.json", "shells", diags)
+        .map(|(src, v)| entries(src, v, "shells", diags));
+    let brains = read_json(paths, "brains.json", "brains", diags)
+        .map(|(src, v)| entries(src, v, "brains", diags));
+    let agents = read_agents(paths, diags);
+    let runtimes = parsed(paths, "runtimes.json", "runtimes", diags);
+    let project = parsed(paths, "projects.json", "projects", diags);
     // Run state, not config: written by the engine and usually git-ignored,
     // so a fresh clone may not have it. Checked when present.
     if std::fs::symlink_metadata(paths.file("state.json")).is_ok()
@@ -105,61 +149,166 @@ pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
     }
 }
 
+/// One file of `.modix/` read as JSON, with secrets where a variable name
+/// belongs reported and masked before anything quotes them.
+fn read_json(
+    paths: &ProjectPaths,
+    name: &str,
+    schema: &str,
+    diags: &mut Diagnostics,
+) -> Option<(source::SourceFile, Value)> {
+    let file = source::read(&paths.file(name), &paths.shown(name), diags)?;
+    let mut value = source::parse_json(&file, diags)?;
+    screen::screen(&file, schema, &mut value, diags);
+    Some((file, value))
+}
+
 /// One file of `.modix/`, read, schema-checked and typed.
 fn parsed<T: serde::de::DeserializeOwned>(
     paths: &ProjectPaths,
     name: &str,
     schema: &str,
     diags: &mut Diagnostics,
-) -> Option<(source::SourceFile, T)> {
-    let file = source::read(&paths.file(name), &paths.shown(name), diags)?;
-    let value = source::parse(&file, schema, diags)?;
-    Some((file, value))
+) -> Option<T> {
+    let (file, value) = read_json(paths, name, schema, diags)?;
+    typed_file(&file, value, schema, diags)
+}
+
+/// `agents.json`. An inline manifest is taken out and checked against the
+/// manifest schema on its own: the type decides which branch it is (a
+/// string is a path, an object the manifest itself), so a mistake inside
+/// is reported as itself, with its pointer, not as "matches no variant".
+fn read_agents(paths: &ProjectPaths, diags: &mut Diagnostics) -> Option<Entries<AgentEntry>> {
+    let (src, mut value) = read_json(paths, "agents.json", "agents", diags)?;
+    let mut inline = Vec::new();
+    for (id, agent) in value
+        .get_mut("agents")
+        .and_then(Value::as_object_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(m) = agent.get_mut("manifest").filter(|m| m.is_object()) {
+            inline.push((
+                id.clone(),
+                std::mem::replace(m, Value::Object(Default::default())),
+            ));
+        }
+    }
+    let mut agents = entries::<AgentEntry>(src, value, "agents", diags);
+    for (id, mut manifest) in inline {
+        let pointer = format!("/agents/{}/manifest", crate::schema::escape_pointer(&id));
+        let before = diags.items().len();
+        let valid = check_schema_at(&agents.src, "manifest", &manifest, &pointer, diags);
+        // Without its broken fields, the rest (prompt paths, templates)
+        // is still checked; the agent is never used.
+        let bad: Vec<String> = diags.items()[before..]
+            .iter()
+            .filter_map(|d| d.pointer.clone())
+            .collect();
+        if let (Some(fields), Some(obj)) = (bad_fields(&bad, &pointer), manifest.as_object_mut()) {
+            obj.retain(|k, _| !fields.contains(k));
+        }
+        let typed = if valid {
+            typed_at::<Manifest>(&agents.src, manifest, &pointer, "manifest", diags)
+        } else {
+            serde_json::from_value(manifest).ok()
+        };
+        let Some(entry) = agents.typed.get_mut(&id) else {
+            continue;
+        };
+        entry.manifest = typed.clone().map(ManifestRef::Inline);
+        if !valid || typed.is_none() {
+            agents.broken.insert(id, Some(entry.role.clone()));
+        }
+    }
+    Some(agents)
+}
+
+/// The config after phase 2, as far as it could be checked: the shells,
+/// brains and agents without errors, what is known of the broken ones, and
+/// whether everything was clean (then [`Checked::into_config`] gives the
+/// [`Config`]). Later checks (workflows, roles) run on it either way.
+pub struct Checked {
+    pub paths: ProjectPaths,
+    pub settings: Settings,
+    pub shells: BTreeMap<String, Shell>,
+    pub brains: BTreeMap<String, Brain>,
+    pub agents: BTreeMap<String, Agent>,
+    /// Agents with errors: id → role when it could be read.
+    pub broken_agents: BTreeMap<String, Option<String>>,
+    /// Every agent that could be read: id → the lifecycle FSM it names.
+    pub lifecycles: BTreeMap<String, String>,
+    /// Whether `agents.json` could be read at all.
+    pub agents_known: bool,
+    pub runtimes: Option<Runtimes>,
+    pub project: Option<Project>,
+    /// No file is missing and no config file (settings included) has an error.
+    clean: bool,
+}
+
+impl Checked {
+    pub fn agent_index(&self) -> AgentIndex<'_> {
+        AgentIndex {
+            agents: &self.agents,
+            broken: &self.broken_agents,
+            known: self.agents_known,
+        }
+    }
+
+    pub fn into_config(self) -> Option<Config> {
+        if !self.clean {
+            return None;
+        }
+        Some(Config {
+            paths: self.paths,
+            shells: self.shells,
+            brains: self.brains,
+            agents: self.agents,
+            runtimes: self.runtimes?,
+            project: self.project?,
+            settings: self.settings,
+        })
+    }
 }
 
 /// Phase 2: checks the references between the files (agents name shells,
-/// brains and lifecycle FSMs — `fsm_ids`) and settles every agent's binding.
-/// Returns the config when there were no errors at all.
+/// brains and lifecycle FSMs — `fsm_ids`), the files agents name (manifests,
+/// prompt templates) and settles every agent's binding. `diags` must hold
+/// only the config's problems so far (settings included): any error there
+/// means there is no [`Config`].
 pub fn check(
     paths: &ProjectPaths,
     files: Files,
     settings: &Settings,
     fsm_ids: &[&str],
     diags: &mut Diagnostics,
-) -> Option<Config> {
-    let shells = files
-        .shells
-        .as_ref()
-        .map(|(src, f)| check::shells(f, src, diags));
-    let brains = files
-        .brains
-        .map(|(src, f)| check::brains(f, Some(&src), diags));
-    // References need the files they point into; skip them when those failed.
-    let agents = match (&files.agents, &shells, &brains) {
-        (Some((src, raw)), Some(shells), Some(brains)) => Some(check::agents(
-            raw,
-            src,
-            check::Known {
-                paths,
-                shells,
-                brains,
-                fsm_ids,
-                settings,
-            },
-            diags,
-        )),
-        _ => None,
+) -> Checked {
+    let shells = files.shells.as_ref().map(|e| check::shells(e, diags));
+    let brains = files.brains.as_ref().map(|e| check::brains(e, diags));
+    let (no_shells, no_brains) = (BTreeMap::new(), BTreeMap::new());
+    let known = check::Known {
+        paths,
+        shells: check::Named::of(files.shells.as_ref(), shells.as_ref().unwrap_or(&no_shells)),
+        brains: check::Named::of(files.brains.as_ref(), brains.as_ref().unwrap_or(&no_brains)),
+        fsm_ids,
+        settings,
     };
-    if diags.has_errors() || files.format.is_none() {
-        return None;
-    }
-    Some(Config {
+    let agents = match &files.agents {
+        Some(file) => check::agents(file, &known, diags),
+        None => check::CheckedAgents::default(),
+    };
+    let clean = !diags.has_errors() && files.format.is_some();
+    Checked {
         paths: paths.clone(),
-        shells: shells?,
-        brains: brains?,
-        agents: agents?,
-        runtimes: files.runtimes?,
-        project: files.project?,
         settings: settings.clone(),
-    })
+        shells: shells.unwrap_or_default(),
+        brains: brains.unwrap_or_default(),
+        agents: agents.ok,
+        broken_agents: agents.broken,
+        lifecycles: agents.lifecycles,
+        agents_known: files.agents.is_some(),
+        runtimes: files.runtimes,
+        project: files.project,
+        clean: clean && files.shells.is_some() && files.brains.is_some() && files.agents.is_some(),
+    }
 }

@@ -18,6 +18,9 @@ pub struct VersionFile {
 }
 
 /// `.modix/shells.json`.
+// The whole file's shape, as the schema has it; `config::read` types the
+// file entry by entry (`config::Entries`), and the fuzz tests use this.
+#[allow(dead_code)]
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShellsFile {
@@ -197,6 +200,9 @@ pub struct Shell {
 }
 
 /// `.modix/brains.json`.
+// The whole file's shape, as the schema has it; `config::read` types the
+// file entry by entry (`config::Entries`), and the fuzz tests use this.
+#[allow(dead_code)]
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BrainsFile {
@@ -225,6 +231,9 @@ pub struct Brain {
 }
 
 /// `.modix/agents.json`.
+// The whole file's shape, as the schema has it; `config::read` types the
+// file entry by entry (`config::Entries`), and the fuzz tests use this.
+#[allow(dead_code)]
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentsFile {
@@ -244,12 +253,35 @@ pub struct AgentEntry {
     pub manifest: Option<ManifestRef>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// A manifest file's path (a string), or the manifest itself (an object).
+#[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum ManifestRef {
     Path(String),
     Inline(Manifest),
 }
+
+// By hand rather than `untagged`: the JSON type decides the branch first,
+// so a mistake inside an inline manifest is reported as itself instead of
+// "data did not match any variant".
+impl<'de> Deserialize<'de> for ManifestRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(path) => Ok(ManifestRef::Path(path)),
+            v @ serde_json::Value::Object(_) => serde_json::from_value(v)
+                .map(ManifestRef::Inline)
+                .map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!(
+                "a manifest is a path (a string) or the manifest itself (an object), not {other}"
+            ))),
+        }
+    }
+}
+
+/// The output schemas a manifest or an agent state may name (`any`
+/// accepts every output, unchecked).
+pub const OUTPUT_SCHEMAS: [&str; 4] = ["task_spec", "execution_result", "test_result", "any"];
 
 /// How an agent is invoked: its prompt, its output contract, its limits.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]

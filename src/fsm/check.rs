@@ -16,9 +16,10 @@ use toml::Spanned;
 use super::CompileOptions;
 use super::bounds;
 use super::emit::{AgentState, Condition, EmitRule, Outcome};
-use super::graph_checks;
+use super::graph_checks::{self, Dropped, Partial};
 use super::machine::{Edge, Ending, Machine, Source, State, StateId, StateKind, Transition};
 use super::spec::{RawFile, RawState, Text};
+use crate::config::OUTPUT_SCHEMAS;
 use crate::diagnostics::{Diagnostic, Diagnostics, LineIndex, unknown_name_help};
 
 /// Where diagnostics go, with the text they point into.
@@ -60,10 +61,9 @@ pub(crate) fn compile(
     opts: &CompileOptions,
 ) -> Option<Machine> {
     let errors_before = cx.diags.error_count();
-    let diags_before = cx.diags.items().len();
     let id = header_id(&raw, cx);
     let version = header_version(&raw, cx);
-    let states = states(&raw, cx);
+    let (states, incomplete) = states(&raw, cx);
     let names: Vec<&str> = states.iter().map(|s| s.name.as_str()).collect();
     let lookup: HashMap<&str, StateId> = names
         .iter()
@@ -71,7 +71,7 @@ pub(crate) fn compile(
         .map(|(i, n)| (*n, StateId(i as u32)))
         .collect();
     let initial = initial(&raw, &lookup, &names, cx);
-    let transitions = transitions(&raw, &states, &lookup, &names, opts, cx);
+    let (transitions, partial) = transitions(&raw, &states, &lookup, &names, opts, cx);
 
     let mut outgoing = vec![Vec::new(); states.len()];
     let mut graph: DiGraph<StateId, Edge> = DiGraph::new();
@@ -103,19 +103,17 @@ pub(crate) fn compile(
         outgoing: &outgoing,
         graph: &graph,
         raw: &raw,
+        incomplete: &incomplete,
+        partial: &partial,
     };
-    // A dropped transition would make the graph checks report follow-on noise
-    // (unreachable, unhandled); fix the references first.
-    let refs_ok = !cx.diags.items()[diags_before..]
-        .iter()
-        .any(|d| d.code == "fsm::unknown-state" || d.code == "fsm::unknown-initial");
-    if refs_ok {
-        if let Some(init) = initial {
-            graph_checks::reachability(&g, init, cx);
-        }
-        graph_checks::completeness(&g, cx);
-        graph_checks::termination(&g, cx);
-    }
+    // Every graph check runs even when a reference is wrong, so one pass
+    // reports every independent problem; what the dropped transitions might
+    // have done is given the benefit of the doubt (`partial`), so their
+    // absence causes no follow-on noise.
+    graph_checks::reachability(&g, initial, cx);
+    graph_checks::completeness(&g, cx);
+    graph_checks::dead_transitions(&g, cx);
+    graph_checks::termination(&g, cx);
 
     if cx.diags.error_count() > errors_before {
         return None;
@@ -237,8 +235,13 @@ fn initial(
     found
 }
 
-fn states(raw: &RawFile, cx: &mut Ctx) -> Vec<State> {
-    raw.states
+/// The states, and for each whether it was read only in part (an unknown
+/// kind, or an emit rule that had to be dropped): the graph checks do not
+/// judge what such a state emits.
+fn states(raw: &RawFile, cx: &mut Ctx) -> (Vec<State>, Vec<bool>) {
+    let mut incomplete = Vec::with_capacity(raw.states.len());
+    let states = raw
+        .states
         .iter()
         .map(|(name, st)| {
             if !is_name(name.get_ref()) {
@@ -257,14 +260,17 @@ fn states(raw: &RawFile, cx: &mut Ctx) -> Vec<State> {
                     n.get_ref().to_string()
                 })
                 .collect();
+            let (kind, partly) = state_kind(name.get_ref(), st, cx);
+            incomplete.push(partly);
             State {
                 name: name.get_ref().to_string(),
-                kind: state_kind(name.get_ref(), st, cx),
+                kind,
                 on_enter,
                 span: name.span(),
             }
         })
-        .collect()
+        .collect();
+    (states, incomplete)
 }
 
 fn nonempty(s: &Text, what: &str, cx: &mut Ctx) {
@@ -278,8 +284,9 @@ fn nonempty(s: &Text, what: &str, cx: &mut Ctx) {
     }
 }
 
-// The placeholder keeps going after an error so later checks still run.
-fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
+// The placeholder keeps going after an error so later checks still run;
+// `true` when the state was read only in part.
+fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> (StateKind, bool) {
     let kind = *st.kind.get_ref();
     let allowed: &[&str] = match kind {
         "input" => &["event"],
@@ -338,19 +345,23 @@ fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
             }
         }
     };
-    match kind {
+    let kind = match kind {
         "input" => StateKind::Input {
             event: required(&st.event, "event", cx),
         },
         "agent" => {
             let agent = required(&st.agent, "agent", cx);
             let output = required(&st.output, "output", cx);
-            StateKind::Agent(AgentState {
+            let schema = st.output.as_ref().and_then(|o| output_schema(o, cx));
+            let checked = schema.as_ref().map(|s| (output.as_str(), s));
+            let (emit, dropped) = emit_rules(st, checked, cx);
+            let state = StateKind::Agent(AgentState {
                 agent,
-                output,
                 timeout_secs: timeout(st, cx),
-                emit: emit_rules(st, cx),
-            })
+                emit,
+                output,
+            });
+            return (state, dropped);
         }
         "terminal" => {
             let outcome = match st.outcome.as_ref().map(|o| (*o.get_ref(), o.span())) {
@@ -372,10 +383,14 @@ fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> StateKind {
             };
             StateKind::Terminal { outcome }
         }
-        _ => StateKind::Input {
-            event: String::new(),
-        },
-    }
+        _ => {
+            let placeholder = StateKind::Input {
+                event: String::new(),
+            };
+            return (placeholder, true);
+        }
+    };
+    (kind, false)
 }
 
 fn timeout(st: &RawState, cx: &mut Ctx) -> Option<u64> {
@@ -394,11 +409,41 @@ fn timeout(st: &RawState, cx: &mut Ctx) -> Option<u64> {
     }
 }
 
-fn emit_rules(st: &RawState, cx: &mut Ctx) -> Vec<EmitRule> {
+/// The output schema a state names, parsed for checking its conditions;
+/// `None` for `any` (unchecked), an empty name, or an unknown id (reported).
+fn output_schema(output: &Text, cx: &mut Ctx) -> Option<serde_json::Value> {
+    let id = *output.get_ref();
+    if id == "any" || id.trim().is_empty() {
+        return None;
+    }
+    let text = OUTPUT_SCHEMAS
+        .contains(&id)
+        .then(|| crate::schema::text(id).ok())
+        .flatten();
+    let Some(text) = text else {
+        cx.error(
+            "fsm::unknown-output",
+            output.span(),
+            format!("unknown output schema `{id}`"),
+            unknown_name_help(id, "output schema", OUTPUT_SCHEMAS),
+        );
+        return None;
+    };
+    serde_json::from_str(text).ok()
+}
+
+/// The emit rules of an agent state; each `when` is checked against the
+/// state's output schema (`schema`: its id and JSON) when there is one.
+fn emit_rules(
+    st: &RawState,
+    schema: Option<(&str, &serde_json::Value)>,
+    cx: &mut Ctx,
+) -> (Vec<EmitRule>, bool) {
     let Some(rules) = &st.emit else {
-        return Vec::new();
+        return (Vec::new(), false);
     };
     let mut out = Vec::new();
+    let mut dropped = false;
     for r in rules.get_ref() {
         let r = r.get_ref();
         nonempty(&r.event, "emitted event", cx);
@@ -409,15 +454,24 @@ fn emit_rules(st: &RawState, cx: &mut Ctx) -> Vec<EmitRule> {
                 format!("unknown outcome kind `{}` in an emit rule", r.on.get_ref()),
                 "use `output`, `invalid_output`, `process_error` or `timeout`".into(),
             );
+            dropped = true;
             continue;
         };
         let when = match (&r.when, on) {
             (None, _) => None,
             (Some(w), Outcome::Output) => match Condition::parse(w.get_ref()) {
-                Ok(c) => Some(c),
+                Ok(c) => {
+                    if let Some((id, schema)) = schema
+                        && let Err(p) = c.check_against(id, schema)
+                    {
+                        cx.error(p.code, w.span(), p.message, p.help);
+                    }
+                    Some(c)
+                }
                 Err(msg) => {
                     let help = "write `<field> == <JSON value>`, e.g. `passed == true`";
                     cx.error("fsm::invalid-field", w.span(), msg, help.into());
+                    dropped = true;
                     continue;
                 }
             },
@@ -431,7 +485,9 @@ fn emit_rules(st: &RawState, cx: &mut Ctx) -> Vec<EmitRule> {
                     ),
                     "remove `when`: only validated output has fields to test".into(),
                 );
-                continue;
+                // The rule is otherwise clear: kept, so nothing else is
+                // reported about this outcome.
+                None
             }
         };
         out.push(EmitRule {
@@ -440,7 +496,7 @@ fn emit_rules(st: &RawState, cx: &mut Ctx) -> Vec<EmitRule> {
             event: r.event.get_ref().to_string(),
         });
     }
-    out
+    (out, dropped)
 }
 
 /// Span of the first emit rule (or input `event`) of state `index` that emits
@@ -542,8 +598,9 @@ fn transitions(
     names: &[&str],
     opts: &CompileOptions,
     cx: &mut Ctx,
-) -> Vec<Transition> {
+) -> (Vec<Transition>, Partial) {
     let mut out: Vec<Transition> = Vec::new();
+    let mut partial = Partial::default();
     let mut seen: HashMap<(StateId, &str), usize> = HashMap::with_capacity(raw.transitions.len());
     for t in &raw.transitions {
         let span = t.span();
@@ -568,9 +625,19 @@ fn transitions(
         };
         nonempty(&t.event, "transition event", cx);
         let max = bound(t, exhausted, opts, cx);
-        let (Some(from), Some(to), Some(exhausted)) = (from, to, exhausted) else {
+        let event = *t.event.get_ref();
+        let (Some(from), Some(to)) = (from, to) else {
+            let meant = |s: &Text| {
+                let near = crate::diagnostics::closest(s.get_ref(), names.iter().copied());
+                near.and_then(|n| lookup.get(n).copied())
+            };
+            let (from, to) = (from.or_else(|| meant(&t.from)), to.or_else(|| meant(&t.to)));
+            let event = event.to_owned();
+            partial.dropped.push(Dropped { from, to, event });
             continue;
         };
+        // An unknown `exhausted` target was reported; the transition stays.
+        let exhausted = exhausted.flatten();
         let from_state = &states[from.index()];
         if from_state.is_terminal() {
             cx.error(
@@ -582,14 +649,18 @@ fn transitions(
             );
             continue;
         }
-        let event = *t.event.get_ref();
         if let Some(&prev) = seen.get(&(from, event)) {
             repeated_event(&out[prev], from, to, event, &span, t, states, cx);
+            let (from, to, event) = (Some(from), Some(to), event.to_owned());
+            partial.dropped.push(Dropped { from, to, event });
             continue;
         }
         seen.insert((from, event), out.len());
         // `max` without a usable exhausted target was reported above.
         let bounded = max.is_some() && exhausted.is_some();
+        if !bounded && (t.max.is_some() || t.exhausted.is_some()) {
+            partial.bound_unknown.push(out.len());
+        }
         out.push(Transition {
             from,
             event: event.to_owned(),
@@ -607,5 +678,5 @@ fn transitions(
             next += 1;
         }
     }
-    out
+    (out, partial)
 }

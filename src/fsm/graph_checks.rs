@@ -1,13 +1,19 @@
 //! The checks that look at the machine as a graph: reachability (every state
 //! reachable, every state can still end), completeness (every event an agent
-//! state can emit is handled) and termination (every cycle is bounded).
+//! state can emit is handled, every transition can be taken) and termination
+//! (every cycle is bounded).
+//!
+//! They run even when some transitions could not be built (an unknown state
+//! name): [`Partial`] says what those might have done, and each check gives
+//! them the benefit of the doubt, so one pass reports every independent
+//! problem without follow-on noise.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use petgraph::Direction;
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
-use petgraph::visit::{Bfs, Reversed};
+use petgraph::visit::{Bfs, EdgeRef, Reversed};
 
 use super::check::{Ctx, emit_event_span};
 use strum::VariantArray as _;
@@ -23,27 +29,82 @@ pub(crate) struct Graph<'a> {
     pub graph: &'a DiGraph<StateId, Edge>,
     /// The file as written, for the span of an unhandled emitted event.
     pub raw: &'a RawFile<'a>,
+    /// By state: read only in part (unknown kind, dropped emit rule), so
+    /// what it emits is not judged.
+    pub incomplete: &'a [bool],
+    pub partial: &'a Partial,
 }
 
-pub(crate) fn reachability(g: &Graph, initial: StateId, cx: &mut Ctx) {
-    let mut reached = vec![false; g.states.len()];
-    let mut bfs = Bfs::new(g.graph, NodeIndex::new(initial.index()));
-    while let Some(n) = bfs.next(g.graph) {
-        reached[n.index()] = true;
+/// A transition that could not be built (an unknown state name, or a
+/// second transition on the same event).
+#[derive(Debug)]
+pub(crate) struct Dropped {
+    /// The source and the target; for an unknown name, the state it most
+    /// resembles (what the user most likely meant), `None` when nothing does.
+    pub from: Option<StateId>,
+    pub to: Option<StateId>,
+    pub event: String,
+}
+
+/// What the transitions that could not be built might have done.
+#[derive(Debug, Default)]
+pub(crate) struct Partial {
+    pub dropped: Vec<Dropped>,
+    /// Transitions written with a bound that is broken (and reported):
+    /// meant to be bounded, so they do not make a cycle unbounded.
+    pub bound_unknown: Vec<usize>,
+}
+
+impl Partial {
+    /// What the dropped transitions might handle: (source, event), with no
+    /// source for one from an unknown state (any state, then).
+    fn handled(&self) -> HashSet<(Option<StateId>, &str)> {
+        self.dropped
+            .iter()
+            .map(|d| (d.from, d.event.as_str()))
+            .collect()
     }
-    let mut can_end = vec![false; g.states.len()];
-    let reversed = Reversed(g.graph);
-    for (i, s) in g.states.iter().enumerate() {
-        if s.is_terminal() && !can_end[i] {
-            let mut bfs = Bfs::new(reversed, NodeIndex::new(i));
-            while let Some(n) = bfs.next(reversed) {
-                can_end[n.index()] = true;
-            }
+}
+
+/// Every state reachable from `roots` in `graph`.
+fn flood<G>(graph: G, n: usize, roots: impl IntoIterator<Item = usize>) -> Vec<bool>
+where
+    G: petgraph::visit::IntoNeighbors<NodeId = NodeIndex>
+        + petgraph::visit::Visitable<NodeId = NodeIndex>,
+{
+    let mut seen = vec![false; n];
+    for root in roots {
+        if seen[root] {
+            continue;
+        }
+        let mut bfs = Bfs::new(graph, NodeIndex::new(root));
+        while let Some(x) = bfs.next(graph) {
+            seen[x.index()] = true;
         }
     }
-    let initial_name = &g.states[initial.index()].name;
+    seen
+}
+
+/// Unreachable states (needs a known initial state) and states from which
+/// no terminal can be reached. A dropped transition's known target counts
+/// as reachable, and its known source as able to end.
+pub(crate) fn reachability(g: &Graph, initial: Option<StateId>, cx: &mut Ctx) {
+    let n = g.states.len();
+    let dropped = &g.partial.dropped;
+    // A dropped transition to who knows where might reach any state.
+    let anywhere = dropped.iter().any(|d| d.to.is_none());
+    let reached = initial.filter(|_| !anywhere).map(|init| {
+        let extra = dropped.iter().filter_map(|d| d.to.map(StateId::index));
+        flood(g.graph, n, std::iter::once(init.index()).chain(extra))
+    });
+    let terminals = (0..n).filter(|&i| g.states[i].is_terminal());
+    let extra = dropped.iter().filter_map(|d| d.from.map(StateId::index));
+    let can_end = flood(Reversed(g.graph), n, terminals.chain(extra));
+    // A dropped transition from who knows where might let any state end.
+    let from_anywhere = dropped.iter().any(|d| d.from.is_none());
+    let initial_name = initial.map_or("", |i| g.states[i.index()].name.as_str());
     for (i, s) in g.states.iter().enumerate() {
-        if !reached[i] {
+        if reached.as_ref().is_some_and(|r| !r[i]) {
             cx.error(
                 "fsm::unreachable",
                 s.span.clone(),
@@ -57,7 +118,7 @@ pub(crate) fn reachability(g: &Graph, initial: StateId, cx: &mut Ctx) {
                 ),
             );
         }
-        if !s.is_terminal() && !can_end[i] {
+        if !s.is_terminal() && !can_end[i] && !from_anywhere {
             cx.error(
                 "fsm::no-terminal",
                 s.span.clone(),
@@ -76,11 +137,14 @@ pub(crate) fn completeness(g: &Graph, cx: &mut Ctx) {
         s.agent()
             .is_some_and(|a| a.agent == super::lifecycle::SELF_AGENT)
     });
+    let dropped = g.partial.handled();
     for (i, s) in g.states.iter().enumerate() {
         let handled = |event: &str| {
             g.outgoing[i]
                 .iter()
                 .any(|&t| g.transitions[t].event == event)
+                || dropped.contains(&(Some(StateId(i as u32)), event))
+                || dropped.contains(&(None, event))
         };
         let events: Vec<&str> = match &s.kind {
             StateKind::Input { event } if !event.is_empty() => vec![event.as_str()],
@@ -101,7 +165,9 @@ pub(crate) fn completeness(g: &Graph, cx: &mut Ctx) {
                 );
             }
         }
-        let Some(agent) = s.agent() else { continue };
+        let Some(agent) = s.agent().filter(|_| !g.incomplete[i]) else {
+            continue;
+        };
         let missing: Vec<&str> = Outcome::VARIANTS
             .iter()
             .copied()
@@ -130,14 +196,81 @@ pub(crate) fn completeness(g: &Graph, cx: &mut Ctx) {
     }
 }
 
+/// A transition no rule of its state can raise never fires: a warning, as
+/// it is most likely a misspelled event (the run still ends).
+pub(crate) fn dead_transitions(g: &Graph, cx: &mut Ctx) {
+    // By state, the events its rules raise (`None`: not judged).
+    let raised_by: Vec<Option<Vec<&str>>> = g
+        .states
+        .iter()
+        .zip(g.incomplete)
+        .map(|(s, &incomplete)| match &s.kind {
+            _ if incomplete => None,
+            StateKind::Agent(a) => Some(a.events()),
+            StateKind::Input { event } => Some(vec![event.as_str()]),
+            StateKind::Terminal { .. } => None,
+        })
+        .collect();
+    let sets: Vec<Option<HashSet<&str>>> = raised_by
+        .iter()
+        .map(|r| r.as_ref().map(|r| r.iter().copied().collect()))
+        .collect();
+    for t in g.transitions {
+        let from = t.from.index();
+        let (Some(raised), Some(set)) = (&raised_by[from], &sets[from]) else {
+            continue;
+        };
+        if set.contains(t.event.as_str()) {
+            continue;
+        }
+        let s = &g.states[from];
+        let quoted: Vec<String> = raised.iter().map(|e| format!("`{e}`")).collect();
+        let help = match crate::diagnostics::closest(&t.event, raised.iter().copied()) {
+            Some(near) => format!(
+                "did you mean `{near}`? (state `{}` raises {})",
+                s.name,
+                quoted.join(", ")
+            ),
+            None if raised.is_empty() => format!(
+                "state `{}` raises no event; add an emit rule for it or delete the transition",
+                s.name
+            ),
+            None => format!(
+                "state `{}` raises only {}; fix the event or delete the transition",
+                s.name,
+                quoted.join(", ")
+            ),
+        };
+        cx.warning(
+            "fsm::dead-transition",
+            t.span.clone(),
+            format!(
+                "transition {} —{}→ {} can never fire: no rule of state `{}` raises `{}`",
+                s.name,
+                t.event,
+                g.states[t.to.index()].name,
+                s.name,
+                t.event
+            ),
+            help,
+        );
+    }
+}
+
 /// The graph of unbounded transitions plus redirects (`from → exhausted`) must be
-/// acyclic: then every loop a run can go round uses up a bound.
+/// acyclic: then every loop a run can go round uses up a bound. Every
+/// transition of a strongly connected part lies on some reported cycle, so
+/// two independent loops (a self-loop and a loop through another state)
+/// are both reported.
 pub(crate) fn termination(g: &Graph, cx: &mut Ctx) {
     let mut gu: DiGraph<(), usize> = DiGraph::new();
     for _ in g.states {
         gu.add_node(());
     }
     for (i, t) in g.transitions.iter().enumerate() {
+        if g.partial.bound_unknown.contains(&i) {
+            continue;
+        }
         let to = match (t.max, t.exhausted) {
             (Some(_), Some(ex)) => ex,
             _ => t.to,
@@ -152,69 +285,117 @@ pub(crate) fn termination(g: &Graph, cx: &mut Ctx) {
     // Report in file order, not in the algorithm's order.
     sccs.iter_mut().for_each(|c| c.sort());
     sccs.sort();
-    for scc in sccs {
-        let start = scc[0];
-        let self_loop = gu.find_edge(start, start);
-        if scc.len() == 1 && self_loop.is_none() {
+    // Edges inside each part, in file order (one pass over the edges); each
+    // cycle reported covers some, and every uncovered one gets its own.
+    let mut part = vec![usize::MAX; g.states.len()];
+    for (i, scc) in sccs.iter().enumerate() {
+        scc.iter().for_each(|n| part[n.index()] = i);
+    }
+    let mut inside: Vec<Vec<(usize, NodeIndex, NodeIndex)>> = vec![Vec::new(); sccs.len()];
+    for e in gu.edge_references() {
+        let p = part[e.source().index()];
+        if p == part[e.target().index()] {
+            inside[p].push((*e.weight(), e.source(), e.target()));
+        }
+    }
+    let (mut reported, mut more) = (0, 0);
+    for (scc, mut inside) in sccs.into_iter().zip(inside) {
+        if inside.is_empty() {
             continue;
         }
-        let members: HashSet<NodeIndex> = scc.iter().copied().collect();
-        let path = cycle_through(&gu, start, &members);
-        let mut names: Vec<&str> = path
-            .iter()
-            .map(|&e| g.states[g.transitions[e].from.index()].name.as_str())
-            .collect();
-        names.push(&g.states[start.index()].name);
-        let Some(first) = path.first().map(|&e| &g.transitions[e]) else {
-            continue;
-        };
-        let redirect = path.iter().any(|&e| g.transitions[e].exhausted.is_some());
-        let help = if redirect {
-            "an `exhausted` target leads back into the loop: point it out of the cycle (e.g. to a failure state), or bound another transition of the cycle"
-        } else {
-            "add `max = N` and `exhausted = \"<STATE>\"` to one transition of the cycle"
-        };
+        let members: HashSet<NodeIndex> = scc.into_iter().collect();
+        inside.sort();
+        let mut covered: HashSet<usize> = HashSet::new();
+        for (t, from, to) in inside {
+            if covered.contains(&t) {
+                continue;
+            }
+            if reported == MAX_CYCLES {
+                more += 1;
+                continue;
+            }
+            let mut cycle = vec![t];
+            cycle.extend(path_between(&gu, to, from, &members));
+            covered.extend(cycle.iter().copied());
+            report_cycle(g, cycle, cx);
+            reported += 1;
+        }
+    }
+    if more > 0 {
+        let span = g.transitions.first().map_or(0..0, |t| t.span.clone());
         cx.error(
             "fsm::unbounded-cycle",
-            first.span.clone(),
-            format!(
-                "cycle {} has no bounded transition, so a run could loop forever",
-                names.join(" → ")
-            ),
-            help.into(),
+            span,
+            format!("{more} more transitions lie on unbounded cycles (only the first {MAX_CYCLES} cycles are listed)"),
+            "bound the cycles listed above, then check again".into(),
         );
     }
 }
 
-/// Transition indexes of a shortest cycle from `start` back to itself inside `members`.
-fn cycle_through(
+/// Past this many unbounded cycles in one file, the rest are counted:
+/// finding each costs a search, and a list that long helps nobody.
+const MAX_CYCLES: usize = 20;
+
+/// One unbounded cycle, named from its earliest state in file order.
+fn report_cycle(g: &Graph, mut cycle: Vec<usize>, cx: &mut Ctx) {
+    let first = (0..cycle.len())
+        .min_by_key(|&i| g.transitions[cycle[i]].from)
+        .unwrap_or(0);
+    cycle.rotate_left(first);
+    let Some(&head) = cycle.first() else { return };
+    let head = &g.transitions[head];
+    let mut names: Vec<&str> = cycle
+        .iter()
+        .map(|&e| g.states[g.transitions[e].from.index()].name.as_str())
+        .collect();
+    names.push(&g.states[head.from.index()].name);
+    let redirect = cycle.iter().any(|&e| g.transitions[e].exhausted.is_some());
+    let help = if redirect {
+        "an `exhausted` target leads back into the loop: point it out of the cycle (e.g. to a failure state), or bound another transition of the cycle"
+    } else {
+        "add `max = N` and `exhausted = \"<STATE>\"` to one transition of the cycle"
+    };
+    cx.error(
+        "fsm::unbounded-cycle",
+        head.span.clone(),
+        format!(
+            "cycle {} has no bounded transition, so a run could loop forever",
+            names.join(" → ")
+        ),
+        help.into(),
+    );
+}
+
+/// Transition indexes of a shortest path from `start` to `goal` inside
+/// `members` (empty when they are the same state).
+fn path_between(
     gu: &DiGraph<(), usize>,
     start: NodeIndex,
+    goal: NodeIndex,
     members: &HashSet<NodeIndex>,
 ) -> Vec<usize> {
     let mut parent: HashMap<NodeIndex, (NodeIndex, usize)> = HashMap::new();
     let mut queue = VecDeque::from([start]);
     while let Some(n) = queue.pop_front() {
+        if n == goal {
+            let mut path = Vec::new();
+            let mut cur = n;
+            while cur != start {
+                let Some(&(p, t)) = parent.get(&cur) else {
+                    break;
+                };
+                path.push(t);
+                cur = p;
+            }
+            path.reverse();
+            return path;
+        }
         for e in gu.edges_directed(n, Direction::Outgoing) {
-            use petgraph::visit::EdgeRef;
             let next = e.target();
-            if !members.contains(&next) {
-                continue;
-            }
-            if next == start {
-                let mut path = vec![*e.weight()];
-                let mut cur = n;
-                while cur != start {
-                    let Some(&(p, t)) = parent.get(&cur) else {
-                        break;
-                    };
-                    path.push(t);
-                    cur = p;
-                }
-                path.reverse();
-                return path;
-            }
-            if let std::collections::hash_map::Entry::Vacant(v) = parent.entry(next) {
+            if members.contains(&next)
+                && next != start
+                && let std::collections::hash_map::Entry::Vacant(v) = parent.entry(next)
+            {
                 v.insert((n, *e.weight()));
                 queue.push_back(next);
             }

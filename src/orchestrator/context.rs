@@ -113,23 +113,20 @@ pub struct TemplateError {
     pub message: String,
 }
 
-/// Renders `template` (minijinja syntax) with the package's fields.
+/// Renders `template` (minijinja syntax) with the package's fields, in the
+/// environment `modix validate` checked it in (`crate::template`).
 pub(super) fn render_prompt(
     template_name: &str,
     template: &str,
     ctx: &ContextPackage,
 ) -> Result<String, TemplateError> {
-    let mut env = minijinja::Environment::new();
-    env.set_undefined_behavior(minijinja::UndefinedBehavior::Chainable);
-    let err = |e: minijinja::Error| TemplateError {
+    crate::template::render(template_name, template, ctx).map_err(|e| TemplateError {
         template: template_name.to_owned(),
         message: match e.line() {
             Some(line) => format!("line {line}: {e}"),
             None => e.to_string(),
         },
-    };
-    let tmpl = env.template_from_str(template).map_err(err)?;
-    tmpl.render(minijinja::value::Serde(ctx)).map_err(err)
+    })
 }
 
 /// The prompt when an agent has no template: the package itself, with the contract.
@@ -191,6 +188,60 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, "Fix $(rm -rf x) 2/4 {\"title\": \"t\"} 2 tests failed");
+    }
+
+    /// The names `modix validate` lets a template use are exactly the
+    /// package's fields (every optional one filled in here).
+    #[test]
+    fn template_check_knows_every_field_of_the_package() {
+        let commands = Commands::default();
+        let params = serde_json::Map::new();
+        let brain = Brain {
+            name: "b".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            endpoint: Some("https://e".into()),
+            api_key_env: None,
+            params: params.clone(),
+            capabilities: Vec::new(),
+        };
+        let history = [serde_json::json!(1)];
+        let ctx = ContextPackage {
+            epic: "e",
+            run_id: "01",
+            workflow: "w",
+            state: "S",
+            agent: "a",
+            role: "r",
+            attempt: 1,
+            bound: Some(1),
+            workdir: Path::new("/w"),
+            output_schema: "any",
+            output_schema_path: Path::new("/s.json"),
+            project: ProjectContext {
+                name: "p",
+                description: Some("d"),
+                stack: &[],
+                conventions: &[],
+                commands: &commands,
+            },
+            brain: Some(BrainContext::of(&brain)),
+            task_spec: None,
+            previous_result: None,
+            feedback: Some("f"),
+            context_mode: ContextMode::Shared,
+            history: Some(&history),
+        };
+        fn walk(prefix: &str, v: &Value, out: &mut Vec<String>) {
+            for (k, v) in v.as_object().into_iter().flatten() {
+                out.push(format!("{prefix}{k}"));
+                walk(&format!("{prefix}{k}."), v, out);
+            }
+        }
+        let mut fields = Vec::new();
+        walk("", &serde_json::to_value(&ctx).unwrap(), &mut fields);
+        fields.sort();
+        assert_eq!(fields, crate::template::context_fields());
     }
 
     #[test]

@@ -20,4 +20,5 @@ mod term;
 mod terminal;
 mod util;
 mod validate;
+mod validate_gate;
 mod validate_limits;

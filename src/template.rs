@@ -1,0 +1,754 @@
+//! Prompt templates (minijinja syntax): one environment for checking and
+//! rendering, so what `modix validate` accepts is what `modix go` renders.
+//!
+//! [`check`] runs when the project loads, on every agent's `prompt` and
+//! `system_prompt`: the template must compile; every variable it reads must
+//! be a field of the context package (`project.name`, `brain.model`, … —
+//! strict for names: a misspelled one would otherwise render as nothing);
+//! every filter and test it uses must exist (minijinja only finds out while
+//! rendering); and it may not include, import or extend other files, which
+//! the renderer has no loader for. [`render`] is what the orchestrator calls.
+
+use std::ops::Range;
+
+use minijinja::{Environment, ErrorKind, UndefinedBehavior};
+use serde::Serialize;
+
+use crate::diagnostics::{closest, unknown_name_help};
+
+/// The largest prompt template modix reads.
+pub const MAX_BYTES: u64 = 1 << 20;
+
+/// The environment every prompt is checked and rendered in. Names are
+/// checked statically against the context package ([`check`]); below them
+/// the free-form fields (`task_spec`, `previous_result`, `brain.params`)
+/// may legitimately lack a key, or be null on a first step, so lookups
+/// through them render as nothing instead of failing the run.
+pub fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Chainable);
+    env
+}
+
+/// Renders a template; `name` is how errors name it.
+pub fn render(name: &str, source: &str, ctx: &impl Serialize) -> Result<String, minijinja::Error> {
+    let env = environment();
+    let template = env.template_from_named_str(name, source)?;
+    template.render(minijinja::value::Serde(ctx))
+}
+
+/// One problem in a template, with the byte range it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub code: &'static str,
+    pub message: String,
+    pub help: String,
+    pub span: Option<Range<usize>>,
+}
+
+/// Every problem of the template `source` (named `name` in messages).
+pub fn check(name: &str, source: &str) -> Vec<Problem> {
+    let env = environment();
+    let template = match env.template_from_named_str(name, source) {
+        Ok(t) => t,
+        Err(e) => return vec![syntax_problem(&e)],
+    };
+    let tags = tags(source);
+    // Each tag's text with its string literals blanked, made once.
+    let code: Vec<String> = tags
+        .iter()
+        .map(|t| without_strings(t.text(source)))
+        .collect();
+    let mut problems = includes(source, &tags);
+    problems.extend(unknown_callables(&env, &tags, &code));
+    let globals: Vec<String> = env.globals().map(|(k, _)| k.to_owned()).collect();
+    let mut names: Vec<String> = template.undeclared_variables(true).into_iter().collect();
+    names.sort();
+    let unknown: Vec<&String> = names.iter().filter(|n| !name_ok(n, &globals)).collect();
+    for name in unknown.iter().take(MAX_NAMES) {
+        let Err((message, help)) = check_name(name, &globals) else {
+            continue;
+        };
+        problems.push(Problem {
+            code: "template::unknown-variable",
+            message,
+            help,
+            span: find_in_tags(&tags, &code, name),
+        });
+    }
+    if unknown.len() > MAX_NAMES {
+        problems.push(Problem {
+            code: "template::unknown-variable",
+            message: format!("{} more unknown variables", unknown.len() - MAX_NAMES),
+            help: "fix the ones listed, then check again".into(),
+            span: None,
+        });
+    }
+    problems.sort_by_key(|p| p.span.as_ref().map_or(usize::MAX, |s| s.start));
+    problems
+}
+
+/// Unknown variables listed per template; the rest are counted (placing
+/// each one means a search through the template).
+const MAX_NAMES: usize = 20;
+
+fn syntax_problem(e: &minijinja::Error) -> Problem {
+    Problem {
+        code: "template::syntax",
+        message: match e.detail() {
+            Some(d) => format!("syntax error: {d}"),
+            None => e.to_string(),
+        },
+        help: "fix the template here; minijinja (Jinja2) syntax: {{ value }}, {% if … %}…{% endif %}, {# comment #}".into(),
+        span: e.range(),
+    }
+}
+
+/// The shape of the context package a template sees (the fields of
+/// `orchestrator::context::ContextPackage`, kept in step by a test there).
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    /// Text, a number or null: nothing below it.
+    Scalar,
+    /// A list: indexed, not looked into by name.
+    List,
+    /// Free-form JSON (agent output, brain params): not checked below.
+    Free,
+    Fields(&'static [(&'static str, Shape)]),
+}
+
+const COMMANDS: &[(&str, Shape)] = &[
+    ("build", Shape::List),
+    ("test", Shape::List),
+    ("lint", Shape::List),
+];
+
+const PROJECT: &[(&str, Shape)] = &[
+    ("name", Shape::Scalar),
+    ("description", Shape::Scalar),
+    ("stack", Shape::List),
+    ("conventions", Shape::List),
+    ("commands", Shape::Fields(COMMANDS)),
+];
+
+const BRAIN: &[(&str, Shape)] = &[
+    ("name", Shape::Scalar),
+    ("provider", Shape::Scalar),
+    ("model", Shape::Scalar),
+    ("endpoint", Shape::Scalar),
+    ("params", Shape::Free),
+];
+
+const CONTEXT: &[(&str, Shape)] = &[
+    ("epic", Shape::Scalar),
+    ("run_id", Shape::Scalar),
+    ("workflow", Shape::Scalar),
+    ("state", Shape::Scalar),
+    ("agent", Shape::Scalar),
+    ("role", Shape::Scalar),
+    ("attempt", Shape::Scalar),
+    ("bound", Shape::Scalar),
+    ("workdir", Shape::Scalar),
+    ("output_schema", Shape::Scalar),
+    ("output_schema_path", Shape::Scalar),
+    ("project", Shape::Fields(PROJECT)),
+    ("brain", Shape::Fields(BRAIN)),
+    ("task_spec", Shape::Free),
+    ("previous_result", Shape::Free),
+    ("feedback", Shape::Scalar),
+    ("context_mode", Shape::Scalar),
+    ("history", Shape::List),
+];
+
+/// Names minijinja provides inside some blocks (`caller` in a macro called
+/// with `{% call %}`), beside the environment's globals.
+const BUILTIN_NAMES: &[&str] = &["caller", "loop", "self"];
+
+/// Every field of the context package a template may name, as dotted
+/// paths (`project`, `project.name`, …).
+#[cfg(test)]
+pub fn context_fields() -> Vec<String> {
+    fn walk(prefix: &str, fields: &[(&str, Shape)], out: &mut Vec<String>) {
+        for (name, shape) in fields {
+            let path = format!("{prefix}{name}");
+            out.push(path.clone());
+            if let Shape::Fields(inner) = shape {
+                walk(&format!("{path}."), inner, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk("", CONTEXT, &mut out);
+    out.sort();
+    out
+}
+
+/// Whether a dotted name the template reads is a field of the context (or a
+/// global); [`check_name`] says why not, at the cost of a message.
+fn name_ok(dotted: &str, globals: &[String]) -> bool {
+    let mut parts = dotted.split('.');
+    let first = parts.next().unwrap_or_default();
+    if globals.iter().any(|g| g == first) || BUILTIN_NAMES.contains(&first) {
+        return true;
+    }
+    let mut fields = CONTEXT;
+    let mut last = Shape::Fields(CONTEXT);
+    for part in std::iter::once(first).chain(parts) {
+        let Shape::Fields(_) = last else {
+            return matches!(last, Shape::Free | Shape::List);
+        };
+        let Some((_, shape)) = fields.iter().find(|(n, _)| *n == part) else {
+            return false;
+        };
+        if let Shape::Fields(inner) = shape {
+            fields = inner;
+        }
+        last = *shape;
+    }
+    true
+}
+
+/// A dotted name the template reads (`project.nmae`), against the shape:
+/// the message and the fix when it names nothing.
+fn check_name(dotted: &str, globals: &[String]) -> Result<(), (String, String)> {
+    let mut parts = dotted.split('.');
+    let first = parts.next().unwrap_or_default();
+    if globals.iter().any(|g| g == first) || BUILTIN_NAMES.contains(&first) {
+        return Ok(());
+    }
+    let mut fields = CONTEXT;
+    let mut at = String::new();
+    for part in std::iter::once(first).chain(parts) {
+        let Some((_, shape)) = fields.iter().find(|(n, _)| *n == part) else {
+            return Err(unknown_field(&at, part, fields));
+        };
+        at = if at.is_empty() {
+            part.to_owned()
+        } else {
+            format!("{at}.{part}")
+        };
+        match shape {
+            Shape::Fields(inner) => fields = inner,
+            Shape::Free | Shape::List => return Ok(()),
+            Shape::Scalar if at == dotted => return Ok(()),
+            Shape::Scalar => {
+                return Err((
+                    format!("`{at}` is a plain value; `{dotted}` names nothing"),
+                    format!(
+                        "use `{{{{ {at} }}}}` itself (see docs/agents.md for the context package)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn unknown_field(at: &str, part: &str, fields: &[(&str, Shape)]) -> (String, String) {
+    let names = fields.iter().map(|(n, _)| *n);
+    if at.is_empty() {
+        return (
+            format!(
+                "unknown variable `{part}`: the context package has no such field, so it would render as nothing"
+            ),
+            unknown_name_help(part, "variable", names),
+        );
+    }
+    let known: Vec<String> = fields.iter().map(|(n, _)| format!("`{at}.{n}`")).collect();
+    let help = match closest(part, names) {
+        Some(near) => format!("did you mean `{at}.{near}`? (known: {})", known.join(", ")),
+        None => format!("use one of: {}", known.join(", ")),
+    };
+    (
+        format!("`{at}` has no field `{part}`, so `{at}.{part}` would render as nothing"),
+        help,
+    )
+}
+
+/// The inside of one `{{ … }}` or `{% … %}` tag.
+#[derive(Debug, Clone)]
+struct Tag {
+    block: bool,
+    inner: Range<usize>,
+}
+
+impl Tag {
+    fn text<'a>(&self, source: &'a str) -> &'a str {
+        source.get(self.inner.clone()).unwrap_or_default()
+    }
+
+    /// The statement keyword of a block tag (`if`, `include`, …).
+    fn keyword<'a>(&self, source: &'a str) -> &'a str {
+        let t = self
+            .text(source)
+            .trim_start_matches(['-', '+', '~'])
+            .trim_start();
+        let end = t
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(t.len());
+        &t[..end]
+    }
+}
+
+/// The tags of a template that compiled, skipping comments and raw blocks;
+/// quotes are honoured, so `{{ "}}" }}` is one tag.
+fn tags(source: &str) -> Vec<Tag> {
+    let b = source.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(off) = source.get(i..).and_then(|s| s.find('{')) {
+        let at = i + off;
+        let block = match b.get(at + 1) {
+            Some(b'#') => {
+                i = find_from(source, at + 2, "#}").map_or(b.len(), |e| e + 2);
+                continue;
+            }
+            Some(b'{') => false,
+            Some(b'%') => true,
+            _ => {
+                i = at + 1;
+                continue;
+            }
+        };
+        let close: &[u8] = if block { b"%}" } else { b"}}" };
+        let end = tag_end(b, at + 2, close);
+        let tag = Tag {
+            block,
+            inner: at + 2..end,
+        };
+        i = (end + 2).min(b.len());
+        if block && tag.keyword(source) == "raw" {
+            i = raw_end(source, i);
+        }
+        out.push(tag);
+    }
+    out
+}
+
+/// Where the closing delimiter of a tag starting at `start` is.
+fn tag_end(b: &[u8], start: usize, close: &[u8]) -> usize {
+    let mut j = start;
+    let mut quote = None;
+    while j + 1 < b.len() {
+        let c = b[j];
+        match quote {
+            Some(_) if c == b'\\' => j += 1,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == b'"' || c == b'\'' => quote = Some(c),
+            None if c == close[0] && b[j + 1] == close[1] => return j,
+            None => {}
+        }
+        j += 1;
+    }
+    b.len()
+}
+
+fn find_from(source: &str, from: usize, needle: &str) -> Option<usize> {
+    source.get(from..)?.find(needle).map(|i| from + i)
+}
+
+/// Just past the `{% endraw %}` that closes a raw block.
+fn raw_end(source: &str, from: usize) -> usize {
+    let mut i = from;
+    while let Some(open) = find_from(source, i, "{%") {
+        let end = tag_end(source.as_bytes(), open + 2, b"%}");
+        let tag = Tag {
+            block: true,
+            inner: open + 2..end,
+        };
+        if tag.keyword(source) == "endraw" {
+            return (end + 2).min(source.len());
+        }
+        i = open + 2;
+    }
+    source.len()
+}
+
+/// `include`, `import`, `from … import` and `extends` need a loader, which
+/// the renderer does not have: each would fail the run when reached.
+fn includes(source: &str, tags: &[Tag]) -> Vec<Problem> {
+    tags.iter()
+        .filter(|t| t.block)
+        .filter(|t| matches!(t.keyword(source), "include" | "import" | "from" | "extends"))
+        .map(|t| Problem {
+            code: "template::include",
+            message: format!(
+                "`{}` is not supported in prompt templates: modix renders each template on its own, so the run would fail here",
+                t.keyword(source)
+            ),
+            help: "paste the other file's text here (a prompt template is one self-contained file)".into(),
+            span: Some(t.inner.clone()),
+        })
+        .collect()
+}
+
+/// The text of a tag with its string literals blanked out (same byte
+/// offsets), so `{{ "a|b" }}` does not look like a filter.
+fn without_strings(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut quote = None;
+    let mut escaped = false;
+    for c in text.chars() {
+        let blank = match quote {
+            Some(q) => {
+                if !escaped && c == q {
+                    quote = None;
+                }
+                escaped = !escaped && c == '\\';
+                true
+            }
+            None if c == '"' || c == '\'' => {
+                quote = Some(c);
+                true
+            }
+            None => false,
+        };
+        if blank {
+            out.extend(std::iter::repeat_n(' ', c.len_utf8()));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Filters and tests the template uses that the environment does not have,
+/// each reported where it is first used. `code`: each tag's text without
+/// its string literals.
+fn unknown_callables(env: &Environment, tags: &[Tag], code: &[String]) -> Vec<Problem> {
+    static FILTER: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    static TEST: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    static BLOCK: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let ident = "([A-Za-z_][A-Za-z0-9_]*)";
+    let filter = FILTER.get_or_init(|| {
+        regex::Regex::new(&format!(r"\|\s*{ident}")).unwrap_or_else(|_| unreachable!())
+    });
+    let test = TEST.get_or_init(|| {
+        regex::Regex::new(&format!(r"\bis\s+(?:not\s+)?{ident}")).unwrap_or_else(|_| unreachable!())
+    });
+    let block = BLOCK.get_or_init(|| {
+        regex::Regex::new(&format!(r"^[-+~]?\s*filter\s+{ident}"))
+            .unwrap_or_else(|_| unreachable!())
+    });
+    let mut out = Vec::new();
+    let mut judged = std::collections::HashSet::new();
+    for (tag, text) in tags.iter().zip(code) {
+        let mut found: Vec<(Kind, regex::Match)> = Vec::new();
+        found.extend(
+            filter
+                .captures_iter(text)
+                .filter_map(|c| c.get(1))
+                .map(|m| (Kind::Filter, m)),
+        );
+        found.extend(
+            test.captures_iter(text)
+                .filter_map(|c| c.get(1))
+                .map(|m| (Kind::Test, m)),
+        );
+        if tag.block {
+            found.extend(
+                block
+                    .captures_iter(text)
+                    .filter_map(|c| c.get(1))
+                    .map(|m| (Kind::Filter, m)),
+            );
+        }
+        for (kind, m) in found {
+            if judged.insert((kind as u8, m.as_str().to_owned())) && !kind.exists(env, m.as_str()) {
+                let start = tag.inner.start + m.start();
+                out.push(kind.problem(env, m.as_str(), start..start + m.len()));
+            }
+        }
+    }
+    out
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Filter,
+    Test,
+}
+
+impl Kind {
+    /// Asks the environment itself, so its own filters and tests (and any
+    /// added later) count.
+    fn exists(self, env: &Environment, name: &str) -> bool {
+        let (probe, unknown) = match self {
+            Kind::Filter => (format!("{{{{ none | {name} }}}}"), ErrorKind::UnknownFilter),
+            Kind::Test => (format!("{{{{ none is {name} }}}}"), ErrorKind::UnknownTest),
+        };
+        !matches!(env.render_str(&probe, ()), Err(e) if e.kind() == unknown)
+    }
+
+    fn problem(self, env: &Environment, name: &str, span: Range<usize>) -> Problem {
+        let (word, code, candidates): (&str, &str, &[&str]) = match self {
+            Kind::Filter => ("filter", "template::unknown-filter", COMMON_FILTERS),
+            Kind::Test => ("test", "template::unknown-test", COMMON_TESTS),
+        };
+        let known: Vec<&str> = candidates
+            .iter()
+            .copied()
+            .filter(|c| self.exists(env, c))
+            .collect();
+        let help = match closest(name, known.iter().copied()) {
+            Some(near) => format!("did you mean `{near}`?"),
+            None => unknown_name_help(name, word, known),
+        };
+        Problem {
+            code,
+            message: format!("unknown {word} `{name}`: rendering would fail here"),
+            help,
+            span: Some(span),
+        }
+    }
+}
+
+/// Candidates for "did you mean" (only those the environment has are offered).
+const COMMON_FILTERS: &[&str] = &[
+    "abs",
+    "attr",
+    "batch",
+    "bool",
+    "capitalize",
+    "count",
+    "default",
+    "dictsort",
+    "escape",
+    "first",
+    "float",
+    "groupby",
+    "indent",
+    "int",
+    "items",
+    "join",
+    "last",
+    "length",
+    "lines",
+    "list",
+    "lower",
+    "map",
+    "max",
+    "min",
+    "pprint",
+    "reject",
+    "rejectattr",
+    "replace",
+    "reverse",
+    "round",
+    "safe",
+    "select",
+    "selectattr",
+    "slice",
+    "sort",
+    "split",
+    "string",
+    "sum",
+    "title",
+    "tojson",
+    "trim",
+    "unique",
+    "upper",
+    "urlencode",
+];
+
+const COMMON_TESTS: &[&str] = &[
+    "boolean",
+    "defined",
+    "divisibleby",
+    "endingwith",
+    "eq",
+    "even",
+    "false",
+    "filter",
+    "float",
+    "ge",
+    "gt",
+    "in",
+    "integer",
+    "iterable",
+    "le",
+    "lower",
+    "lt",
+    "mapping",
+    "ne",
+    "none",
+    "number",
+    "odd",
+    "safe",
+    "sameas",
+    "sequence",
+    "startingwith",
+    "string",
+    "test",
+    "true",
+    "undefined",
+    "upper",
+];
+
+/// The first place inside a tag where `name` (dotted) is written, for
+/// pointing at it; `None` when it is written another way (`a["b"]`).
+fn find_in_tags(tags: &[Tag], code: &[String], name: &str) -> Option<Range<usize>> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    for (tag, text) in tags.iter().zip(code) {
+        let mut from = 0;
+        while let Some(i) = text.get(from..).and_then(|t| t.find(name)) {
+            let start = from + i;
+            let end = start + name.len();
+            let before = text[..start].chars().next_back();
+            let after = text[end..].chars().next();
+            if !before.is_some_and(|c| is_ident(c) || c == '.') && !after.is_some_and(is_ident) {
+                let at = tag.inner.start + start;
+                return Some(at..at + name.len());
+            }
+            from = end;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codes(source: &str) -> Vec<&'static str> {
+        check("t.md", source).into_iter().map(|p| p.code).collect()
+    }
+
+    #[test]
+    fn good_templates_pass() {
+        let ok = "{{ epic }} {{ project.name }}{% for c in project.conventions %}{{ c }}{{ loop.index }}{% endfor %}\
+                  {% if brain %}{{ brain.model }} {{ brain.params.temperature }}{% endif %}{{ task_spec.tasks[0].id }}\
+                  {{ task_spec | tojson }}{% set x = 1 %}{{ x }}{{ range(3) | join(\",\") }}\
+                  {% macro m(a) %}{{ a }}{% endmacro %}{{ m(1) }}{% if feedback is none %}{% endif %}\
+                  {# {{ epik }} #}{% raw %}{{ epik }}{% endraw %}{{ \"a|b\" }}";
+        assert_eq!(check("t.md", ok), vec![]);
+    }
+
+    #[test]
+    fn problems_are_found_and_placed() {
+        assert_eq!(codes("{{ epic }"), ["template::syntax"]);
+        assert_eq!(codes("a\n{# x"), ["template::syntax"]);
+        assert_eq!(codes("{% if epic %}y"), ["template::syntax"]);
+        let src = "{{ epik }} {{ project.nmae }} {{ epic | upperr }} {% if x is evn %}{% endif %} {% include 'a.md' %}";
+        let problems = check("t.md", src);
+        let got: Vec<(&str, &str)> = problems
+            .iter()
+            .map(|p| (p.code, &src[p.span.clone().unwrap()]))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("template::unknown-variable", "epik"),
+                ("template::unknown-variable", "project.nmae"),
+                ("template::unknown-filter", "upperr"),
+                ("template::unknown-variable", "x"),
+                ("template::unknown-test", "evn"),
+                ("template::include", " include 'a.md' "),
+            ]
+        );
+        assert!(
+            problems[0].help.contains("did you mean `epic`?"),
+            "{problems:?}"
+        );
+        assert!(problems[1].help.contains("did you mean `project.name`?"));
+        assert!(problems[2].help.contains("did you mean `upper`?"));
+        assert_eq!(codes("{{ epic.x }}"), ["template::unknown-variable"]);
+        assert_eq!(
+            codes("{% filter nope %}a{% endfilter %}"),
+            ["template::unknown-filter"]
+        );
+    }
+
+    #[test]
+    fn the_quick_name_check_agrees_with_the_explained_one() {
+        let globals = vec!["range".to_owned()];
+        for name in [
+            "epic",
+            "epic.x",
+            "epik",
+            "project",
+            "project.name",
+            "project.nmae",
+            "project.commands.test",
+            "project.commands.tset",
+            "project.name.x",
+            "brain.params.t",
+            "task_spec.a.b",
+            "history.x",
+            "range",
+            "caller",
+            "loop.index",
+        ] {
+            assert_eq!(
+                name_ok(name, &globals),
+                check_name(name, &globals).is_ok(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn scanning_never_panics_on_odd_text() {
+        for s in [
+            "{",
+            "{{",
+            "{%",
+            "{#",
+            "é{{ \"é",
+            "{{ 'a\\",
+            "{% raw %}{{",
+            "}}{{ x }}é",
+        ] {
+            let _ = check("t.md", s);
+            let _ = tags(s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn checking_any_text_never_panics(s in "\\PC{0,200}") {
+            let _ = super::check("t.md", &s);
+        }
+
+        #[test]
+        fn checking_template_like_text_never_panics(s in "[{}%#\"'\\ a-z|.()\né-]{0,120}") {
+            let _ = super::check("t.md", &s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod bounded {
+    use super::*;
+
+    /// A template at the size limit full of mistakes gives a bounded report.
+    #[test]
+    fn a_large_broken_template_gives_a_bounded_report() {
+        let mut src = String::new();
+        let mut i = 0;
+        while src.len() < MAX_BYTES as usize - 64 {
+            src.push_str(&format!(
+                "{{{{ v{i} | f{} }}}} {{{{ epic | upper }}}}\n",
+                i % 50
+            ));
+            i += 1;
+        }
+        let problems = check("big.md", &src);
+        let vars = problems
+            .iter()
+            .filter(|p| p.code == "template::unknown-variable")
+            .count();
+        let filters = problems
+            .iter()
+            .filter(|p| p.code == "template::unknown-filter")
+            .count();
+        assert_eq!(vars, MAX_NAMES + 1, "listed, plus a count of the rest");
+        assert_eq!(filters, 50, "each unknown filter once");
+    }
+}
