@@ -115,9 +115,6 @@ pub enum Purpose<'a> {
     /// `go`: problems in a project FSM file that is neither the workflow
     /// run (`None`: the project's default) nor an agent's lifecycle are
     /// warnings: the run does not touch it.
-    // Constructed by `modix go` once `cli/go.rs` loads through
-    // `load_for(…, Purpose::Run { … })`; see docs/validate.md.
-    #[allow(dead_code)]
     Run { workflow: Option<&'a str> },
 }
 
@@ -231,9 +228,11 @@ fn spare_unused(
     diags: Diagnostics,
 ) -> Diagnostics {
     let run = workflow.or(checked.project.as_ref().map(|p| p.workflow.as_str()));
-    let used = |id: &Option<String>| {
-        id.as_deref()
-            .is_some_and(|id| Some(id) == run || checked.lifecycles.values().any(|l| l == id))
+    // A file whose id cannot be read may be the run's own workflow (an
+    // override gone wrong): its problems stay errors.
+    let used = |id: &Option<String>| match id.as_deref() {
+        None => true,
+        Some(id) => Some(id) == run || checked.lifecycles.values().any(|l| l == id),
     };
     let unused: Vec<&str> = catalog
         .entries()
@@ -246,7 +245,7 @@ fn spare_unused(
         let mut d = d.clone();
         if unused.contains(&d.file.as_str()) && d.severity == Severity::Error {
             d.severity = Severity::Warning;
-            d.message = format!("{} (this run does not use this file)", d.message);
+            d.message = format!("in a file this run does not use: {}", d.message);
         }
         if let Some(text) = diags.source(&d.file) {
             out.add_source(d.file.clone(), text);
@@ -438,7 +437,7 @@ mod tests {
         let text = diags.render_human(false);
         assert!(project.is_some(), "{text}");
         assert!(!diags.has_errors() && diags.warning_count() > 0, "{text}");
-        assert!(text.contains("(this run does not use this file)"), "{text}");
+        assert!(text.contains("in a file this run does not use: "), "{text}");
 
         let run = Purpose::Run {
             workflow: Some("review"),

@@ -12,6 +12,7 @@ use crate::error::{Error, Exit};
 use crate::orchestrator::{
     self, Engine, EventSink, RunEvent, RunOptions, RunReport, SCHEMA_VERSION,
 };
+use crate::project::Purpose;
 use crate::store::{RunStatus, Store, StoreError, TransitionRecord};
 
 #[derive(Debug, clap::Args)]
@@ -47,7 +48,10 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
     }
     // Before anything else, so a Ctrl-C during start-up is never lost.
     let engine = Engine::new()?;
-    let project = ctx.project("nothing was run")?;
+    let purpose = Purpose::Run {
+        workflow: args.workflow.as_deref(),
+    };
+    let project = ctx.project_for("nothing was run", purpose)?;
     let workflow = project.workflow(args.workflow.as_deref())?;
     if engine.interrupted() {
         ctx.out.error(
@@ -64,7 +68,9 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
 
 pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
     let engine = Engine::new()?;
-    let project = ctx.project("nothing was run")?;
+    // The run's own workflow is checked when it is looked up; other broken
+    // files need not stop it.
+    let project = ctx.project_for("nothing was run", Purpose::Run { workflow: None })?;
     let run_id = resumable(&project, args.run.as_deref())?;
     let opts = options(ctx, args.json);
     let mut sink = Progress::new(ctx.out, args.json, opts.stream);

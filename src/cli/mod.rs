@@ -347,8 +347,19 @@ impl Ctx {
     /// The project loaded and resolved. Warnings are shown; errors become
     /// [`Error::Config`] saying why `doing` cannot go on.
     pub fn project(&self, doing: &'static str) -> Result<Project, Error> {
+        self.project_for(doing, crate::project::Purpose::Check)
+    }
+
+    /// [`Ctx::project`] for a purpose: a run treats problems in workflow
+    /// files it does not use as warnings.
+    pub fn project_for(
+        &self,
+        doing: &'static str,
+        purpose: crate::project::Purpose,
+    ) -> Result<Project, Error> {
         let paths = self.paths()?;
-        let (project, diags) = crate::project::load(&paths, &self.settings, &self.settings_diags);
+        let (project, diags) =
+            crate::project::load_for(&paths, &self.settings, &self.settings_diags, purpose);
         match project {
             Some(p) => {
                 // One line each: the command goes on, and `validate` shows them in full.

@@ -205,9 +205,12 @@ impl Output {
                 Some(line) => format!("{}:{line}", d.file),
                 None => d.file.clone(),
             };
+            // One line, of a size a terminal can show: a message quoting a
+            // huge name is cut (`validate` shows it whole).
+            let message = crate::text::one_line(&d.message, BRIEF_MAX);
             match d.severity {
-                Severity::Warning => self.warn(format!("{} ({place})", d.message)),
-                Severity::Error => self.error(format!("{} ({place})", d.message), None),
+                Severity::Warning => self.warn(format!("{message} ({place})")),
+                Severity::Error => self.error(format!("{message} ({place})"), None),
             }
         }
     }
@@ -226,6 +229,9 @@ impl Output {
         self.error(e.to_string(), e.help().as_deref());
     }
 }
+
+/// The longest message a one-line diagnostic shows, in characters.
+const BRIEF_MAX: usize = 300;
 
 /// `{"schema_version", "error": {"code", "message", "help", "exit_code",
 /// "diagnostics"}}`: how every `--json` command says it failed.

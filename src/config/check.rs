@@ -201,6 +201,9 @@ pub struct Known<'a> {
 pub struct CheckedAgents {
     /// Without errors, resolved.
     pub ok: BTreeMap<String, Agent>,
+    /// Every prompt template named, as written → its checked text: what a
+    /// run renders (read once, here, through the confinement).
+    pub templates: BTreeMap<String, String>,
     /// With errors (reported): id → role when it could be read.
     pub broken: BTreeMap<String, Option<String>>,
     /// Every agent that could be read, broken or not: id → lifecycle FSM.
@@ -215,7 +218,7 @@ pub fn agents(file: &Entries<AgentEntry>, known: &Known, diags: &mut Diagnostics
         broken: file.broken.clone(),
         ..CheckedAgents::default()
     };
-    let mut templates = BTreeSet::new();
+    let mut templates = Templates::default();
     for (id, entry) in &file.typed {
         let ptr = format!("/agents/{}", schema::escape_pointer(id));
         let before = diags.error_count();
@@ -263,6 +266,7 @@ pub fn agents(file: &Entries<AgentEntry>, known: &Known, diags: &mut Diagnostics
             }
         }
     }
+    out.templates = templates.texts;
     out
 }
 
@@ -442,7 +446,7 @@ fn load_manifest(
     ptr: &str,
     paths: &ProjectPaths,
     rel: &str,
-    templates: &mut BTreeSet<PathBuf>,
+    templates: &mut Templates,
     diags: &mut Diagnostics,
 ) -> Option<Manifest> {
     let what = format!("manifest file `{}`", shown(rel));
@@ -472,7 +476,7 @@ fn check_manifest(
     place: &Place,
     paths: &ProjectPaths,
     m: &Manifest,
-    templates: &mut BTreeSet<PathBuf>,
+    templates: &mut Templates,
     diags: &mut Diagnostics,
 ) {
     for (field, value) in [("prompt", &m.prompt), ("system_prompt", &m.system_prompt)] {
@@ -496,6 +500,14 @@ fn check_manifest(
     }
 }
 
+/// The prompt templates read so far: by real path (each file is read and
+/// checked once), and by the name each agent wrote.
+#[derive(Default)]
+pub(super) struct Templates {
+    seen: BTreeMap<PathBuf, String>,
+    pub texts: BTreeMap<String, String>,
+}
+
 /// A prompt template named at `pointer`: confined, read, and compiled the
 /// way the run will render it (each file once, however many agents use it).
 fn check_template(
@@ -504,7 +516,7 @@ fn check_template(
     field: &str,
     paths: &ProjectPaths,
     rel: &str,
-    templates: &mut BTreeSet<PathBuf>,
+    templates: &mut Templates,
     diags: &mut Diagnostics,
 ) {
     let what = format!("{field} template `{}`", shown(rel));
@@ -512,7 +524,9 @@ fn check_template(
         Ok(r) => r,
         Err(p) => return diags.push(path_problem(file, pointer, &what, &p)),
     };
-    if !templates.insert(resolved.path.clone()) {
+    if let Some(text) = templates.seen.get(&resolved.path) {
+        let text = text.clone();
+        templates.texts.insert(rel.to_owned(), text);
         return;
     }
     let display = resolved.shown();
@@ -525,6 +539,8 @@ fn check_template(
         Err(p) => return diags.push(path_problem(file, pointer, &what, &p)),
     };
     diags.add_source(display.clone(), text.as_str());
+    templates.seen.insert(resolved.path.clone(), text.clone());
+    templates.texts.insert(rel.to_owned(), text.clone());
     for p in crate::template::check(&display, &text) {
         let mut d = Diagnostic::error(p.code, &display, p.message).with_help(p.help);
         if let Some(span) = p.span {

@@ -42,6 +42,8 @@ pub struct Config {
     pub runtimes: Runtimes,
     pub project: Project,
     pub settings: Settings,
+    /// Every prompt template an agent names, as written → its checked text.
+    pub templates: BTreeMap<String, String>,
 }
 
 /// Which agent a workflow state's `agent` (an id, else a role) names.
@@ -242,6 +244,7 @@ pub struct Checked {
     pub agents_known: bool,
     pub runtimes: Option<Runtimes>,
     pub project: Option<Project>,
+    templates: BTreeMap<String, String>,
     /// No file is missing and no config file (settings included) has an error.
     clean: bool,
 }
@@ -267,6 +270,7 @@ impl Checked {
             runtimes: self.runtimes?,
             project: self.project?,
             settings: self.settings,
+            templates: self.templates,
         })
     }
 }
@@ -309,6 +313,7 @@ pub fn check(
         agents_known: files.agents.is_some(),
         runtimes: files.runtimes,
         project: files.project,
+        templates: agents.templates,
         clean: clean && files.shells.is_some() && files.brains.is_some() && files.agents.is_some(),
     }
 }

@@ -93,6 +93,17 @@ impl Catalog {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let display = format!("{shown}/{name}");
+            // A file that is a symlink out of the project is not read at
+            // all: its contents would show in a syntax error's snippet.
+            if let Some(modix_dir) = dir.parent()
+                && let Err(p @ crate::config::confine::PathProblem::Outside(_)) =
+                    crate::config::confine::resolve(modix_dir, &format!("fsm/{name}"))
+            {
+                let what = format!("FSM file `{display}`");
+                let d = Diagnostic::error(p.code(), &display, p.message(&what)).with_help(p.help());
+                self.push_unreadable(path, display, d);
+                continue;
+            }
             let text = match source::read_text(&path) {
                 Ok(t) => t,
                 Err(e) => {

@@ -361,13 +361,16 @@ impl super::RunInfo<'_> {
         }
     }
 
+    /// Renders a template as it was read and checked when the project
+    /// loaded (never re-read: a file swapped since is not what validated).
     fn render_template(&self, rel: &str, ctx: &ContextPackage) -> Result<String, RunError> {
-        let paths = &self.project.config.paths;
-        let shown = paths.shown(rel);
-        let text = std::fs::read_to_string(paths.file(rel)).map_err(|source| {
-            RunError::io(format!("cannot read prompt template {shown}"), source)
+        let config = &self.project.config;
+        let text = config.templates.get(rel).ok_or_else(|| {
+            RunError::Internal(format!(
+                "template `{rel}` was not read when the project loaded"
+            ))
         })?;
-        Ok(render_prompt(&shown, &text, ctx)?)
+        Ok(render_prompt(&config.paths.shown(rel), text, ctx)?)
     }
 }
 

@@ -180,7 +180,16 @@ fn a_very_long_state_name_gets_an_answer_not_a_hang() {
         ],
     );
     assert_lines_bounded(&fails(&sb, &["fsm", "check"]));
-    assert_lines_bounded(&fails(&sb, &["go", "an epic"]));
+    assert_lines_bounded(&fails(&sb, &["go", "--workflow", "long", "an epic"]));
+    // A run that does not use the file goes on, warning in one bounded line.
+    let out = sb.modix().args(["go", "an epic"]).output().unwrap();
+    let text = output_text(&out);
+    assert!(
+        text.contains("in a file this run does not use: "),
+        "{}",
+        &text[..text.len().min(2_000)]
+    );
+    assert_lines_bounded(&text);
 }
 
 #[test]
