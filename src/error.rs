@@ -51,6 +51,9 @@ pub enum Error {
     Store(#[from] StoreError),
     #[error(transparent)]
     Run(#[from] RunError),
+    /// `diff`, `apply` or `prune` could not do what was asked.
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::WorkspaceError),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -79,6 +82,7 @@ impl Error {
             Error::Usage { .. } | Error::Config { .. } => Exit::Usage,
             Error::Store(e) => store_exit(e),
             Error::Run(e) => e.exit_code(),
+            Error::Workspace(e) => workspace_exit(e),
             Error::Io { .. } => Exit::Internal,
         }
     }
@@ -90,6 +94,7 @@ impl Error {
             Error::Config { .. } => Some("run `modix validate` and fix what it reports".into()),
             Error::Store(e) => store_help(e).map(str::to_owned),
             Error::Run(e) => e.help(),
+            Error::Workspace(_) => None,
             Error::Io { .. } => Some("check the folder's permissions and free space".into()),
         }
     }
@@ -104,6 +109,7 @@ impl Error {
                 _ => "store",
             },
             Error::Run(e) => e.code(),
+            Error::Workspace(e) => e.code(),
             Error::Io { .. } => "io",
         }
     }
@@ -130,6 +136,21 @@ pub(crate) fn store_exit(e: &StoreError) -> Exit {
         | StoreError::TooNew { .. }
         | StoreError::NeedsMigration { .. } => Exit::Usage,
         _ => Exit::Internal,
+    }
+}
+
+/// git or the file system failing is modix's failure; a merge that would
+/// conflict or a tree in the way is a refusal (nothing was changed); the
+/// rest asks the user to change something first.
+pub(crate) fn workspace_exit(e: &crate::workspace::WorkspaceError) -> Exit {
+    use crate::workspace::WorkspaceError as W;
+    match e {
+        _ if e.is_internal() => Exit::Internal,
+        W::Conflict { .. }
+        | W::DirtyTarget { .. }
+        | W::UntrackedInTheWay { .. }
+        | W::OriginalChanged { .. } => Exit::Failed,
+        _ => Exit::Usage,
     }
 }
 

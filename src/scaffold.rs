@@ -469,6 +469,10 @@ fn patch_project(bytes: &[u8], root: &Path, b: &Binding) -> Option<Vec<u8>> {
     if let Some(test) = &b.test_command {
         v["commands"]["test"] = json!(test.argv);
     }
+    // Runs work on a branch of their own where git can give them one.
+    let git = crate::workspace::Git::new();
+    let in_git = matches!(crate::workspace::discover(&git, root), Ok(Some(_)));
+    v["workspace"] = json!(if in_git { "worktree" } else { "copy" });
     Some(pretty(&v))
 }
 

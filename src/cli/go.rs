@@ -10,10 +10,11 @@ use super::output::{self, Tone};
 use super::{Ctx, Output, runs};
 use crate::error::{Error, Exit};
 use crate::orchestrator::{
-    self, Engine, EventSink, RunEvent, RunOptions, RunReport, SCHEMA_VERSION,
+    self, ChangeSummary, Engine, EventSink, RunEvent, RunOptions, RunReport, SCHEMA_VERSION,
 };
 use crate::project::Purpose;
 use crate::store::{RunStatus, Store, StoreError, TransitionRecord};
+use crate::workspace::Mode;
 
 #[derive(Debug, clap::Args)]
 pub struct GoArgs {
@@ -25,6 +26,17 @@ pub struct GoArgs {
     /// One JSON object per event on stdout, ending with the summary.
     #[arg(long)]
     pub json: bool,
+    /// Start the run's branch from this branch, tag or commit instead of HEAD
+    /// (worktree runs).
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
+    /// Start from your uncommitted changes too (worktree runs; by default
+    /// the run starts from HEAD without them, and says so).
+    #[arg(long)]
+    pub include_dirty: bool,
+    /// Start an in-place run even though the tree has uncommitted changes.
+    #[arg(long)]
+    pub allow_dirty: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -37,6 +49,10 @@ pub struct ResumeArgs {
     /// One JSON object per event on stdout, ending with the summary.
     #[arg(long)]
     pub json: bool,
+    /// Put the run's branch back at its last recorded step if it moved, and
+    /// record what was there as discarded.
+    #[arg(long)]
+    pub reset: bool,
 }
 
 pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
@@ -60,7 +76,12 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
         );
         return Ok(Exit::Interrupted);
     }
-    let opts = options(ctx, args.json);
+    let opts = RunOptions {
+        base: args.base.clone(),
+        include_dirty: args.include_dirty,
+        allow_dirty: args.allow_dirty,
+        ..options(ctx, args.json)
+    };
     let mut sink = Progress::new(ctx.out, args.json, opts.stream);
     let report = orchestrator::start(&engine, &project, workflow, &args.epic, &opts, &mut sink);
     finish(report, &mut sink)
@@ -72,7 +93,10 @@ pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
     // files need not stop it.
     let project = ctx.project_for("nothing was run", Purpose::Run { workflow: None })?;
     let run_id = resumable(&project, args.run.as_deref())?;
-    let opts = options(ctx, args.json);
+    let opts = RunOptions {
+        reset: args.reset,
+        ..options(ctx, args.json)
+    };
     let mut sink = Progress::new(ctx.out, args.json, opts.stream);
     let report = orchestrator::resume(&engine, &project, &run_id, &opts, &mut sink);
     finish(report, &mut sink)
@@ -113,6 +137,7 @@ fn resumable(project: &crate::project::Project, reference: Option<&str>) -> Resu
 fn options(ctx: &Ctx, json: bool) -> RunOptions {
     RunOptions {
         stream: ctx.cli.verbose > 0 && !json,
+        ..RunOptions::default()
     }
 }
 
@@ -274,6 +299,9 @@ impl Progress {
             crate::text::duration(r.duration_ms),
             r.run_id
         ));
+        if let Some(c) = &r.changes {
+            out.line(changes_line(c));
+        }
     }
 }
 
@@ -302,10 +330,56 @@ impl EventSink for Progress {
                 bound,
                 ..
             } => self.agent_started(state, agent, *attempt, *bound),
+            RunEvent::Workspace {
+                mode,
+                workdir,
+                branch,
+                notes,
+                ..
+            } => {
+                let place = match (mode, branch) {
+                    (Mode::Worktree, Some(b)) => format!("on branch {b} in {}", workdir.display()),
+                    (Mode::Copy, _) => format!("in a copy at {}", workdir.display()),
+                    _ => format!("in place in {} (no isolation)", workdir.display()),
+                };
+                self.say(format!("  Working {place}"));
+                for note in notes {
+                    self.say(format!("  Note: {note}"));
+                }
+            }
+            RunEvent::Notice { message, .. } => self.say(format!("  Note: {message}")),
             RunEvent::Transition(t) => self.transition(t),
             RunEvent::Notification { .. } => {}
             RunEvent::RunFinished(r) => self.summary(r),
         }
+    }
+}
+
+/// Where the run's work is and how to get it: `Changes: 2 files (+3 −1)
+/// on branch modix/1a2b3c4d · modix diff 1a2b3c4d · modix apply 1a2b3c4d`.
+fn changes_line(c: &ChangeSummary) -> String {
+    let id = &c.short_id;
+    if c.files == 0 {
+        return format!(
+            "Changes: none (the run changed no files) · workspace {}",
+            c.workdir.display()
+        );
+    }
+    let what = format!(
+        "{} (+{} −{})",
+        crate::text::plural(c.files, "file"),
+        c.added,
+        c.removed
+    );
+    match (c.mode, &c.branch) {
+        (Mode::Worktree, Some(b)) => {
+            format!("Changes: {what} on branch {b} · modix diff {id} · modix apply {id}")
+        }
+        (Mode::Copy, _) => format!(
+            "Changes: {what} in {} · modix diff {id} · modix apply {id}",
+            c.workdir.display()
+        ),
+        _ => format!("Changes: {what} in your project (in place) · modix diff {id}"),
     }
 }
 

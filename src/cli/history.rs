@@ -408,6 +408,15 @@ fn show_invocation(
             inv.validation_errors.join("\n  - ")
         ));
     }
+    if let Some(class) = &inv.class {
+        out.line(format!(
+            "failure: {class}: {}",
+            inv.reason.as_deref().unwrap_or("")
+        ));
+    }
+    if let Some(changes) = &inv.changes {
+        show_changes(changes, out);
+    }
     let lifecycle: Vec<String> = inv
         .lifecycle
         .iter()
@@ -434,6 +443,66 @@ fn show_invocation(
         ));
     }
     Ok(())
+}
+
+/// What the step did to the workspace as recorded, beside what the agent
+/// claimed; or what an interrupted step left and was discarded.
+fn show_changes(changes: &serde_json::Value, out: &Output) {
+    if let Some(d) = changes.get("discarded") {
+        let paths: Vec<&str> = d["paths"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|p| p.as_str()).collect())
+            .unwrap_or_default();
+        out.line(format!(
+            "discarded on resume (kept under {}): {}",
+            d["reference"].as_str().unwrap_or("?"),
+            paths.join(", ")
+        ));
+        return;
+    }
+    let Ok(work) = serde_json::from_value::<crate::orchestrator::StepWork>(changes.clone()) else {
+        return;
+    };
+    let files: Vec<String> = work
+        .files
+        .iter()
+        .map(|c| match (c.added, c.removed) {
+            (Some(a), Some(r)) => format!("{} (+{a} −{r})", c.path),
+            _ => format!("{} (binary)", c.path),
+        })
+        .collect();
+    let recorded = if files.is_empty() {
+        "none".to_owned()
+    } else {
+        files.join(", ")
+    };
+    out.line(format!(
+        "files changed (recorded at commit {}): {recorded}",
+        &work.commit[..work.commit.len().min(12)]
+    ));
+    if let Some(claimed) = &work.claimed {
+        let mark = if work.claim_mismatch {
+            "  ← does not match the record"
+        } else {
+            ""
+        };
+        out.line(format!(
+            "files claimed by the agent: {}{mark}",
+            claimed.join(", ")
+        ));
+    }
+    if let Some(r) = &work.rejected {
+        out.line(format!("rejected: {} (kept under {})", r.why, r.reference));
+    }
+    if let Some(why) = &work.no_progress {
+        out.line(format!("no progress: {why}"));
+    }
+    if let Some(v) = &work.verified {
+        out.line(format!("verified on tree {} (commit {})", v.tree, v.commit));
+    }
+    for note in &work.notes {
+        out.line(format!("note: {note}"));
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ mod meta;
 mod output;
 mod runs;
 mod validate;
+mod work;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -136,6 +137,25 @@ pub enum Command {
         ("modix history | awk -F'\\t' '{print $1}'", "piped: tab-separated, full ids"),
     ]))]
     History(history::HistoryArgs),
+    /// Show what a run changed, through git's own diff.
+    #[command(after_help = examples(&[
+        ("modix diff last", "the newest run's changes against where it started"),
+        ("modix diff 9qahxcaw --stat", "which files, how much (by the short id of modix/9qahxcaw)"),
+        ("modix diff last --step 3", "what step 3 alone changed"),
+    ]))]
+    Diff(work::DiffArgs),
+    /// Bring a run's result into your current branch (or, for a copy, your folder).
+    #[command(after_help = examples(&[
+        ("modix apply last", "one commit with the run's changes on your branch"),
+        ("modix apply 9qahxcaw --merge", "a merge commit keeping the run's steps"),
+    ]))]
+    Apply(work::ApplyArgs),
+    /// Remove the workspaces of finished runs.
+    #[command(after_help = examples(&[
+        ("modix prune", "every finished run's worktree or copy"),
+        ("modix prune --older-than 1w --branches", "week-old ones, branches too"),
+    ]))]
+    Prune(work::PruneArgs),
     /// Print a shell completion script to stdout.
     #[command(after_help = examples(&[
         ("modix completions bash > ~/.local/share/bash-completion/completions/modix", "bash"),
@@ -162,6 +182,9 @@ impl Command {
             Command::Go(a) => a.json,
             Command::Resume(a) => a.json,
             Command::History(a) => a.json,
+            Command::Diff(_) => false,
+            Command::Apply(a) => a.json,
+            Command::Prune(a) => a.json,
         }
     }
 }
@@ -208,6 +231,9 @@ pub fn main() -> ExitCode {
         Command::Go(args) => go::run(&ctx, args),
         Command::Resume(args) => go::resume(&ctx, args),
         Command::History(args) => history::run(&ctx, args),
+        Command::Diff(args) => work::diff(&ctx, args),
+        Command::Apply(args) => work::apply(&ctx, args),
+        Command::Prune(args) => work::prune(&ctx, args),
         Command::Completions(args) => meta::completions(args, clap_command(&ctx.settings)),
         Command::Man => meta::man(clap_command(&ctx.settings)),
     };

@@ -12,6 +12,7 @@ mod check;
 pub mod confine;
 pub mod discover;
 mod entries;
+pub mod globs;
 pub mod presets;
 mod screen;
 pub mod settings;
@@ -132,7 +133,10 @@ pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
         .map(|(src, v)| entries(src, v, "brains", diags));
     let agents = read_agents(paths, diags);
     let runtimes = parsed(paths, "runtimes.json", "runtimes", diags);
-    let project = parsed(paths, "projects.json", "projects", diags);
+    let project = read_json(paths, "projects.json", "projects", diags).and_then(|(f, v)| {
+        globs::check_project(&f, &v, diags);
+        entries::typed_file(&f, v, "projects", diags)
+    });
     // Run state, not config: written by the engine and usually git-ignored,
     // so a fresh clone may not have it. Checked when present.
     if std::fs::symlink_metadata(paths.file("state.json")).is_ok()

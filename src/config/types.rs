@@ -325,8 +325,12 @@ pub enum ContextMode {
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Permissions {
+    /// May change files (an agent that may not and does is rejected).
     #[serde(default)]
     pub write_files: bool,
+    /// May change protected paths (an agent that writes tests).
+    #[serde(default)]
+    pub protected: bool,
 }
 
 /// How an agent is run, resolved: the shell and brain themselves, not
@@ -463,11 +467,16 @@ pub struct ByComplexity {
 #[serde(deny_unknown_fields, default)]
 pub struct Loops {
     pub default_max: u32,
+    /// A test failure repeated this many times in a row is no progress.
+    pub no_progress_after: u32,
 }
 
 impl Default for Loops {
     fn default() -> Self {
-        Loops { default_max: 3 }
+        Loops {
+            default_max: 3,
+            no_progress_after: 2,
+        }
     }
 }
 
@@ -515,8 +524,21 @@ pub struct Project {
     pub description: Option<String>,
     #[serde(default = "default_workflow")]
     pub workflow: String,
+    /// `None`: a worktree inside a git repository, a copy elsewhere
+    /// (`docs/workspaces.md`).
     #[serde(default)]
-    pub workspace: Workspace,
+    pub workspace: Option<crate::workspace::Mode>,
+    /// Where run workspaces go (default `~/.modix/worktrees`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktrees: Option<String>,
+    #[serde(default)]
+    pub scope: Scope,
+    /// `None`: [`DEFAULT_PROTECTED`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protected: Option<Vec<String>>,
+    /// Never recorded as a change, besides the built-in list.
+    #[serde(default)]
+    pub ignore: Vec<String>,
     #[serde(default)]
     pub commands: Commands,
     #[serde(default)]
@@ -529,15 +551,36 @@ pub fn default_workflow() -> String {
     "plan_execute_test".to_owned()
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Workspace {
-    /// Agents work in the project itself.
-    #[default]
-    InPlace,
-    /// Each run works on its own copy under `.modix/runs/<id>/workspace`.
-    Copy,
+/// What an executor may change besides its task's files.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scope {
+    #[serde(default)]
+    pub always: Vec<String>,
 }
+
+/// Paths no agent may change unless its manifest allows it, when
+/// `projects.json` names none: the tests (the oracle of a fix), modix's own
+/// config and CI config, across the common stacks.
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    "tests/**",
+    "test/**",
+    "**/tests/**",
+    "**/__tests__/**",
+    "**/test_*.py",
+    "**/*_test.py",
+    "**/*_test.go",
+    "**/*.test.*",
+    "**/*.spec.*",
+    "**/*Test.java",
+    "**/*Tests.cs",
+    "spec/**",
+    ".modix/**",
+    ".github/workflows/**",
+    ".gitlab-ci.yml",
+    ".circleci/**",
+    ".ci/**",
+];
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -47,6 +47,9 @@ pub(super) struct Failure {
     pub reason: String,
     /// For invalid output: every way it broke its schema.
     pub errors: Vec<String>,
+    /// What the agent's next attempt is told, when not the schema errors
+    /// (e.g. why the orchestrator took its changes off).
+    pub feedback: Option<String>,
 }
 
 impl Failure {
@@ -55,6 +58,7 @@ impl Failure {
             class,
             reason: reason.into(),
             errors: Vec::new(),
+            feedback: None,
         }
     }
 
@@ -63,6 +67,7 @@ impl Failure {
             class: FailureClass::InvalidOutput,
             reason: errors.first().cloned().unwrap_or_default(),
             errors,
+            feedback: None,
         }
     }
 }

@@ -3,9 +3,12 @@
 //! and the logs all consume, so they cannot drift apart. Sinks only listen:
 //! the run's record is the store, not them.
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 
 use crate::store::{RunStatus, TransitionRecord};
+use crate::workspace::Mode;
 
 /// Version of the `--json` event vocabulary; bumped when a field changes meaning.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -20,6 +23,19 @@ pub enum RunEvent {
         workflow: String,
         resumed: bool,
     },
+    /// The run's workspace is ready: where the agents work, on which branch,
+    /// from which commit, and what the user should know about it.
+    Workspace {
+        run_id: String,
+        mode: Mode,
+        workdir: PathBuf,
+        branch: Option<String>,
+        base: String,
+        notes: Vec<String>,
+    },
+    /// Something the user should know that is not a step (e.g. an agent
+    /// moved the workspace's HEAD, and modix put it back).
+    Notice { run_id: String, message: String },
     /// An agent is about to be invoked.
     AgentStarted {
         run_id: String,
@@ -53,6 +69,23 @@ pub struct RunReport {
     pub transitions: u32,
     pub duration_ms: u64,
     pub reason: Option<String>,
+    /// What the run changed so far, and where it is.
+    pub changes: Option<ChangeSummary>,
+}
+
+/// The run's changes against its base, for the last word of `go`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChangeSummary {
+    pub mode: Mode,
+    /// The branch holding the run's commits (in the user's repository for
+    /// worktree runs, in the copy's own for copy runs).
+    pub branch: Option<String>,
+    /// What `modix diff` / `modix apply` accept for this run.
+    pub short_id: String,
+    pub workdir: PathBuf,
+    pub files: usize,
+    pub added: u64,
+    pub removed: u64,
 }
 
 /// Where a run's events go.

@@ -83,6 +83,10 @@ impl InFlight {
             stderr_bytes: 0,
             parsed_output: None,
             validation_errors: Vec::new(),
+            class: None,
+            reason: None,
+            usage: None,
+            changes: None,
         }
     }
 }

@@ -14,9 +14,10 @@ use super::classify::Rules;
 use super::context::{ContextPackage, default_prompt, render_prompt};
 use super::events::RunEvent;
 use super::inflight::InFlight;
+use super::work::{NO_PROGRESS, StepFacts, StepWork};
 use super::{Driver, RunError, outcome, retry};
 use crate::config::{Agent, Binding, ContextMode};
-use crate::fsm::{AgentState, FailureClass, StateId};
+use crate::fsm::{AgentState, Ending, FailureClass, StateId, StateKind};
 use crate::shell::{EchoFn, ProcessOutcome, process_start_ticks};
 use crate::store::{InvocationStatus, NewInvocation, NewMessage, ProcessIds};
 
@@ -160,7 +161,25 @@ impl Driver<'_> {
             Err(e) => Ran::failed_to_start(e.class(), e.to_string()),
             Ok(p) => self.run(p, &call, &flight).await,
         };
-        let verdict = ran.verdict;
+        let seq = flight.seq;
+        let mut verdict = ran.verdict;
+        // What the agent answered, kept even when its work is rejected.
+        let answer = verdict.output().cloned();
+        // What the step changed, judged before its event is: a change the
+        // agent may not make is a rejection, whatever it answered.
+        let mut work = match verdict {
+            Verdict::Cancelled => None,
+            _ => {
+                let facts = StepFacts {
+                    seq: u64::from(seq),
+                    state: call.state,
+                    attempt,
+                    agent,
+                    task_spec: inputs.task_spec.as_ref(),
+                };
+                Some(self.work.settle(&facts, &mut verdict)?)
+            }
+        };
         let mut record = self
             .info
             .invocation_record(flight, context, &verdict, ran.out.as_ref());
@@ -172,17 +191,14 @@ impl Driver<'_> {
             record.status = InvocationStatus::Abandoned;
             return Ok(Ended::Interrupted(Box::new(record)));
         };
-        // Workflows are checked when the project loads to have a rule for
-        // every outcome, so this only fails on a bug.
-        let event = spec
-            .derive_event(outcome, verdict.output())
-            .ok_or_else(|| {
-                RunError::Internal(format!(
-                    "state {}: no emit rule matches outcome `{outcome}`",
-                    call.state
-                ))
-            })?
-            .to_owned();
+        let judge = Judge {
+            work: &mut self.work,
+            machine: &self.info.workflow.machine,
+            at: self.cursor.position(),
+            seq: u64::from(seq),
+        };
+        let (event, stalled) = judge.decide(spec, call.state, &mut verdict, work.as_mut())?;
+        let outcome = verdict.outcome().unwrap_or(outcome);
         let (steps, completed) = lifecycle.finish_steps(outcome, verdict.output());
         record.lifecycle = std::iter::once(start).chain(steps).collect();
         record.status = if completed {
@@ -192,12 +208,32 @@ impl Driver<'_> {
         };
         record.outcome = Some(outcome);
         record.duration_ms = Some(started.elapsed().as_millis() as u64);
-        let (messages, reason) = outcome::describe(call.state, call.output, &verdict);
+        record.class = verdict.failure().map(|f| f.class);
+        record.reason = verdict.failure().map(|f| f.reason.clone());
+        record.parsed_output = answer;
+        let (mut messages, mut reason) = outcome::describe(call.state, call.output, &verdict);
+        if let Some(why) = &stalled {
+            reason = format!("no progress: {why}");
+            messages.push(outcome::feedback_message(
+                call.state,
+                format!("Your last attempt made no progress: {why}."),
+            ));
+        }
+        if let Some(w) = &work {
+            reason = work_reason(reason, w);
+            for note in &w.notes {
+                self.sink.event(&RunEvent::Notice {
+                    run_id: call.run_id.to_owned(),
+                    message: note.clone(),
+                });
+            }
+        }
+        record.changes = work.map(|w| serde_json::to_value(w).unwrap_or(Value::Null));
         Ok(Ended::Turn(Box::new(Turn {
             event,
             invocation: Some(record),
             messages,
-            reason,
+            reason: crate::text::truncate(&reason, 400).into_owned(),
             agent: Some(agent.id.clone()),
         })))
     }
@@ -348,6 +384,10 @@ impl super::RunInfo<'_> {
                 .failure()
                 .map(|f| f.errors.clone())
                 .unwrap_or_default(),
+            class: None,
+            reason: None,
+            usage: None,
+            changes: None,
         }
     }
 
@@ -386,6 +426,93 @@ pub(super) fn overwrite(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .open(path)?;
     file.write_all(bytes)?;
     file.set_len(bytes.len() as u64)
+}
+
+/// What decides a step's event once its work is recorded.
+struct Judge<'a> {
+    work: &'a mut super::work::Work,
+    machine: &'a crate::fsm::Machine,
+    at: &'a crate::fsm::Position,
+    seq: u64,
+}
+
+impl Judge<'_> {
+    /// The step's event: from the emit rules, after the evidence rules. A
+    /// result that would end the run in success is bound to the tree it was
+    /// about (and refused if the tree moved under it); a step that made no
+    /// progress raises `no_progress` where the state has a rule for it.
+    /// Returns the event and, for no progress, why.
+    fn decide(
+        self,
+        spec: &AgentState,
+        state: &str,
+        verdict: &mut Verdict,
+        work: Option<&mut StepWork>,
+    ) -> Result<(String, Option<String>), RunError> {
+        let derive = |v: &Verdict| {
+            v.outcome()
+                .and_then(|o| spec.derive_event(o, v.output()))
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    // Workflows are checked when the project loads to have a
+                    // rule for every outcome, so this only fails on a bug.
+                    RunError::Internal(format!("state {state}: no emit rule matches the outcome"))
+                })
+        };
+        let mut event = derive(verdict)?;
+        let Some(work) = work else {
+            return Ok((event, None));
+        };
+        if self.ends_in_success(&event) {
+            self.work.bind_ending(self.seq, work, verdict)?;
+            event = derive(verdict)?;
+        }
+        match self.work.progress(verdict, work) {
+            Some(why) if self.machine.fire(self.at, NO_PROGRESS).is_ok() => {
+                Ok((NO_PROGRESS.to_owned(), Some(why)))
+            }
+            _ => Ok((event, None)),
+        }
+    }
+
+    /// Whether `event` would take the run to a success terminal from here.
+    fn ends_in_success(&self, event: &str) -> bool {
+        self.machine.fire(self.at, event).is_ok_and(|f| {
+            matches!(
+                self.machine.state(f.to).kind,
+                StateKind::Terminal {
+                    outcome: Ending::Success
+                }
+            )
+        })
+    }
+}
+
+/// The reason with what the record shows the step did to the files.
+fn work_reason(reason: String, w: &StepWork) -> String {
+    let mut parts = vec![reason];
+    if w.write || !w.empty || w.rejected.is_some() {
+        let mut said = w.summary();
+        if let (Some(claimed), true) = (&w.claimed, w.claim_mismatch) {
+            said.push_str(&format!("; it claimed {}", list_or_none(claimed)));
+        }
+        parts.push(said);
+    }
+    if let Some(v) = &w.verified {
+        parts.push(format!(
+            "verified on commit {}",
+            &v.commit[..v.commit.len().min(10)]
+        ));
+    }
+    parts.join(" · ")
+}
+
+fn list_or_none(paths: &[String]) -> String {
+    if paths.is_empty() {
+        "none".to_owned()
+    } else {
+        paths.join(", ")
+    }
 }
 
 /// The turn of an input state: it raises its event with the epic.

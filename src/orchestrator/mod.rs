@@ -26,14 +26,15 @@ mod inflight;
 mod invoke;
 mod outcome;
 mod retry;
-mod workspace;
+mod work;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 pub use context::TemplateError;
-pub use events::{EventSink, RunEvent, RunReport, SCHEMA_VERSION, Silent};
+pub use events::{ChangeSummary, EventSink, RunEvent, RunReport, SCHEMA_VERSION, Silent};
+pub use work::{StepWork, line_counts};
 
 use crate::config::ProjectPaths;
 use crate::error::Exit;
@@ -68,6 +69,9 @@ pub enum RunError {
     },
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+    /// The run's workspace could not be made, found again or updated.
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::WorkspaceError),
     /// A broken promise inside modix (a bug).
     #[error("internal error: {0}")]
     Internal(String),
@@ -89,6 +93,7 @@ impl RunError {
             }
             RunError::Replay(_) | RunError::Io { .. } | RunError::Runtime(_) => Exit::Internal,
             RunError::Internal(_) => Exit::Internal,
+            RunError::Workspace(e) => crate::error::workspace_exit(e),
         }
     }
 
@@ -103,6 +108,8 @@ impl RunError {
                 "fix the cause, then `modix resume <run>` continues from the last recorded state"
             }
             RunError::Internal(_) => "this is a bug in modix; `modix resume <run>` may continue",
+            // Its message says what to do.
+            RunError::Workspace(_) => return None,
         };
         Some(help.to_owned())
     }
@@ -116,6 +123,7 @@ impl RunError {
             RunError::Replay(_) => "replay",
             RunError::Io { .. } | RunError::Runtime(_) => "io",
             RunError::Internal(_) => "internal",
+            RunError::Workspace(e) => e.code(),
         }
     }
 }
@@ -176,6 +184,14 @@ impl Engine {
 pub struct RunOptions {
     /// Stream agents' output to stderr as it comes.
     pub stream: bool,
+    /// Worktree runs: start from this revision instead of HEAD.
+    pub base: Option<String>,
+    /// Worktree runs: start from the uncommitted changes too.
+    pub include_dirty: bool,
+    /// In-place runs: start even on uncommitted changes.
+    pub allow_dirty: bool,
+    /// Resume: put a moved run branch back at the last recorded step.
+    pub reset: bool,
 }
 
 /// Starts a new run of `epic` on `workflow` and drives it to a terminal
@@ -190,16 +206,45 @@ pub fn start(
 ) -> Result<RunReport, RunError> {
     let machine = &workflow.machine;
     let mut store = open_store(project)?;
-    let run = store.create_run(&NewRun {
+    // The workspace first: a run that cannot have one is never recorded.
+    let id = Store::new_run_id();
+    let (ws, notes) = work::create(project, &id, opts)?;
+    let record = ws.record().clone();
+    let created = store.create_run(&NewRun {
         epic: epic.to_owned(),
         workflow_id: machine.id().to_owned(),
         workflow_version: machine.version().to_string(),
         workflow_hash: machine.content_hash().to_owned(),
         initial_state: machine.state(machine.initial()).name.clone(),
-        workdir: String::new(),
-    })?;
+        workdir: ws.workdir().display().to_string(),
+        id: Some(id),
+        workspace: serde_json::to_value(&record).ok(),
+    });
+    let run = match created {
+        Ok(run) => run,
+        Err(e) => {
+            // Nothing refers to the workspace: take it away again.
+            drop(ws);
+            let _ = crate::workspace::prune(&crate::workspace::Git::new(), &record, true);
+            return Err(e.into());
+        }
+    };
     store.claim_run(&run.id, std::process::id())?;
-    drive(engine, project, workflow, store, run, opts, sink, false)
+    let work = work::Work::new(ws, project)?;
+    drive(
+        engine,
+        project,
+        workflow,
+        store,
+        run,
+        opts,
+        sink,
+        Opened {
+            work,
+            notes,
+            resumed: false,
+        },
+    )
 }
 
 /// Continues an interrupted run from its last recorded state.
@@ -254,10 +299,79 @@ pub fn resume(
         ));
     }
     store.claim_run(&run.id, std::process::id())?;
-    recover_in_flight(&mut store, project, &run.id)?;
-    abandon_open_invocations(&mut store, project, &run.id)?;
+    let opened = recover(&mut store, project, &run, opts);
+    let opened = match opened {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = store.release_run(&run.id, std::process::id());
+            return Err(e);
+        }
+    };
     store.set_status(&run.id, RunStatus::Running, Some("resumed"))?;
-    drive(engine, project, workflow, store, run, opts, sink, true)
+    drive(engine, project, workflow, store, run, opts, sink, opened)
+}
+
+/// What a resume finds: the crashed agent stopped and recorded, and the
+/// workspace opened again with what the abandoned step left discarded.
+fn recover(
+    store: &mut Store,
+    project: &Project,
+    run: &Run,
+    opts: &RunOptions,
+) -> Result<Opened, RunError> {
+    recover_in_flight(store, project, &run.id)?;
+    abandon_open_invocations(store, project, &run.id)?;
+    let Some(record) = &run.workspace else {
+        // A run from before workspaces were tracked: it goes on in a new one.
+        let (ws, mut notes) = work::create(project, &run.id, opts)?;
+        notes.push(
+            "this run started before modix recorded workspaces; it continues in a new one".into(),
+        );
+        store.set_workspace(
+            &run.id,
+            &ws.workdir().display().to_string(),
+            &serde_json::to_value(ws.record()).unwrap_or_default(),
+        )?;
+        let work = work::Work::new(ws, project)?;
+        return Ok(Opened {
+            work,
+            notes,
+            resumed: true,
+        });
+    };
+    // The run stopped while an agent worked: whatever moved the branch
+    // since the last step is that agent's, and is discarded (kept under a ref).
+    let abandoned = store.last_invocation_if_abandoned(&run.id)?;
+    let (ws, mut notes, discarded) = work::reopen(record, opts.reset || abandoned.is_some())?;
+    if let Some(d) = &discarded {
+        notes.push(format!(
+            "what the interrupted step left uncommitted ({}) was recorded under {} and removed",
+            crate::text::plural(d.paths.len(), "file"),
+            d.reference
+        ));
+        if let Some(n) = abandoned {
+            let changes = serde_json::json!({ "discarded": d });
+            store.set_invocation_changes(&run.id, n, &changes)?;
+        }
+    }
+    let json = serde_json::to_value(ws.record()).unwrap_or_default();
+    store.set_workspace(&run.id, &ws.workdir().display().to_string(), &json)?;
+    let mut work = work::Work::new(ws, project)?;
+    let past = store.invocation_changes(&run.id)?;
+    work.replay(past.iter());
+    Ok(Opened {
+        work,
+        notes,
+        resumed: true,
+    })
+}
+
+/// A run's workspace, ready for its next step.
+struct Opened {
+    work: work::Work,
+    /// What the user should know about it.
+    notes: Vec<String>,
+    resumed: bool,
 }
 
 /// Closes the invocations a dead process left running, each recorded as
@@ -348,6 +462,10 @@ struct Driver<'p> {
     store: Store,
     /// The one source of where the run stands.
     cursor: Cursor,
+    /// The run's workspace and the rules its steps are judged by.
+    work: work::Work,
+    /// The last commit the store's workspace record names.
+    stored_commit: String,
     cancel: tokio::sync::watch::Receiver<bool>,
     sink: &'p mut dyn EventSink,
     started: Instant,
@@ -359,18 +477,33 @@ fn drive(
     project: &Project,
     workflow: Workflow,
     mut store: Store,
-    mut run: Run,
+    run: Run,
     opts: &RunOptions,
     sink: &mut dyn EventSink,
-    resumed: bool,
+    opened: Opened,
 ) -> Result<RunReport, RunError> {
     sink.event(&RunEvent::RunStarted {
         run_id: run.id.clone(),
         workflow: workflow.machine.id().to_owned(),
-        resumed,
+        resumed: opened.resumed,
     });
-    let prepared = prepare_run(project, &workflow, &mut store, &mut run);
-    let (workdir, files, cursor) = match prepared {
+    let ws = opened.work.workspace();
+    sink.event(&RunEvent::Workspace {
+        run_id: run.id.clone(),
+        mode: ws.mode(),
+        workdir: ws.workdir().to_path_buf(),
+        branch: ws
+            .record()
+            .run_ref
+            .strip_prefix("refs/heads/")
+            .map(str::to_owned),
+        base: ws.base_commit().to_owned(),
+        notes: opened.notes,
+    });
+    let workdir = ws.workdir().to_path_buf();
+    let stored_commit = ws.last_commit().to_owned();
+    let prepared = prepare_run(&workflow, &store, &run, &project.config.paths);
+    let (files, cursor) = match prepared {
         Ok(p) => p,
         Err(e) => return Err(give_up(&mut store, &run.id, e)),
     };
@@ -387,6 +520,8 @@ fn drive(
         },
         store,
         cursor,
+        work: opened.work,
+        stored_commit,
         cancel: engine.cancel.clone(),
         sink,
         started: Instant::now(),
@@ -409,24 +544,16 @@ fn give_up(store: &mut Store, run_id: &str, e: RunError) -> RunError {
     e
 }
 
-/// The run's working directory, its files, and where its record says it is.
+/// The run's files, and where its record says it is.
 fn prepare_run(
-    project: &Project,
     workflow: &Workflow,
-    store: &mut Store,
-    run: &mut Run,
-) -> Result<(PathBuf, RunFiles, Cursor), RunError> {
-    let paths = &project.config.paths;
-    let workdir = workspace::prepare(paths, project.config.project.workspace, &run.id)
-        .map_err(|e| RunError::io("cannot prepare the run's workspace", e))?;
-    let shown = workdir.display().to_string();
-    if run.workdir != shown {
-        store.set_workdir(&run.id, &shown)?;
-        run.workdir = shown;
-    }
+    store: &Store,
+    run: &Run,
+    paths: &ProjectPaths,
+) -> Result<(RunFiles, Cursor), RunError> {
     let files = RunFiles::create(paths, &run.id, workflow)?;
     let cursor = Cursor::replay(&workflow.machine, &store.transitions(&run.id)?)?;
-    Ok((workdir, files, cursor))
+    Ok((files, cursor))
 }
 
 impl Driver<'_> {
@@ -482,6 +609,10 @@ impl Driver<'_> {
         }
         let to = machine.state(fired.to);
         let status = status_in(&to.kind);
+        // The workspace record moves with each recorded change; it is kept
+        // in the step's transaction so the two never disagree.
+        let last = self.work.workspace().last_commit();
+        let workspace = (last != self.stored_commit).then(|| self.work.record_json());
         let record = self.store.record_step(
             &self.info.run.id,
             &Step {
@@ -498,8 +629,10 @@ impl Driver<'_> {
                     redirected: fired.redirected,
                 },
                 run_status: status,
+                workspace,
             },
         )?;
+        self.stored_commit = self.work.workspace().last_commit().to_owned();
         self.cursor.advance(&fired);
         self.write_state_file(status);
         self.sink.event(&RunEvent::Transition(record));
@@ -546,7 +679,31 @@ impl Driver<'_> {
             transitions: self.cursor.transitions(),
             duration_ms: self.started.elapsed().as_millis() as u64,
             reason,
+            changes: self.change_summary(),
         }
+    }
+
+    /// The run's changes against its base (`None` if git cannot say).
+    fn change_summary(&self) -> Option<ChangeSummary> {
+        let ws = self.work.workspace();
+        let rec = ws.record();
+        let changes = match crate::workspace::changes(ws.git(), rec) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("cannot summarise the run's changes: {e}");
+                return None;
+            }
+        };
+        let (added, removed) = line_counts(&changes);
+        Some(ChangeSummary {
+            mode: rec.mode,
+            branch: rec.run_ref.strip_prefix("refs/heads/").map(str::to_owned),
+            short_id: rec.short_id.clone(),
+            workdir: rec.workdir.clone(),
+            files: changes.len(),
+            added,
+            removed,
+        })
     }
 
     /// `state.json`: a pointer for humans and scripts; SQLite stays the truth.

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::agent::Verdict;
+use super::agent::{Failure, Verdict};
 use crate::fsm::FailureClass;
 use crate::store::NewMessage;
 use crate::text::{plural, truncate};
@@ -39,6 +39,15 @@ pub(super) fn describe(
             );
             reason
         }
+        Verdict::Failed(Failure {
+            feedback: Some(text),
+            reason,
+            errors,
+            ..
+        }) => {
+            feedback(text.clone(), json!(errors));
+            reason.clone()
+        }
         Verdict::Failed(f) if f.class == FailureClass::InvalidOutput => {
             feedback(
                 format!(
@@ -70,6 +79,15 @@ pub(super) fn describe(
         Verdict::Cancelled => "interrupted".to_owned(),
     };
     (messages, truncate(&reason, 300).into_owned())
+}
+
+/// Feedback for the agent's next attempt.
+pub(super) fn feedback_message(state: &str, text: String) -> NewMessage {
+    NewMessage {
+        kind: "feedback".into(),
+        state: state.to_owned(),
+        payload: json!({ "text": text, "details": Value::Null }),
+    }
 }
 
 fn output_reason(schema: &str, v: &Value) -> String {

@@ -194,6 +194,20 @@ ALTER TABLE messages_v2 RENAME TO messages;
 CREATE INDEX messages_by_run_kind ON messages(run_id, kind, id);
 "#;
 
+/// Version 3: what an invocation did to the workspace (the step's commit,
+/// tree and changed paths, or what was rejected or discarded) and why it
+/// failed (the class and the CLI's own reason), what it used (tokens, cost),
+/// and each run's workspace (how to find it again: mode, paths, refs).
+/// `class` is free text checked by the code, so new classes need no
+/// migration.
+const V3: &str = r#"
+ALTER TABLE runs ADD COLUMN workspace TEXT CHECK (workspace IS NULL OR json_valid(workspace));
+ALTER TABLE invocations ADD COLUMN changes TEXT CHECK (changes IS NULL OR json_valid(changes));
+ALTER TABLE invocations ADD COLUMN class TEXT;
+ALTER TABLE invocations ADD COLUMN reason TEXT;
+ALTER TABLE invocations ADD COLUMN usage TEXT CHECK (usage IS NULL OR json_valid(usage));
+"#;
+
 /// One step of the schema's history.
 enum Migration {
     Sql(&'static str),
@@ -211,6 +225,7 @@ const VERSIONS: &[&[Migration]] = &[
         Migration::Code(copy_v1_rows),
         Migration::Sql(V2_SWAP),
     ],
+    &[Migration::Sql(V3)],
 ];
 
 /// The schema version this binary writes.

@@ -73,6 +73,12 @@ pub struct InvocationRecord {
     pub validation_errors: Vec<String>,
     /// Its lifecycle transitions, by seq.
     pub lifecycle: Vec<LifecycleRecord>,
+    /// Why it failed, and the CLI's own reason.
+    pub class: Option<String>,
+    pub reason: Option<String>,
+    pub usage: Option<Value>,
+    /// What it did to the workspace (the record, not the agent's claim).
+    pub changes: Option<Value>,
 }
 
 /// A message produced by a step.
@@ -141,14 +147,21 @@ fn invocation_query(filter: &str) -> String {
         "SELECT i.run_id, i.n, i.state, i.agent, i.attempt, i.lifecycle_fsm, i.argv, \
          i.started_at, i.ended_at, i.status, i.outcome, i.error, i.pgid, i.exit_code, i.signal, \
          i.timed_out, i.duration_ms, i.stdout_bytes, i.stderr_bytes, i.validation_errors, \
-         i.lifecycle, {} FROM invocations i{from} WHERE {filter}",
+         i.lifecycle, i.class, i.reason, i.usage, i.changes, {} FROM invocations i{from} \
+         WHERE {filter}",
         cols.join(", ")
     )
 }
 
 fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
-    // The blob pairs start after the 21 plain columns.
-    let blob = |k: usize| 21 + 2 * k;
+    // The blob pairs start after the 25 plain columns.
+    let blob = |k: usize| 25 + 2 * k;
+    let opt_json = |i: usize| -> rusqlite::Result<Option<Value>> {
+        match row.get::<_, Option<String>>(i)? {
+            None => Ok(None),
+            Some(_) => json_col(row, i).map(Some),
+        }
+    };
     Ok(InvocationRecord {
         run_id: row.get(0)?,
         n: row.get(1)?,
@@ -177,6 +190,10 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
             Some(_) => json_col(row, 19)?,
         },
         lifecycle: json_col(row, 20)?,
+        class: row.get(21)?,
+        reason: row.get(22)?,
+        usage: opt_json(23)?,
+        changes: opt_json(24)?,
         prompt: blobs::read(row, blob(0))?,
         context: blobs::read_json(row, blob(1))?.unwrap_or(Value::Null),
         stdout: blobs::read(row, blob(2))?,
@@ -271,5 +288,37 @@ impl Store {
                     .optional()
             })
             .ctx(self, "reading the latest message")
+    }
+
+    /// What each invocation of the run did to the workspace, by n (those
+    /// with a record only).
+    pub fn invocation_changes(&self, run_id: &str) -> Result<Vec<Value>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT changes FROM invocations WHERE run_id = ?1 AND changes IS NOT NULL \
+                 ORDER BY n",
+            )
+            .ctx(self, "reading invocations' changes")?;
+        stmt.query_map([run_id], |row| json_col(row, 0))
+            .and_then(|rows| rows.collect())
+            .ctx(self, "reading invocations' changes")
+    }
+
+    /// The number of the run's last invocation when it was abandoned (the
+    /// run stopped while that agent worked), else `None`.
+    pub fn last_invocation_if_abandoned(&self, run_id: &str) -> Result<Option<u32>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT n, status FROM invocations WHERE run_id = ?1 ORDER BY n DESC LIMIT 1",
+                [run_id],
+                |row| Ok((row.get::<_, u32>(0)?, row.get::<_, InvocationStatus>(1)?)),
+            )
+            .optional()
+            .ctx(self, "reading the last invocation")
+            .map(|last| match last {
+                Some((n, InvocationStatus::Abandoned)) => Some(n),
+                _ => None,
+            })
     }
 }

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::query::{TRANSITION_COLUMNS, TransitionRecord, transition_from_row};
 use super::{Ctx, RunStatus, Store, StoreError, Writer, now, text_enum_sql, to_i64};
-use crate::fsm::Outcome;
+use crate::fsm::{FailureClass, Outcome};
 
 /// How an invocation ended, per its lifecycle.
 #[derive(
@@ -84,6 +84,15 @@ pub struct NewInvocation {
     pub stderr_bytes: u64,
     pub parsed_output: Option<Value>,
     pub validation_errors: Vec<String>,
+    /// Why it failed (none when it produced valid output) and the CLI's own
+    /// one-line reason.
+    pub class: Option<FailureClass>,
+    pub reason: Option<String>,
+    /// What it used (tokens, cost, turns, model, session), as its CLI said.
+    pub usage: Option<Value>,
+    /// What it did to the workspace: the step's commit and changed paths,
+    /// or what was rejected or discarded.
+    pub changes: Option<Value>,
 }
 
 /// The workflow transition of a step.
@@ -120,6 +129,9 @@ pub struct Step {
     pub messages: Vec<NewMessage>,
     /// The run's status after the step (terminal when `to` is final).
     pub run_status: RunStatus,
+    /// The run's workspace record as of this step (it moves with every
+    /// recorded change), kept with the step so the two never disagree.
+    pub workspace: Option<Value>,
 }
 
 impl Writer<'_> {
@@ -163,10 +175,11 @@ impl Writer<'_> {
         let stmt = "INSERT INTO invocations (run_id, n, state, agent, attempt, lifecycle_fsm, \
              lifecycle, argv, prompt, context, started_at, ended_at, status, outcome, error, \
              pgid, process_started, exit_code, signal, timed_out, duration_ms, stdout, stderr, \
-             stdout_bytes, stderr_bytes, parsed_output, validation_errors) \
+             stdout_bytes, stderr_bytes, parsed_output, validation_errors, class, reason, usage, \
+             changes) \
              VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM invocations WHERE run_id = ?1), \
              ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-             ?20, ?21, ?22, ?23, ?24, ?25, ?26)";
+             ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)";
         self.tx
             .prepare_cached(stmt)
             .and_then(|mut s| {
@@ -197,6 +210,18 @@ impl Writer<'_> {
                     to_i64(inv.stderr_bytes),
                     parsed.transpose().map_err(to_sql)?.flatten(),
                     validation_errors,
+                    inv.class.map(FailureClass::as_str),
+                    inv.reason.as_deref().map(|r| self.text(r)),
+                    inv.usage
+                        .as_ref()
+                        .map(|u| self.json(u))
+                        .transpose()
+                        .map_err(to_sql)?,
+                    inv.changes
+                        .as_ref()
+                        .map(|c| self.json(c))
+                        .transpose()
+                        .map_err(to_sql)?,
                 ])
             })
             .ctx(self.path, "recording an invocation")?;
@@ -239,6 +264,24 @@ impl Store {
         w.run_state(run_id)?;
         w.insert_invocation(run_id, inv, &now())?;
         w.commit("committing an abandoned invocation")
+    }
+
+    /// Records what invocation `n` did to the workspace, found out after it
+    /// was recorded (what an abandoned agent left, discarded on resume).
+    pub fn set_invocation_changes(
+        &mut self,
+        run_id: &str,
+        n: u32,
+        changes: &Value,
+    ) -> Result<(), StoreError> {
+        let w = self.write_tx()?;
+        let json = w.json(changes)?;
+        w.tx.execute(
+            "UPDATE invocations SET changes = ?3 WHERE run_id = ?1 AND n = ?2",
+            params![run_id, n, json],
+        )
+        .ctx(w.path, "recording an invocation's changes")?;
+        w.commit("committing an invocation's changes")
     }
 
     /// Whether the run already has a transition with this `seq` (so an
@@ -369,6 +412,12 @@ pub(super) fn write_step(
         .ctx(w.path, "recording a message")?;
     }
     move_run(w, run_id, &t.to, step.run_status, &at)?;
+    if let Some(ws) = &step.workspace {
+        // As in `create_run`: modix's own paths and ids, stored as they are.
+        w.tx.prepare_cached("UPDATE runs SET workspace = ?2 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![run_id, ws.to_string()]))
+            .ctx(w.path, "recording the run's workspace")?;
+    }
     w.tx.query_row(
         &format!("SELECT {TRANSITION_COLUMNS} WHERE t.run_id = ?1 AND t.seq = ?2"),
         params![run_id, seq],

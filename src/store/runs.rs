@@ -4,6 +4,7 @@
 
 use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
+use serde_json::Value;
 
 use super::{Ctx, RunStatus, Store, StoreError, millis_between, now, to_i64};
 use crate::shell::process_start_ticks;
@@ -21,6 +22,11 @@ pub struct NewRun {
     pub workflow_hash: String,
     pub initial_state: String,
     pub workdir: String,
+    /// The id to use (from [`Store::new_run_id`], so a workspace named after
+    /// it can exist before the run does); `None`: a fresh one.
+    pub id: Option<String>,
+    /// How to find the run's workspace again (see `workspace::WorkspaceRecord`).
+    pub workspace: Option<Value>,
 }
 
 /// One row of `runs`. Serialised with the field names every `--json`
@@ -45,6 +51,9 @@ pub struct Run {
     /// Process that claimed the run for execution, if it has not released it.
     pub owner_pid: Option<u32>,
     pub heartbeat_at: Option<String>,
+    /// How to find the run's workspace again, as last recorded with a step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Value>,
 }
 
 impl Run {
@@ -69,7 +78,7 @@ pub struct RunSummary {
 
 const RUN_COLUMNS: &str = "id, epic, workflow_id, workflow_version, workflow_hash, status, \
      status_reason, current_state, workdir, created_at, updated_at, ended_at, owner_pid, \
-     heartbeat_at";
+     heartbeat_at, workspace";
 
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     Ok(Run {
@@ -87,6 +96,16 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
         ended_at: row.get(11)?,
         owner_pid: row.get(12)?,
         heartbeat_at: row.get(13)?,
+        workspace: match row.get::<_, Option<String>>(14)? {
+            None => None,
+            Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    14,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            })?),
+        },
     })
 }
 
@@ -117,6 +136,11 @@ pub(crate) fn owner_alive(pid: u32, started: Option<u64>) -> bool {
 }
 
 impl Store {
+    /// A new run id: a ULID, so ids sort by creation time.
+    pub fn new_run_id() -> String {
+        ulid::Ulid::from_datetime(std::time::SystemTime::now()).to_string()
+    }
+
     /// Create a run in `initial_state` with status Running.
     pub fn create_run(&mut self, run: &NewRun) -> Result<Run, StoreError> {
         let w = self.write_tx()?;
@@ -124,11 +148,17 @@ impl Store {
         // One clock read, so the id's time part and created_at agree.
         let ts = jiff::Timestamp::now();
         let at = format!("{ts:.3}");
-        let id = ulid::Ulid::from_datetime(ts.into()).to_string();
+        let id = match &run.id {
+            Some(id) => id.clone(),
+            None => ulid::Ulid::from_datetime(ts.into()).to_string(),
+        };
+        // Modix's own paths and commit ids: stored as they are (redacting
+        // a path that happened to contain a secret would lose the workspace).
+        let workspace = run.workspace.as_ref().map(Value::to_string);
         tx.execute(
             "INSERT INTO runs (id, epic, workflow_id, workflow_version, workflow_hash, status, \
-             current_state, workdir, created_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+             current_state, workdir, created_at, updated_at, workspace) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)",
             params![
                 id,
                 w.text(&run.epic),
@@ -139,6 +169,7 @@ impl Store {
                 run.initial_state,
                 run.workdir,
                 at,
+                workspace,
             ],
         )
         .ctx(path, "creating a run")?;
@@ -154,7 +185,8 @@ impl Store {
     }
 
     /// The run whose id is `id_or_prefix` or starts with it (case-insensitive),
-    /// like git's abbreviated commit ids.
+    /// like git's abbreviated commit ids — or, failing that, ends with it (at
+    /// least 4 characters): the short id of the run's branch `modix/<short>`.
     pub fn run(&self, id_or_prefix: &str) -> Result<Run, StoreError> {
         let prefix = id_or_prefix.trim().to_ascii_uppercase();
         // ULIDs are Crockford base32; anything else cannot match, and
@@ -162,17 +194,11 @@ impl Store {
         if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_alphanumeric()) {
             return Err(self.unknown_run(id_or_prefix));
         }
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE id GLOB ?1 || '*' ORDER BY id DESC LIMIT ?2"
-            ))
-            .ctx(self, "looking up a run")?;
-        // One more than we show, to know whether there are more.
-        let mut found: Vec<Run> = stmt
-            .query_map(params![prefix, MAX_CANDIDATES as i64 + 1], run_from_row)
-            .and_then(|rows| rows.collect())
-            .ctx(self, "looking up a run")?;
+        let mut found = self.runs_glob("?1 || '*'", &prefix)?;
+        if found.is_empty() && prefix.len() >= 4 {
+            // The short id in branch names (`modix/<short>`) is the id's end.
+            found = self.runs_glob("'*' || ?1", &prefix)?;
+        }
         match found.len() {
             0 => Err(self.unknown_run(id_or_prefix)),
             1 => Ok(found.remove(0)),
@@ -191,6 +217,20 @@ impl Store {
                 })
             }
         }
+    }
+
+    /// Runs whose id matches the GLOB `pattern` (of `?1`), newest first: one
+    /// more than are shown, to know whether there are more.
+    fn runs_glob(&self, pattern: &str, text: &str) -> Result<Vec<Run>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE id GLOB {pattern} ORDER BY id DESC LIMIT ?2"
+            ))
+            .ctx(self, "looking up a run")?;
+        stmt.query_map(params![text, MAX_CANDIDATES as i64 + 1], run_from_row)
+            .and_then(|rows| rows.collect())
+            .ctx(self, "looking up a run")
     }
 
     /// The `limit` newest runs, newest first.
@@ -235,8 +275,8 @@ impl Store {
                 run.ended_at.as_ref().unwrap_or(&run.updated_at),
             );
             Ok(RunSummary {
-                transitions: row.get(14)?,
-                invocations: row.get(15)?,
+                transitions: row.get(15)?,
+                invocations: row.get(16)?,
                 duration_ms,
                 run,
             })
@@ -293,15 +333,20 @@ impl Store {
         w.commit("committing a run's status")
     }
 
-    /// Record where the run's agents work (known once the workspace exists,
-    /// which for a copied workspace is after the run has its id).
-    pub fn set_workdir(&mut self, run_id: &str, workdir: &str) -> Result<(), StoreError> {
+    /// Record where the run's agents work and how to find its workspace
+    /// again (after a resume reopened it).
+    pub fn set_workspace(
+        &mut self,
+        run_id: &str,
+        workdir: &str,
+        workspace: &Value,
+    ) -> Result<(), StoreError> {
         let w = self.write_tx()?;
         let (tx, path) = (&w.tx, w.path);
         let changed = tx
             .execute(
-                "UPDATE runs SET workdir = ?2 WHERE id = ?1",
-                params![run_id, workdir],
+                "UPDATE runs SET workdir = ?2, workspace = ?3 WHERE id = ?1",
+                params![run_id, workdir, workspace.to_string()],
             )
             .ctx(path, "setting a run's workdir")?;
         if changed == 0 {

@@ -21,6 +21,8 @@ fn new_run() -> NewRun {
         workflow_hash: "abc123".into(),
         initial_state: "plan".into(),
         workdir: "/tmp/project".into(),
+        id: None,
+        workspace: None,
     }
 }
 
@@ -43,6 +45,7 @@ fn step(from: &str, event: &str, to: &str) -> Step {
         invocation: None,
         messages: Vec::new(),
         run_status: RunStatus::Running,
+        workspace: None,
     }
 }
 
@@ -77,6 +80,10 @@ fn new_invocation() -> NewInvocation {
         stderr_bytes: 0,
         parsed_output: Some(json!({"tasks": []})),
         validation_errors: Vec::new(),
+        class: None,
+        reason: None,
+        usage: None,
+        changes: None,
     }
 }
 
@@ -317,7 +324,15 @@ fn prefix_lookup_unique_ambiguous_and_not_found() {
         }
         other => panic!("expected Ambiguous, got {other:?}"),
     }
-    for bad in ["", "  ", "ZZZZZZZZ", "01*", "0?", "ü"] {
+    // The end of an id is the short id of its branch (`modix/<short>`).
+    assert_eq!(store.run(&a.id[18..].to_lowercase()).unwrap().id, a.id);
+    assert!(
+        matches!(
+            store.run("ZZZZZZZZ"),
+            Ok(r) if r.id == b_id
+        ) || b_id.ends_with("YYYYYYYYYY")
+    );
+    for bad in ["", "  ", "QQQQQQQQ", "01*", "0?", "ü", "AW"] {
         assert!(
             matches!(store.run(bad), Err(StoreError::UnknownRun { .. })),
             "{bad:?}"

@@ -20,8 +20,9 @@ use serde::{Deserialize, Serialize};
 use super::create::short_ref;
 use super::error::{Result, WorkspaceError};
 use super::git::{
-    ChangeStatus, Ctx, DiffEntry, Git, MERGE_BASE_GIT, MERGE_TREE_GIT, commit_tree, diff_trees,
-    git_paths, lossy, nul_split, read_ref, resolve_commit, status_paths, tree_of, update_ref,
+    Change, ChangeStatus, Ctx, DiffEntry, Git, MERGE_BASE_GIT, MERGE_TREE_GIT, commit_tree,
+    diff_trees, git_paths, lossy, nul_split, read_ref, resolve_commit, status_paths, tree_of,
+    update_ref,
 };
 use super::lock::TreeLock;
 use super::{Mode, WorkspaceRecord};
@@ -84,6 +85,17 @@ pub fn diff(
         c = c.arg("--stat");
     }
     c.args([a, b, "--"]).run_inherit()
+}
+
+/// Every change of the run: its base against its last recorded step.
+pub fn changes(git: &Git, record: &WorkspaceRecord) -> Result<Vec<Change>> {
+    let ctx = reading_ctx(record)?;
+    Ok(
+        diff_trees(git, &ctx, &record.base_commit, &record.last_commit)?
+            .into_iter()
+            .map(|e| e.change)
+            .collect(),
+    )
 }
 
 /// Lands the run's result on the user's current branch (worktree runs), or

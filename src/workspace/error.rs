@@ -106,6 +106,45 @@ pub enum WorkspaceError {
 pub type Result<T, E = WorkspaceError> = std::result::Result<T, E>;
 
 impl WorkspaceError {
+    /// A stable short name of the kind of error, for `--json` consumers.
+    pub fn code(&self) -> &'static str {
+        use WorkspaceError as E;
+        match self {
+            E::GitMissing(_) => "git_missing",
+            E::GitTooOld { .. } => "git_too_old",
+            E::Git { .. } => "git",
+            E::NotAGitRepo { .. } => "not_a_git_repo",
+            E::NoCommits { .. } => "no_commits",
+            E::BadBase { .. } => "bad_base",
+            E::Dirty { .. } => "dirty",
+            E::Unsupported { .. } => "unsupported",
+            E::Locked { .. } => "locked",
+            E::InsideProject { .. } => "inside_project",
+            E::AlreadyExists { .. } => "already_exists",
+            E::Missing { .. } => "workspace_missing",
+            E::RefMoved { .. } => "ref_moved",
+            E::Unrecorded { .. } => "unrecorded",
+            E::NotLastStep { .. } => "not_last_step",
+            E::Conflict { .. } => "conflict",
+            E::DirtyTarget { .. } => "dirty_target",
+            E::UntrackedInTheWay { .. } => "untracked_in_the_way",
+            E::OriginalChanged { .. } => "original_changed",
+            E::BadPattern { .. } => "bad_pattern",
+            E::Io { .. } => "io",
+        }
+    }
+
+    /// Whether modix itself (or git under it) failed, rather than the
+    /// request meeting a state of the user's files it must refuse.
+    pub fn is_internal(&self) -> bool {
+        matches!(
+            self,
+            WorkspaceError::Git { .. }
+                | WorkspaceError::Io { .. }
+                | WorkspaceError::NotLastStep { .. }
+        )
+    }
+
     pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         WorkspaceError::Io {
             what,

@@ -129,20 +129,16 @@ impl Git {
         }
     }
 
-    /// Another git binary (tests, or a `git` setting).
-    pub fn with_program(mut self, program: impl Into<OsString>) -> Self {
-        self.program = program.into();
-        self
-    }
-
     /// An environment variable for every git command, e.g.
     /// `GIT_CONFIG_GLOBAL=/dev/null` to run independently of `$HOME`.
+    #[cfg(test)]
     pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.env.push((key.into(), value.into()));
         self
     }
 
     /// How many git processes this driver (and its clones) has started.
+    #[cfg(test)]
     pub fn invocations(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)
     }

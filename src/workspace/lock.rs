@@ -6,7 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
@@ -18,7 +18,6 @@ use super::error::{Result, WorkspaceError};
 #[derive(Debug)]
 pub struct TreeLock {
     _file: Flock<File>,
-    path: PathBuf,
 }
 
 impl TreeLock {
@@ -75,12 +74,7 @@ impl TreeLock {
             file.write_all(text.as_bytes())
         })();
         write.map_err(|e| WorkspaceError::io("write the lock file", &path, e))?;
-        Ok(TreeLock { _file: file, path })
-    }
-
-    /// The lock file (for messages and `doctor`).
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(TreeLock { _file: file })
     }
 }
 
@@ -108,8 +102,13 @@ mod tests {
         }
         assert!(err.to_string().contains("RUN-ONE"), "{err}");
         drop(first);
-        let again = TreeLock::acquire(home.path(), tree.path(), "RUN-TWO").unwrap();
-        let text = std::fs::read_to_string(again.path()).unwrap();
+        let _again = TreeLock::acquire(home.path(), tree.path(), "RUN-TWO").unwrap();
+        let file = std::fs::read_dir(home.path().join("locks"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        let text = std::fs::read_to_string(file.path()).unwrap();
         assert!(text.contains("run=RUN-TWO"), "{text}");
     }
 }

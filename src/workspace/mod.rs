@@ -16,9 +16,6 @@
 //! [`apply`] and [`prune`] are the way back for the CLI.
 //! `docs/workspaces.md` describes the design.
 
-// Not wired yet: the orchestrator and CLI will call this module.
-#![allow(dead_code, unused_imports)]
-
 mod apply;
 mod copy;
 mod create;
@@ -35,15 +32,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use apply::{Applied, ApplyStrategy, DiffRange, Pruned, apply, diff, prune};
-pub use error::{Result, WorkspaceError};
-pub use git::{
-    Change, ChangeStatus, Git, GitVersion, MERGE_BASE_GIT, MERGE_TREE_GIT, MIN_GIT, RepoInfo,
-    dirty_paths, discover,
-};
+pub use apply::{ApplyStrategy, DiffRange, Pruned, apply, changes, diff, prune};
+pub use error::WorkspaceError;
+pub use git::{Change, Git, discover};
 pub use lock::TreeLock;
 pub use scan::DEFAULT_TRACKING_IGNORE;
-pub use track::{Discarded, Rejected, Settled};
+pub use track::{Discarded, Settled};
 
 use git::Ctx;
 use scan::{ScanPlan, Snapshot};
@@ -214,6 +208,11 @@ impl Workspace {
     /// The last recorded step (the base before any step).
     pub fn last_commit(&self) -> &str {
         &self.record.last_commit
+    }
+
+    /// The tree of the last recorded step.
+    pub fn last_tree(&self) -> &str {
+        &self.last_tree
     }
 
     /// The driver, e.g. to read [`Git::invocations`].

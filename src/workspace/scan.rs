@@ -203,6 +203,7 @@ impl ScanPlan {
     }
 
     /// How many paths a scan stats.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.files.len() + self.dirs.len()
     }

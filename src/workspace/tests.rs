@@ -9,6 +9,7 @@ use std::process::Command;
 
 use tempfile::TempDir;
 
+use super::git::{ChangeStatus, Git};
 use super::*;
 
 /// The driver as tests use it: independent of the developer's git config.

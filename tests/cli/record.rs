@@ -96,7 +96,9 @@ esac
     crate::util::write_file(
         &tester,
         &format!(
-            "#!/bin/sh\nif [ -e passed ]; then exit 0; fi\ntouch passed\necho \"FAIL test_key {unconfigured} $ANTHROPIC_API_KEY\"\nexit 1\n"
+            "#!/bin/sh\nif [ -e {marker} ]; then exit 0; fi\ntouch {marker}\necho \"FAIL test_key {unconfigured} $ANTHROPIC_API_KEY\"\nexit 1\n",
+            // Outside the workspace: a tester that changes files is rejected.
+            marker = sb.dir.path().join("passed").display()
         ),
     );
     crate::util::make_executable(&tester);

@@ -21,6 +21,11 @@ fn settings(sb: &Sandbox) -> insta::Settings {
         "[DATETIME]",
     );
     s.add_filter(r"\b\d{2}:\d{2}:\d{2}\.\d{3}\b", "[TIME]");
+    // A workspace's folder, branch and short id follow the run id.
+    s.add_filter(r"-[0-9a-f]{8}/[0-9a-z]{8}\b", "-[KEY]/[SHORT]");
+    s.add_filter(r"\bmodix/[0-9a-z]{8}(\s|$)", "modix/[SHORT]$1");
+    s.add_filter(r"\bmodix (diff|apply) [0-9a-z]{8}\b", "modix $1 [SHORT]");
+    s.add_filter(r"\b[0-9a-f]{10,40}\b", "[COMMIT]");
     s.add_filter(r"\b\d+\.\d+s\b", "[DUR]");
     // Table widths follow the unfiltered text (a temp dir's path, a
     // duration): collapse padding and rules so only the content is pinned.

@@ -22,6 +22,7 @@ fn settings(sb: &Sandbox) -> insta::Settings {
     s.add_filter(r"\b\d{2}:\d{2}:\d{2}\b", "[TIME]");
     s.add_filter(r"\b\d+\.\d+s\b", "[DUR]");
     s.add_filter(r"just now|\b\d+[smhd] ago", "[AGO]");
+    s.add_filter(r"\b[0-9a-f]{10,40}\b", "[COMMIT]");
     // Widths follow the filtered text: pin the content, not the padding.
     s.add_filter(r"─+", "─");
     s.add_filter(r"═+", "═");
@@ -189,14 +190,23 @@ fn quiet_go_prints_only_its_summary_line() {
         "stderr must be empty"
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    // The summary: how the run ended, and what it changed where.
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
     assert!(stdout.contains("succeeded: reached DONE"), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("Changes: 1 file (+1 −1) in "),
+        "{stdout}"
+    );
     // On a terminal too: no live line, no transitions.
     let Some((code, text)) = on_terminal(&sb, &["-q", "go", "again"], 100, &[]) else {
         return;
     };
     assert_eq!(code, Some(0), "{text}");
-    assert_eq!(text.lines().count(), 1, "{text:?}");
+    assert_eq!(text.lines().count(), 2, "{text:?}");
     assert!(!text.contains("\u{1b}[2K"), "{text:?}");
     // Errors still show.
     let out = sb.modix().args(["-q", "go", " "]).output().unwrap();

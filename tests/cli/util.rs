@@ -244,7 +244,7 @@ impl GoResult {
                     v["state"].as_str().unwrap_or_default(),
                     v["name"].as_str().unwrap_or_default()
                 )),
-                Some("run_started" | "agent_started") => {}
+                Some("run_started" | "agent_started" | "workspace" | "notice") => {}
                 _ => panic!("unexpected line {line}"),
             }
             events.push(v);

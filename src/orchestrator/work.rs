@@ -1,0 +1,688 @@
+//! The run's workspace as the orchestrator uses it: made before the first
+//! step (or found again on resume), settled after every agent step, and each
+//! step's changes judged against what its agent may change. What is judged
+//! and recorded is what git saw, never what the agent said it did.
+//! `docs/workspaces.md` states the rules; [`crate::workspace`] does the git.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::agent::{Failure, Verdict};
+use super::{RunError, RunOptions};
+use crate::config::globs::PathPatterns;
+use crate::config::{Agent, DEFAULT_PROTECTED};
+use crate::fsm::FailureClass;
+use crate::project::Project;
+use crate::text::plural;
+use crate::workspace::{
+    self, Change, CreateOptions, Discarded, Git, Mode, Settled, Workspace, WorkspaceError,
+    WorkspaceRecord,
+};
+
+/// The event a step that made no progress raises (where its state has a
+/// rule for it).
+pub(super) const NO_PROGRESS: &str = "no_progress";
+
+/// modix's own files inside a project: never an agent's change (in place
+/// they sit in the tracked tree).
+const MODIX_FILES: [&str; 4] = [
+    "**/.modix/runs/",
+    "**/.modix/modix.db",
+    "**/.modix/modix.db-*",
+    "**/.modix/state.json",
+];
+
+/// A new run's workspace, in the project's mode — or, when it names none, a
+/// worktree if the project is in a git repository with commits, else a copy.
+pub(super) fn create(
+    project: &Project,
+    run_id: &str,
+    opts: &RunOptions,
+) -> Result<(Workspace, Vec<String>), RunError> {
+    let git = Git::new();
+    let config = &project.config;
+    let dir = &config.paths.root;
+    let mut notes = Vec::new();
+    let mode = match config.project.workspace {
+        Some(mode) => mode,
+        None => match workspace::discover(&git, dir)? {
+            Some(repo) if repo.head.is_some() => Mode::Worktree,
+            Some(_) => {
+                notes.push(
+                    "the repository has no commits yet, so this run works on a copy of the \
+                     project; commit once and later runs get a branch of their own"
+                        .to_owned(),
+                );
+                Mode::Copy
+            }
+            None => Mode::Copy,
+        },
+    };
+    if opts.base.is_some() && mode != Mode::Worktree {
+        return Err(WorkspaceError::Unsupported {
+            what: format!("--base needs a git worktree, but this run's workspace is {mode:?}"),
+            advice: "Leave out --base, or set projects.json `workspace` to \"worktree\".".into(),
+        }
+        .into());
+    }
+    let home = crate::config::settings::home_dir().ok_or_else(|| {
+        RunError::Internal("neither MODIX_HOME nor HOME is set: no place for workspaces".into())
+    })?;
+    let mut o = CreateOptions::new(mode, dir, &home, run_id);
+    o.root = config
+        .project
+        .worktrees
+        .as_deref()
+        .map(|w| expand(w, dir, &home));
+    o.base = opts.base.clone();
+    o.include_dirty = opts.include_dirty;
+    o.allow_dirty = opts.allow_dirty;
+    o.tracking_ignore
+        .extend(MODIX_FILES.iter().map(|s| s.to_string()));
+    o.tracking_ignore
+        .extend(config.project.ignore.iter().cloned());
+    let (ws, more) = Workspace::create(&git, &o)?;
+    notes.extend(more);
+    Ok((ws, notes))
+}
+
+/// `~/x` under the home's parent (the user's home), a relative path under
+/// the project folder, anything else as written.
+fn expand(path: &str, project: &Path, modix_home: &Path) -> PathBuf {
+    match path.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .or_else(|| modix_home.parent().map(Path::to_path_buf))
+            .unwrap_or_default()
+            .join(rest),
+        None => project.join(path),
+    }
+}
+
+/// An interrupted run's workspace, found again from its record: refused if
+/// its branch moved since the last recorded step (unless `reset`), and what
+/// an abandoned agent left behind recorded and removed.
+pub(super) fn reopen(
+    record: &Value,
+    reset: bool,
+) -> Result<(Workspace, Vec<String>, Option<Discarded>), RunError> {
+    let record: WorkspaceRecord = serde_json::from_value(record.clone())
+        .map_err(|e| RunError::Replay(format!("the run's workspace record is unreadable: {e}")))?;
+    let (mut ws, notes) = Workspace::reopen(&Git::new(), record, reset)?;
+    let discarded = ws.discard_uncommitted()?;
+    Ok((ws, notes, discarded))
+}
+
+/// What one agent step did to the workspace, as recorded with its
+/// invocation (`invocations.changes`) and read back by `history`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StepWork {
+    /// The step's commit (the last recorded one when nothing changed).
+    pub commit: String,
+    pub tree: String,
+    pub parent: String,
+    pub empty: bool,
+    /// What git saw change, with line counts.
+    pub files: Vec<Change>,
+    /// What the agent said it changed (`files_changed`), when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed: Option<Vec<String>>,
+    /// The claim and the record disagree.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub claim_mismatch: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agent_commits: Vec<String>,
+    /// May the agent change files at all.
+    #[serde(default)]
+    pub write: bool,
+    /// Taken off the run branch: why, and where it is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<RejectedWork>,
+    /// A test result, for the no-progress rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<TestSeen>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_progress: Option<String>,
+    /// The tree and commit a result that ended the run was bound to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<Verified>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RejectedWork {
+    pub why: String,
+    /// The paths that broke the rule (all of the step's, for a failed step).
+    pub paths: Vec<String>,
+    /// Where the step's commit is kept for audit.
+    pub reference: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TestSeen {
+    pub passed: bool,
+    /// Failing tests, normalised and hashed: the same failure twice has the
+    /// same fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Verified {
+    pub tree: String,
+    pub commit: String,
+}
+
+/// The facts of the step being judged.
+pub(super) struct StepFacts<'a> {
+    pub seq: u64,
+    pub state: &'a str,
+    pub attempt: u32,
+    pub agent: &'a Agent,
+    /// The TaskSpec the run is executing, if it has one.
+    pub task_spec: Option<&'a Value>,
+}
+
+/// Why a step's changes are not accepted.
+struct Refusal {
+    why: String,
+    paths: Vec<String>,
+    /// What the agent's next attempt is told.
+    feedback: String,
+}
+
+/// The workspace and the rules its steps are judged by.
+pub(super) struct Work {
+    ws: Workspace,
+    protected: PathPatterns,
+    always: Vec<String>,
+    no_progress_after: u32,
+    /// The project folder inside the tracked tree: `""` or `"sub/dir/"`.
+    prefix: String,
+    /// Trees that accepted writing steps handed off (and the base tree).
+    seen_trees: Vec<String>,
+    /// The last failing tests' fingerprint, and how many times in a row.
+    streak: Option<(String, u32)>,
+}
+
+impl Work {
+    pub fn new(ws: Workspace, project: &Project) -> Result<Work, RunError> {
+        let p = &project.config.project;
+        let protected = match &p.protected {
+            Some(list) => PathPatterns::new(list.iter().map(String::as_str), false),
+            None => PathPatterns::new(DEFAULT_PROTECTED.iter().copied(), false),
+        }
+        .map_err(|e| RunError::Internal(format!("projects.json `protected`: {e}")))?;
+        let rec = ws.record();
+        let prefix = rec
+            .workdir
+            .strip_prefix(&rec.root)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let prefix = if prefix.is_empty() {
+            prefix
+        } else {
+            format!("{prefix}/")
+        };
+        let base = ws.last_tree().to_owned();
+        Ok(Work {
+            ws,
+            protected,
+            always: p.scope.always.clone(),
+            no_progress_after: project.config.runtimes.loops.no_progress_after.max(1),
+            prefix,
+            seen_trees: vec![base],
+            streak: None,
+        })
+    }
+
+    pub fn workspace(&self) -> &Workspace {
+        &self.ws
+    }
+
+    /// The record to keep with the next step.
+    pub fn record_json(&self) -> Value {
+        serde_json::to_value(self.ws.record()).unwrap_or(Value::Null)
+    }
+
+    /// Rebuilds what the no-progress rule remembers from the steps on
+    /// record (a resumed run judges like one that never stopped).
+    pub fn replay<'v>(&mut self, past: impl IntoIterator<Item = &'v Value>) {
+        for v in past {
+            let Ok(w) = serde_json::from_value::<StepWork>(v.clone()) else {
+                continue;
+            };
+            self.remember(&w);
+        }
+    }
+
+    fn remember(&mut self, w: &StepWork) {
+        if w.write && !w.empty && w.rejected.is_none() && !self.seen_trees.contains(&w.tree) {
+            self.seen_trees.push(w.tree.clone());
+        }
+        if let Some(t) = &w.test {
+            self.streak = match (&t.fingerprint, self.streak.take()) {
+                (Some(fp), Some((last, n))) if *fp == last => Some((last, n + 1)),
+                (Some(fp), _) => Some((fp.clone(), 1)),
+                (None, _) => None,
+            };
+        }
+    }
+
+    /// Records what the step changed and judges it. A change the agent may
+    /// not make turns its verdict into a rejection; the changes of a step
+    /// that failed are taken off too, so the next attempt starts from the
+    /// last good one. Either way the step's commit stays under a ref.
+    pub fn settle(
+        &mut self,
+        step: &StepFacts<'_>,
+        verdict: &mut Verdict,
+    ) -> Result<StepWork, RunError> {
+        let settled = self.ws.settle(step.seq, step.state, step.attempt)?;
+        let mut work = StepWork::new(settled, step.agent, verdict);
+        if let Some(claimed) = &work.claimed {
+            let seen: Vec<&str> = work.files.iter().map(|c| self.shown(&c.path)).collect();
+            let claimed: Vec<&str> = claimed.iter().map(|c| c.trim_start_matches("./")).collect();
+            work.claim_mismatch = claimed.iter().any(|c| !seen.contains(c))
+                || seen.iter().any(|s| !claimed.contains(s));
+        }
+        if work.empty {
+            return Ok(work);
+        }
+        let refusal = match verdict {
+            Verdict::Output(_) => self.refusal(step, &work.files),
+            Verdict::Failed(f) => Some(Refusal {
+                why: format!(
+                    "the step failed ({}), so its changes were taken off",
+                    f.class
+                ),
+                paths: work.files.iter().map(|c| c.path.clone()).collect(),
+                feedback: String::new(),
+            }),
+            Verdict::Cancelled => None,
+        };
+        if let Some(r) = refusal {
+            self.reject(step.seq, &mut work, r, verdict)?;
+        }
+        Ok(work)
+    }
+
+    /// A step whose result would end the run in success must leave the tree
+    /// as the executor handed it off: the result is about that tree.
+    pub fn bind_ending(
+        &mut self,
+        seq: u64,
+        work: &mut StepWork,
+        verdict: &mut Verdict,
+    ) -> Result<(), RunError> {
+        if !work.empty && work.rejected.is_none() {
+            let paths: Vec<String> = work.files.iter().map(|c| c.path.clone()).collect();
+            let refusal = Refusal {
+                why: format!(
+                    "the tree changed during a step whose result would end the run ({}); \
+                     a result must be about the tree it was given",
+                    list(&paths)
+                ),
+                feedback: format!(
+                    "Your previous attempt changed files ({}), so its result could not be \
+                     trusted and the changes were taken off. Do not change files in this step.",
+                    list(&paths)
+                ),
+                paths,
+            };
+            self.reject(seq, work, refusal, verdict)?;
+            return Ok(());
+        }
+        work.verified = Some(Verified {
+            tree: self.ws.last_tree().to_owned(),
+            commit: self.ws.last_commit().to_owned(),
+        });
+        Ok(())
+    }
+
+    /// Takes the step off the run branch and, for an answer that was valid,
+    /// makes the verdict a rejection that tells the agent why.
+    fn reject(
+        &mut self,
+        seq: u64,
+        work: &mut StepWork,
+        r: Refusal,
+        verdict: &mut Verdict,
+    ) -> Result<(), RunError> {
+        let rejected = self.ws.reject(seq, &work.commit, &work.parent)?;
+        if let Verdict::Output(_) = verdict {
+            let mut f = Failure::new(FailureClass::InvalidOutput, format!("rejected: {}", r.why));
+            f.errors = vec![r.why.clone()];
+            f.feedback = Some(r.feedback);
+            *verdict = Verdict::Failed(f);
+        }
+        work.rejected = Some(RejectedWork {
+            why: r.why,
+            paths: r.paths,
+            reference: rejected.rejected_ref,
+        });
+        Ok(())
+    }
+
+    /// What the step may not have changed, checked in order of severity: a
+    /// read-only agent may change nothing; protected paths need the
+    /// manifest's permission; a writing agent under a TaskSpec stays in its
+    /// tasks' `files` (plus `scope.always`).
+    fn refusal(&self, step: &StepFacts<'_>, changes: &[Change]) -> Option<Refusal> {
+        let paths: Vec<String> = changes.iter().map(|c| c.path.clone()).collect();
+        let perms = step.agent.manifest.permissions;
+        if !perms.write_files {
+            return Some(Refusal {
+                why: format!(
+                    "agent `{}` may not change files (its manifest says `write_files: false`), \
+                     but it changed {}",
+                    step.agent.id,
+                    list(&paths)
+                ),
+                feedback: format!(
+                    "Your previous attempt changed files ({}); you may not change any file. \
+                     Those changes were taken off. Answer without editing files.",
+                    list(&paths)
+                ),
+                paths,
+            });
+        }
+        if !perms.protected {
+            let hit: Vec<String> = paths
+                .iter()
+                .filter(|p| self.local(p).is_some_and(|l| self.protected.matches(l)))
+                .cloned()
+                .collect();
+            if !hit.is_empty() {
+                return Some(Refusal {
+                    why: format!(
+                        "changed protected {} {} (projects.json `protected`; an agent may change \
+                         them only when its manifest says `permissions.protected: true`)",
+                        if hit.len() == 1 { "path" } else { "paths" },
+                        list(&hit)
+                    ),
+                    feedback: format!(
+                        "Your previous attempt was rejected and its changes were taken off: it \
+                         changed {}, which no agent in this role may change (the tests are the \
+                         judge of your work, not part of it). Fix the code, not the tests.",
+                        list(&hit)
+                    ),
+                    paths: hit,
+                });
+            }
+        }
+        let scope = Scope::of(step.task_spec, &self.always)?;
+        let out: Vec<String> = paths
+            .iter()
+            .filter(|p| !self.local(p).is_some_and(|l| scope.patterns.matches(l)))
+            .cloned()
+            .collect();
+        if out.is_empty() {
+            return None;
+        }
+        Some(Refusal {
+            why: format!(
+                "changed {} outside its task's scope: {} (the TaskSpec's `files`{})",
+                plural(out.len(), "file"),
+                list(&out),
+                if self.always.is_empty() {
+                    ""
+                } else {
+                    " and projects.json `scope.always`"
+                }
+            ),
+            feedback: format!(
+                "Your previous attempt was rejected and its changes were taken off: it changed \
+                 {}, outside the task's scope. Change only these paths: {}.",
+                list(&out),
+                scope.listed.join(", ")
+            ),
+            paths: out,
+        })
+    }
+
+    /// A path as the agent sees it: relative to the project folder when in
+    /// it, else from the repository's top.
+    fn shown<'p>(&self, path: &'p str) -> &'p str {
+        self.local(path).unwrap_or(path)
+    }
+
+    /// A path of the tracked tree relative to the project folder; `None`
+    /// when it is outside it (a monorepo's other folders).
+    fn local<'p>(&self, path: &'p str) -> Option<&'p str> {
+        path.strip_prefix(self.prefix.as_str())
+    }
+
+    /// Whether the step made no progress, and why: a writing agent that
+    /// changed nothing or went back to a tree an earlier step handed off, or
+    /// the same test failure `loops.no_progress_after` times in a row.
+    pub fn progress(&mut self, verdict: &Verdict, work: &mut StepWork) -> Option<String> {
+        let Verdict::Output(out) = verdict else {
+            return None;
+        };
+        let mut why = None;
+        if work.write && work.rejected.is_none() {
+            if work.empty {
+                why = Some("the step changed nothing in the workspace".to_owned());
+            } else if self.seen_trees.contains(&work.tree) {
+                why = Some(format!(
+                    "the step left the files exactly as an earlier step had (tree {})",
+                    short(&work.tree)
+                ));
+            }
+        }
+        if let Some(passed) = out.get("passed").and_then(Value::as_bool) {
+            work.test = Some(TestSeen {
+                passed,
+                fingerprint: (!passed).then(|| fingerprint(out)),
+            });
+        }
+        self.remember(work);
+        if let Some((fp, n)) = &self.streak
+            && *n >= self.no_progress_after
+            && why.is_none()
+        {
+            why = Some(format!(
+                "the same tests failed the same way {n} times in a row (fingerprint {})",
+                short(fp)
+            ));
+        }
+        work.no_progress = why.clone();
+        why
+    }
+}
+
+impl StepWork {
+    fn new(s: Settled, agent: &Agent, verdict: &Verdict) -> StepWork {
+        let claimed = verdict
+            .output()
+            .and_then(|v| v.get("files_changed"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            });
+        StepWork {
+            commit: s.commit,
+            tree: s.tree,
+            parent: s.parent,
+            empty: s.empty,
+            files: s.changes,
+            claimed,
+            agent_commits: s.agent_commits,
+            write: agent.manifest.permissions.write_files,
+            notes: s.notes,
+            ..StepWork::default()
+        }
+    }
+
+    /// One line for the transition's reason: what the record shows changed.
+    pub fn summary(&self) -> String {
+        if let Some(r) = &self.rejected {
+            return format!("rejected: {}", r.why);
+        }
+        if self.empty {
+            return "no files changed".to_owned();
+        }
+        let (added, removed) = line_counts(&self.files);
+        format!("{} (+{added} −{removed})", plural(self.files.len(), "file"))
+    }
+}
+
+/// Lines added and removed over all changes (binary files count none).
+pub fn line_counts(changes: &[Change]) -> (u64, u64) {
+    changes.iter().fold((0, 0), |(a, r), c| {
+        (a + c.added.unwrap_or(0), r + c.removed.unwrap_or(0))
+    })
+}
+
+/// What a writing agent may change under a TaskSpec.
+struct Scope {
+    patterns: PathPatterns,
+    /// As the planner wrote them, for the feedback.
+    listed: Vec<String>,
+}
+
+impl Scope {
+    /// `None` when there is no TaskSpec, or its tasks name no files at all
+    /// (then there is nothing to hold the agent to).
+    fn of(task_spec: Option<&Value>, always: &[String]) -> Option<Scope> {
+        let listed: Vec<String> = task_spec?
+            .get("tasks")?
+            .as_array()?
+            .iter()
+            .filter_map(|t| t.get("files").and_then(Value::as_array))
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect();
+        if listed.is_empty() {
+            return None;
+        }
+        let all = listed.iter().chain(always).map(String::as_str);
+        // The planner's globs are untrusted text: a broken one is a literal path.
+        let patterns = PathPatterns::new(all, true).ok()?;
+        Some(Scope { patterns, listed })
+    }
+}
+
+/// A failing test result, normalised so that only what failed counts:
+/// durations, times, addresses, temporary paths and counts of runs drop out.
+fn fingerprint(out: &Value) -> String {
+    use sha2::Digest;
+    use std::sync::LazyLock;
+    static NOISE: LazyLock<Vec<(regex::Regex, &'static str)>> = LazyLock::new(|| {
+        [
+            (r"0x[0-9a-fA-F]+", "0x_"),
+            (
+                r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?",
+                "<time>",
+            ),
+            (r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b", "<time>"),
+            (
+                r"\b\d+(\.\d+)?\s?(ns|us|µs|ms|s|sec|secs|seconds|m|min)\b",
+                "<dur>",
+            ),
+            (r"/tmp/[^\s'\x22:]+", "<tmp>"),
+            (r"\b(pid|PID)[ =:]\s*\d+", "pid"),
+        ]
+        .into_iter()
+        .filter_map(|(re, to)| regex::Regex::new(re).ok().map(|r| (r, to)))
+        .collect()
+    });
+    let failures: Vec<&str> = out
+        .get("failures")
+        .and_then(Value::as_array)
+        .map(|f| f.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let text = if failures.is_empty() {
+        out.get("summary")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    } else {
+        failures.join("\n")
+    };
+    let normal = NOISE
+        .iter()
+        .fold(text, |t, (re, to)| re.replace_all(&t, *to).into_owned());
+    let digest = sha2::Sha256::digest(normal.trim().as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(10)]
+}
+
+/// The first few paths, for one-line reasons.
+fn list(paths: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut s = paths
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > SHOWN {
+        s.push_str(&format!(" and {} more", paths.len() - SHOWN));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn default_protected_covers_common_test_layouts() {
+        let p = PathPatterns::new(DEFAULT_PROTECTED.iter().copied(), false).unwrap();
+        for hit in [
+            "tests/test_a.py",
+            "test_calc.py",
+            "pkg/test_calc.py",
+            "x/foo_test.go",
+            "src/a.test.ts",
+            ".modix/agents.json",
+            ".github/workflows/ci.yml",
+            "pkg/tests/helpers.rs",
+        ] {
+            assert!(p.matches(hit), "{hit}");
+        }
+        for miss in ["calc.py", "src/main.rs", "contest.py", "latest/x.py"] {
+            assert!(!p.matches(miss), "{miss}");
+        }
+    }
+
+    #[test]
+    fn a_broken_planner_glob_is_a_literal_path() {
+        let scope = Scope::of(
+            Some(&json!({"tasks": [{"files": ["a[.py"]}]})),
+            &["Cargo.lock".into()],
+        )
+        .unwrap();
+        assert!(scope.patterns.matches("a[.py"));
+        assert!(scope.patterns.matches("Cargo.lock"));
+        assert!(!scope.patterns.matches("b.py"));
+        assert!(Scope::of(Some(&json!({"tasks": [{"files": []}]})), &[]).is_none());
+        assert!(Scope::of(None, &[]).is_none());
+    }
+
+    #[test]
+    fn fingerprints_ignore_times_and_addresses() {
+        let a = json!({"passed": false, "failures": [
+            "FAIL: test_mean (test_calc.Test) at 0x7f3a2b1c", "Ran 3 tests in 0.004s",
+            "2026-11-22T01:02:03Z /tmp/tmp.abc123/x.py"]});
+        let b = json!({"passed": false, "failures": [
+            "FAIL: test_mean (test_calc.Test) at 0x7fffe000", "Ran 3 tests in 0.117s",
+            "2026-11-23T09:08:07Z /tmp/tmp.zzz999/x.py"]});
+        let c = json!({"passed": false, "failures": ["FAIL: test_median (test_calc.Test)"]});
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        assert_ne!(fingerprint(&a), fingerprint(&c));
+    }
+}
