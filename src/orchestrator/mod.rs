@@ -339,10 +339,8 @@ fn recover(
             resumed: true,
         });
     };
-    // The run stopped while an agent worked: whatever moved the branch
-    // since the last step is that agent's, and is discarded (kept under a ref).
     let abandoned = store.last_invocation_if_abandoned(&run.id)?;
-    let (ws, mut notes, discarded) = work::reopen(record, opts.reset || abandoned.is_some())?;
+    let (ws, mut notes, discarded) = work::reopen(record, opts.reset, abandoned.is_some())?;
     if let Some(d) = &discarded {
         notes.push(format!(
             "what the interrupted step left uncommitted ({}) was recorded under {} and removed",

@@ -104,13 +104,21 @@ fn expand(path: &str, project: &Path, modix_home: &Path) -> PathBuf {
 /// An interrupted run's workspace, found again from its record: refused if
 /// its branch moved since the last recorded step (unless `reset`), and what
 /// an abandoned agent left behind recorded and removed.
+/// `abandoned`: the run stopped while an agent worked, so a step modix
+/// settled but never recorded is that step's work, put back without asking.
 pub(super) fn reopen(
     record: &Value,
     reset: bool,
+    abandoned: bool,
 ) -> Result<(Workspace, Vec<String>, Option<Discarded>), RunError> {
     let record: WorkspaceRecord = serde_json::from_value(record.clone())
         .map_err(|e| RunError::Replay(format!("the run's workspace record is unreadable: {e}")))?;
-    let (mut ws, notes) = Workspace::reopen(&Git::new(), record, reset)?;
+    let git = Git::new();
+    let reset = reset
+        || (abandoned
+            && record.root.is_dir()
+            && Workspace::moved_by_unrecorded_step(&git, &record)?);
+    let (mut ws, notes) = Workspace::reopen(&git, record, reset)?;
     let discarded = ws.discard_uncommitted()?;
     Ok((ws, notes, discarded))
 }

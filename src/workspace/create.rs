@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 use super::copy::copy_tree;
 use super::error::{Result, WorkspaceError, list};
 use super::git::{
-    Ctx, Git, MIN_GIT, RepoInfo, commit_tree, dirty_paths, discover, git_paths, lossy, nul_split,
-    read_ref, resolve_commit, tree_of, update_ref,
+    Ctx, Git, MIN_GIT, RepoInfo, commit_tree, dirty_paths, discover, git_paths, is_ancestor, lossy,
+    nul_split, read_ref, resolve_commit, tree_of, update_ref,
 };
 use super::lock::{TreeLock, hex};
 use super::scan::{ScanPlan, noise_matcher};
@@ -102,6 +102,27 @@ impl Workspace {
         }
         let ws = Workspace::assemble(git, record, lock, false)?;
         Ok((ws, notes))
+    }
+
+    /// Whether the run ref moved past the record only by a step modix
+    /// settled for this run and never got to record (a crash between the
+    /// settle and the store's commit): its tip carries this run's
+    /// `Modix-Run` trailer and builds on the last recorded step. Such a move
+    /// is the abandoned step's own, not a person's.
+    pub fn moved_by_unrecorded_step(git: &Git, record: &WorkspaceRecord) -> Result<bool> {
+        let ctx = record.ctx();
+        let Some(tip) = read_ref(git, &ctx, &record.run_ref)? else {
+            return Ok(false);
+        };
+        if tip == record.last_commit || !is_ancestor(git, &ctx, &record.last_commit, &tip)? {
+            return Ok(false);
+        }
+        let body = git
+            .at(&ctx)
+            .args(["log", "-1", "--format=%B", &tip])
+            .run_text()?;
+        let trailer = format!("Modix-Run: {}", record.run_id);
+        Ok(body.lines().any(|l| l.trim() == trailer))
     }
 
     /// Builds the in-memory side of a workspace from its record.

@@ -22,3 +22,4 @@ mod util;
 mod validate;
 mod validate_gate;
 mod validate_limits;
+mod workspaces;

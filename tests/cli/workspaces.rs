@@ -1,0 +1,858 @@
+//! Workspaces through the binary, on real git repositories made here: a run
+//! works on its own branch (or a copy), never touches the user's checkout,
+//! has every step's changes recorded and judged, and has a way back.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::scenarios;
+use crate::util::{GoResult, Sandbox, make_executable, output_text, write_file};
+
+/// `git ARGS` in `dir` with a fixed identity and no user config; its stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", output_text(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The example project as a git repository with one commit.
+fn repo() -> Sandbox {
+    let sb = Sandbox::example();
+    let root = sb.root();
+    git(&root, &["init", "-q"]);
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-q", "-m", "base"]);
+    sb
+}
+
+/// What the user's repository looks like: HEAD, its branch, the index's
+/// bytes, the files' bytes and `git status`.
+#[derive(Debug, PartialEq)]
+struct Checkout {
+    head: String,
+    branch: String,
+    index: Vec<u8>,
+    files: Vec<(String, Vec<u8>)>,
+    status: String,
+}
+
+fn checkout(root: &Path) -> Checkout {
+    let mut files = Vec::new();
+    for name in ["calc.py", "test_calc.py", "notes.txt"] {
+        if let Ok(bytes) = std::fs::read(root.join(name)) {
+            files.push((name.to_owned(), bytes));
+        }
+    }
+    Checkout {
+        head: git(root, &["rev-parse", "HEAD"]),
+        branch: git(root, &["symbolic-ref", "HEAD"]),
+        index: std::fs::read(root.join(".git/index")).unwrap(),
+        files,
+        status: git(root, &["status", "--porcelain"]),
+    }
+}
+
+/// The run's record as `history --json` shows it.
+fn run_record(sb: &Sandbox, run: &str) -> Value {
+    let out = sb
+        .modix()
+        .args(["history", run, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn workspace(sb: &Sandbox, run: &str) -> Value {
+    run_record(sb, run)["run"]["workspace"].clone()
+}
+
+fn short(sb: &Sandbox, run: &str) -> String {
+    workspace(sb, run)["short_id"].as_str().unwrap().to_owned()
+}
+
+fn ws_root(sb: &Sandbox, run: &str) -> PathBuf {
+    PathBuf::from(workspace(sb, run)["root"].as_str().unwrap())
+}
+
+fn modix(sb: &Sandbox, args: &[&str]) -> std::process::Output {
+    sb.modix().args(args).output().unwrap()
+}
+
+/// The reasons of the run's transitions, one per line.
+fn reasons(r: &GoResult) -> String {
+    r.transitions
+        .iter()
+        .map(|t| {
+            format!(
+                "{} -{}-> {}: {}",
+                t["from"].as_str().unwrap(),
+                t["event"].as_str().unwrap(),
+                t["to"].as_str().unwrap(),
+                t["reason"].as_str().unwrap_or("")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A planner whose task may change `files`, then `rest` for other states.
+fn agent_with_scope(sb: &Sandbox, files: &[&str], rest: &str) {
+    let files = serde_json::to_string(files).unwrap();
+    sb.agent_script(&format!(
+        r#"#!/bin/sh
+cat > /dev/null
+case "$MODIX_STATE" in
+  PLANNING)
+    echo '{{"title":"t","summary":"s","complexity":"low","tasks":[{{"id":"T1","title":"fix","files":{files},"acceptance":["tests pass"]}}]}}'
+    ;;
+  *)
+{rest}
+    ;;
+esac
+"#
+    ));
+}
+
+/// The example's real fix of `mean()`, as a sh line.
+const FIX: &str = r#"    sed 's|return sum(values) / (len(values) + 1)|return sum(values) / len(values)|' calc.py > calc.py.new && mv calc.py.new calc.py"#;
+const DONE: &str = r#"    echo '{"outcome":"success","summary":"fixed","files_changed":["calc.py"],"error":null}'"#;
+
+#[test]
+fn a_run_in_a_repository_works_on_its_own_branch_and_never_touches_the_checkout() {
+    let sb = repo();
+    let root = sb.root();
+    // Uncommitted work of the user's: a function in the file the agent edits,
+    // and a staged new file.
+    let mut calc = sb.read("calc.py");
+    calc.push_str("\n\ndef keep_me():\n    return 42\n");
+    sb.write("calc.py", &calc);
+    sb.write("notes.txt", "my notes\n");
+    git(&root, &["add", "notes.txt"]);
+    let list = ["branch", "--list", "--format=%(refname:short)"];
+    let branches = git(&root, &list);
+    let before = checkout(&root);
+
+    let r = sb.go_json("Fix mean() in calc.py");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.transitions.last().unwrap()["to"], "DONE");
+    // The user's files, index, HEAD and branch are exactly as they were.
+    assert_eq!(checkout(&root), before);
+    let run = r.run_id();
+    let id = short(&sb, &run);
+    assert_eq!(git(&root, &list), format!("{branches}modix/{id}\n"));
+    // The run said where it worked and that it left the dirty files out.
+    let ws = r.events.iter().find(|e| e["type"] == "workspace").unwrap();
+    assert_eq!(ws["mode"], "worktree");
+    assert_eq!(ws["branch"], format!("modix/{id}"));
+    assert!(
+        ws["notes"][0].as_str().unwrap().contains("uncommitted"),
+        "{ws}"
+    );
+    let workdir = PathBuf::from(ws["workdir"].as_str().unwrap());
+    assert!(!workdir.starts_with(&root), "{}", workdir.display());
+    // The fix is on the run's branch, step by step, with modix's trailers.
+    let fixed = git(&root, &["show", &format!("modix/{id}:calc.py")]);
+    assert!(
+        fixed.contains("return sum(values) / len(values)"),
+        "{fixed}"
+    );
+    assert!(!fixed.contains("keep_me"), "{fixed}");
+    let log = git(&root, &["log", "--format=%B", &format!("modix/{id}")]);
+    assert!(log.contains(&format!("Modix-Run: {run}")), "{log}");
+    assert!(log.contains("Modix-State: EXECUTING"), "{log}");
+    // The summary says what changed and how to get it.
+    let changes = &r.summary["changes"];
+    assert_eq!(changes["files"], 1, "{}", r.summary);
+    assert_eq!(changes["branch"], format!("modix/{id}"));
+    let out = modix(&sb, &["go", "-q", "Fix mean() again"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(
+            |l| l.starts_with("Changes: 1 file (+1 −1) on branch modix/")
+                && l.contains(" · modix diff ")
+                && l.contains(" · modix apply ")
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn include_dirty_starts_the_branch_from_the_uncommitted_changes() {
+    let sb = repo();
+    let mut calc = sb.read("calc.py");
+    calc.push_str("\n\ndef keep_me():\n    return 42\n");
+    sb.write("calc.py", &calc);
+    let before = checkout(&sb.root());
+    let out = modix(&sb, &["go", "--json", "--include-dirty", "Fix mean()"]);
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(checkout(&sb.root()), before);
+    let id = short(&sb, &r.run_id());
+    let fixed = git(&sb.root(), &["show", &format!("modix/{id}:calc.py")]);
+    assert!(fixed.contains("keep_me"), "{fixed}");
+    assert!(
+        fixed.contains("return sum(values) / len(values)"),
+        "{fixed}"
+    );
+}
+
+#[test]
+fn base_starts_the_run_from_another_revision_and_a_bad_one_is_refused() {
+    let sb = repo();
+    let root = sb.root();
+    let base = git(&root, &["rev-parse", "HEAD"]).trim().to_owned();
+    sb.write("later.txt", "later\n");
+    git(&root, &["add", "later.txt"]);
+    git(&root, &["commit", "-q", "-m", "later"]);
+    let out = modix(&sb, &["go", "--json", "--base", &base[..10], "Fix mean()"]);
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let ws = workspace(&sb, &r.run_id());
+    assert_eq!(ws["base_commit"], base);
+    let out = modix(&sb, &["go", "--base", "no-such-branch", "Fix mean()"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown base revision `no-such-branch`"),
+        "{err}"
+    );
+    // Nothing was recorded for the refused run.
+    assert_eq!(sb.runs().as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn diff_and_apply_bring_the_result_back_and_a_conflict_changes_nothing() {
+    let sb = repo();
+    let root = sb.root();
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let id = short(&sb, &r.run_id());
+
+    let out = modix(&sb, &["diff", &id, "--stat"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let stat = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stat.contains("calc.py") && stat.contains("1 file changed"),
+        "{stat}"
+    );
+    let out = modix(&sb, &["diff", "last"]);
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        diff.contains("-    return sum(values) / (len(values) + 1)"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("+    return sum(values) / len(values)"),
+        "{diff}"
+    );
+    assert!(!diff.contains('\u{1b}'), "piped output is plain: {diff:?}");
+    // One step alone: the first executor step rounded the mean.
+    let out = modix(&sb, &["diff", "last", "--step", "3"]);
+    let step = String::from_utf8_lossy(&out.stdout);
+    assert!(step.contains("+    return round("), "{step}");
+    let out = modix(&sb, &["diff", "last", "--step", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+
+    // A commit of the user's on the same line: applying would conflict.
+    sb.write(
+        "calc.py",
+        &sb.read("calc.py")
+            .replace("(len(values) + 1)", "(len(values) + 2)"),
+    );
+    git(&root, &["commit", "-q", "-am", "mine"]);
+    let before = checkout(&root);
+    let out = modix(&sb, &["apply", &id]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("conflict") && err.contains("calc.py"), "{err}");
+    assert_eq!(checkout(&root), before);
+
+    // Back to where the run started: it applies as one commit.
+    git(&root, &["reset", "-q", "--hard", "HEAD~1"]);
+    let out = modix(&sb, &["apply", &id]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Applied run"),
+        "{}",
+        output_text(&out)
+    );
+    assert!(
+        sb.read("calc.py")
+            .contains("return sum(values) / len(values)")
+    );
+    let msg = git(&root, &["log", "-1", "--format=%B"]);
+    assert!(
+        msg.contains("Fix mean()") && msg.contains("Modix-Run:"),
+        "{msg}"
+    );
+    assert_eq!(git(&root, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn apply_refuses_a_checkout_with_uncommitted_changes() {
+    let sb = repo();
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    sb.write(
+        "test_calc.py",
+        &format!("{}\n# wip\n", sb.read("test_calc.py")),
+    );
+    let before = checkout(&sb.root());
+    let out = modix(&sb, &["apply", "last"]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("uncommitted changes"),
+        "{}",
+        output_text(&out)
+    );
+    assert_eq!(checkout(&sb.root()), before);
+}
+
+#[test]
+fn a_copy_run_honours_ignore_files_keeps_target_folders_and_writes_back() {
+    let sb = Sandbox::example();
+    sb.write(".gitignore", "ignored/\n");
+    sb.write("ignored/big.bin", "cache\n");
+    sb.write("target/keep.txt", "a folder named target is the user's\n");
+    sb.write("lib/node_modules/keep.js", "so is this\n");
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let run = r.run_id();
+    let ws = workspace(&sb, &run);
+    assert_eq!(ws["mode"], "copy");
+    let copy = ws_root(&sb, &run);
+    assert!(!copy.starts_with(sb.root()), "{}", copy.display());
+    assert!(copy.join("target/keep.txt").is_file());
+    assert!(copy.join("lib/node_modules/keep.js").is_file());
+    assert!(!copy.join("ignored").exists());
+    // The copy has a repository of its own: git run there by an agent
+    // cannot reach anything of the user's.
+    assert!(copy.join(".git").exists());
+    // The user's folder is as it was until they apply.
+    assert!(sb.read("calc.py").contains("(len(values) + 1)"));
+    let out = modix(&sb, &["apply", "last"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(
+        sb.read("calc.py")
+            .contains("return sum(values) / len(values)")
+    );
+    assert_eq!(
+        sb.read("target/keep.txt"),
+        "a folder named target is the user's\n"
+    );
+}
+
+#[test]
+fn a_change_outside_the_task_is_rejected_taken_off_and_named_to_the_next_attempt() {
+    let sb = repo();
+    agent_with_scope(
+        &sb,
+        &["calc.py"],
+        &format!(
+            r#"    if [ "$MODIX_ATTEMPT" = 1 ]; then echo 'x = 1' > extra.py; fi
+{FIX}
+{DONE}"#
+        ),
+    );
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}\n{}", reasons(&r), r.stderr);
+    let text = reasons(&r);
+    assert!(
+        text.contains("EXECUTING -execution_rejected-> EXECUTING: rejected: changed 1 file outside its task's scope: extra.py"),
+        "{text}"
+    );
+    let run = r.run_id();
+    let id = short(&sb, &run);
+    // The rejected step is kept for audit, not on the branch.
+    let kept = git(
+        &sb.root(),
+        &["for-each-ref", "--format=%(refname)", "refs/modix/"],
+    );
+    assert!(
+        kept.contains(&format!("refs/modix/runs/{id}/rejected/3")),
+        "{kept}"
+    );
+    let tree = git(
+        &sb.root(),
+        &["ls-tree", "--name-only", &format!("modix/{id}")],
+    );
+    assert!(!tree.contains("extra.py"), "{tree}");
+    assert!(!ws_root(&sb, &run).join("extra.py").exists());
+    // The next attempt was told which path and what it may change.
+    let inv = sb.invocation(&run, 3);
+    let feedback = inv["context"]["feedback"].as_str().unwrap_or_default();
+    assert!(
+        feedback.contains("extra.py") && feedback.contains("Change only these paths: calc.py"),
+        "{}",
+        inv["context"]
+    );
+    // The record of the rejected step says what git saw.
+    let inv = sb.invocation(&run, 2);
+    assert_eq!(inv["changes"]["rejected"]["paths"][0], "extra.py");
+}
+
+#[test]
+fn a_test_file_changed_by_the_executor_is_rejected_even_when_the_task_lists_it() {
+    let sb = repo();
+    agent_with_scope(
+        &sb,
+        &["calc.py", "test_calc.py"],
+        &format!(
+            r#"    if [ "$MODIX_ATTEMPT" = 1 ]; then printf 'import unittest\n' > test_calc.py; fi
+{FIX}
+{DONE}"#
+        ),
+    );
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}\n{}", reasons(&r), r.stderr);
+    let text = reasons(&r);
+    assert!(
+        text.contains("rejected: changed protected path test_calc.py"),
+        "{text}"
+    );
+    let id = short(&sb, &r.run_id());
+    let tests = git(&sb.root(), &["show", &format!("modix/{id}:test_calc.py")]);
+    assert_eq!(tests, sb.read("test_calc.py"));
+    // The next attempt was told to leave the tests alone.
+    let inv = sb.invocation(&r.run_id(), 3);
+    let feedback = inv["context"]["feedback"].as_str().unwrap_or_default();
+    assert!(
+        feedback.contains("Fix the code, not the tests"),
+        "{feedback}"
+    );
+}
+
+#[test]
+fn a_manifest_may_allow_protected_paths() {
+    let sb = repo();
+    agent_with_scope(
+        &sb,
+        &["calc.py", "test_calc.py"],
+        &format!("    echo '# more tests' >> test_calc.py\n{FIX}\n{DONE}"),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["executor"]["manifest"]["permissions"]["protected"] = true.into();
+    });
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}\n{}", reasons(&r), r.stderr);
+    assert!(!reasons(&r).contains("rejected"), "{}", reasons(&r));
+}
+
+#[test]
+fn a_read_only_planner_that_writes_a_file_is_rejected() {
+    let sb = repo();
+    sb.agent_script(
+        r#"#!/bin/sh
+cat > /dev/null
+echo 'my plan' > PLAN.md
+echo '{"title":"t","summary":"s","complexity":"low","tasks":[{"id":"T1","title":"fix","files":["calc.py"],"acceptance":["ok"]}]}'
+"#,
+    );
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let text = reasons(&r);
+    assert!(
+        text.contains("PLANNING -task_spec_invalid-> FAILED: rejected: agent `planner` may not change files (its manifest says `write_files: false`), but it changed PLAN.md"),
+        "{text}"
+    );
+    assert!(!ws_root(&sb, &r.run_id()).join("PLAN.md").exists());
+}
+
+#[test]
+fn a_tester_that_changes_the_tree_never_reaches_done() {
+    let sb = repo();
+    scenarios::agent(&sb, &format!("    echo '# touched' >> calc.py\n{DONE}"));
+    // A "tester" that fixes the code itself and then says the tests pass.
+    let tester = sb.root().join("agents/tester");
+    write_file(
+        &tester,
+        "#!/bin/sh\nsed -i 's|(len(values) + 1)|len(values)|' calc.py\nexit 0\n",
+    );
+    make_executable(&tester);
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["agents/tester"]);
+        // Even one allowed to write may not change what it judges.
+        v["agents"]["tester"]["manifest"]["permissions"] = serde_json::json!({"write_files": true});
+    });
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let text = reasons(&r);
+    assert!(!text.contains("-> DONE"), "{text}");
+    assert!(
+        text.contains("rejected: the tree changed during a step whose result would end the run"),
+        "{text}"
+    );
+}
+
+#[test]
+fn done_is_bound_to_the_tree_the_tests_ran_on() {
+    let sb = repo();
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let run = r.run_id();
+    let id = short(&sb, &run);
+    let last = r.transitions.last().unwrap();
+    assert_eq!(last["to"], "DONE");
+    let n = last["invocation"].as_u64().unwrap() as u32;
+    let verified = &sb.invocation(&run, n)["changes"]["verified"];
+    let tip = git(&sb.root(), &["rev-parse", &format!("modix/{id}")]);
+    assert_eq!(verified["commit"], tip.trim());
+    let tree = git(&sb.root(), &["rev-parse", &format!("modix/{id}^{{tree}}")]);
+    assert_eq!(verified["tree"], tree.trim());
+    assert!(
+        last["reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("verified on commit {}", &tip[..10])),
+        "{last}"
+    );
+    let out = modix(&sb, &["history", &run, "--invocation", &n.to_string()]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("verified on tree {}", tree.trim())),
+        "{}",
+        output_text(&out)
+    );
+}
+
+/// The shipped workflow with `no_progress` routed to FAILED, as a project file.
+fn with_no_progress_rules(sb: &Sandbox) {
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fsm/plan_execute_test.toml"),
+    )
+    .unwrap();
+    let mut text = shipped.replace("id = \"plan_execute_test\"", "id = \"watched\"");
+    for from in ["EXECUTING", "TESTING"] {
+        if !text.contains(&format!("from = \"{from}\"\nevent = \"no_progress\"")) {
+            text.push_str(&format!(
+                "\n[[transitions]]\nfrom = \"{from}\"\nevent = \"no_progress\"\nto = \"FAILED\"\n"
+            ));
+        }
+    }
+    sb.write(".modix/fsm/watched.toml", &text);
+    sb.edit_json(".modix/projects.json", |v| v["workflow"] = "watched".into());
+}
+
+#[test]
+fn an_executor_that_changes_nothing_makes_no_progress_and_the_run_fails_early() {
+    let sb = repo();
+    with_no_progress_rules(&sb);
+    scenarios::agent(&sb, DONE);
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(
+        r.path(),
+        [
+            "INIT -epic_received-> PLANNING",
+            "PLANNING -task_spec_valid-> EXECUTING",
+            "EXECUTING -no_progress-> FAILED"
+        ]
+    );
+    let text = reasons(&r);
+    assert!(
+        text.contains("no progress: the step changed nothing in the workspace"),
+        "{text}"
+    );
+    // The agent's claim is kept beside the record, and the mismatch shown.
+    assert!(text.contains("it claimed calc.py"), "{text}");
+}
+
+#[test]
+fn the_same_test_failure_twice_is_no_progress() {
+    let sb = repo();
+    with_no_progress_rules(&sb);
+    // A different edit each attempt, none of which fixes anything.
+    scenarios::agent(
+        &sb,
+        &format!("    echo \"# attempt $MODIX_ATTEMPT\" >> calc.py\n{DONE}"),
+    );
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let path = r.path();
+    assert_eq!(
+        path.last().unwrap(),
+        "TESTING -no_progress-> FAILED",
+        "{path:?}"
+    );
+    assert_eq!(path.len(), 6, "{path:?}");
+    let text = reasons(&r);
+    assert!(
+        text.contains("no progress: the same tests failed the same way 2 times in a row"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_executor_that_puts_back_an_earlier_tree_makes_no_progress() {
+    let sb = repo();
+    with_no_progress_rules(&sb);
+    // Attempt 1 and 3 leave the same files; attempt 2 another version.
+    scenarios::agent(
+        &sb,
+        &format!(
+            "    if [ \"$MODIX_ATTEMPT\" = 2 ]; then n=2; else n=1; fi\n    printf 'def mean(v):\\n    return %s\\n' $n > calc.py\n{DONE}"
+        ),
+    );
+    sb.edit_json(".modix/runtimes.json", |v| {
+        v["loops"]["no_progress_after"] = 5.into()
+    });
+    let r = sb.go_json("Fix mean()");
+    let text = reasons(&r);
+    assert_eq!(r.code, Some(1), "{text}");
+    assert!(
+        text.contains("EXECUTING -no_progress-> FAILED: no progress: the step left the files exactly as an earlier step had"),
+        "{text}"
+    );
+}
+
+#[test]
+fn kill_nine_mid_step_then_resume_discards_what_the_step_left() {
+    let sb = repo();
+    let marker = sb.dir.path().join("executing");
+    scenarios::agent(
+        &sb,
+        &format!(
+            "    if [ ! -e {m} ]; then echo half > half-done.txt; echo '# half' >> calc.py; touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+            m = marker.display()
+        ),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    let mut child = sb.spawn(&["go", "--json", "crash mid-step"]);
+    wait_for(&marker);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    let out = modix(&sb, &["resume", "--json", &run]);
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let ws = r.events.iter().find(|e| e["type"] == "workspace").unwrap();
+    assert!(
+        ws["notes"]
+            .to_string()
+            .contains("recorded under refs/modix/runs/"),
+        "{ws}"
+    );
+    // The abandoned invocation's record says what was discarded.
+    let inv = sb.invocation(&run, 2);
+    assert_eq!(inv["status"], "abandoned");
+    let mut paths: Vec<&str> = inv["changes"]["discarded"]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    paths.sort();
+    assert_eq!(paths, ["calc.py", "half-done.txt"]);
+    // The run ended on the fix alone.
+    let id = short(&sb, &run);
+    let tree = git(
+        &sb.root(),
+        &["ls-tree", "--name-only", &format!("modix/{id}")],
+    );
+    assert!(!tree.contains("half-done.txt"), "{tree}");
+    let calc = git(&sb.root(), &["show", &format!("modix/{id}:calc.py")]);
+    assert!(
+        !calc.contains("# half") && calc.contains("/ len(values)"),
+        "{calc}"
+    );
+    let kept = git(
+        &sb.root(),
+        &[
+            "show",
+            &format!("refs/modix/runs/{id}/discarded/1:half-done.txt"),
+        ],
+    );
+    assert_eq!(kept, "half\n");
+}
+
+#[test]
+fn resume_refuses_a_run_branch_someone_moved_unless_reset() {
+    let sb = repo();
+    let marker = sb.dir.path().join("executing");
+    scenarios::agent(
+        &sb,
+        &format!(
+            "    if [ ! -e {m} ]; then touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+            m = marker.display()
+        ),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    let mut child = sb.spawn(&["go", "--json", "crash mid-step"]);
+    wait_for(&marker);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    // Someone commits on the run's branch in its worktree.
+    let wt = ws_root(&sb, &run);
+    std::fs::write(wt.join("mine.txt"), "mine\n").unwrap();
+    git(&wt, &["add", "mine.txt"]);
+    git(&wt, &["commit", "-q", "-m", "mine"]);
+    let out = modix(&sb, &["resume", &run]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--reset"), "{err}");
+    let out = modix(&sb, &["resume", "--reset", "--json", &run]);
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let id = short(&sb, &run);
+    let tree = git(
+        &sb.root(),
+        &["ls-tree", "--name-only", &format!("modix/{id}")],
+    );
+    assert!(!tree.contains("mine.txt"), "{tree}");
+}
+
+fn wait_for(marker: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !marker.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            marker.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn in_place_refuses_a_dirty_tree_and_a_second_run_on_the_same_tree() {
+    let sb = repo();
+    sb.edit_json(".modix/projects.json", |v| {
+        v["workspace"] = "in_place".into()
+    });
+    git(&sb.root(), &["commit", "-q", "-am", "in place"]);
+    sb.write("notes.txt", "wip\n");
+    let out = modix(&sb, &["go", "Fix mean()"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("uncommitted changes (1 files: notes.txt)"),
+        "{}",
+        output_text(&out)
+    );
+    // A second live run on the tree is refused, naming the first.
+    let marker = sb.dir.path().join("executing");
+    scenarios::agent(
+        &sb,
+        &format!(
+            "    if [ ! -e {m} ]; then touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+            m = marker.display()
+        ),
+    );
+    let mut first = sb.spawn(&["go", "--json", "--allow-dirty", "first"]);
+    wait_for(&marker);
+    let out = modix(&sb, &["go", "--allow-dirty", "second"]);
+    let first_id = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    first.wait().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("in use by run {first_id}")), "{err}");
+    // With --allow-dirty the run changes the files in place, and records it.
+    let r = GoResult::parse(&modix(&sb, &["go", "--json", "--allow-dirty", "third"]));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(sb.read("calc.py").contains("/ len(values)"));
+    assert_eq!(sb.read("notes.txt"), "wip\n");
+}
+
+#[test]
+fn prune_removes_finished_workspaces_but_never_a_resumable_one() {
+    let sb = repo();
+    let done = sb.go_json("finish");
+    assert_eq!(done.code, Some(0), "{}", done.stderr);
+    let stopped = scenarios::stopped_run(&sb, "stop", nix::sys::signal::Signal::SIGTERM);
+    let (done_root, stopped_root) = (ws_root(&sb, &done.run_id()), ws_root(&sb, &stopped));
+    let (done_id, stopped_id) = (short(&sb, &done.run_id()), short(&sb, &stopped));
+    let out = modix(&sb, &["prune", "--older-than", "1d"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(done_root.exists(), "not a day old yet");
+    let out = modix(&sb, &["prune"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(!done_root.exists());
+    assert!(stopped_root.exists());
+    let branches = git(&sb.root(), &["branch", "--list", "modix/*"]);
+    assert!(
+        branches.contains(&done_id) && branches.contains(&stopped_id),
+        "{branches}"
+    );
+    // The pruned run's changes are still on its branch.
+    let out = modix(&sb, &["diff", &done_id, "--stat"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let out = modix(&sb, &["prune", "--branches"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let branches = git(&sb.root(), &["branch", "--list", "modix/*"]);
+    assert!(
+        !branches.contains(&done_id) && branches.contains(&stopped_id),
+        "{branches}"
+    );
+    assert_eq!(git(&sb.root(), &["worktree", "list"]).lines().count(), 2);
+    // The stopped run resumes in its workspace.
+    let r = GoResult::parse(&modix(&sb, &["resume", "--json", &stopped]));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
+#[test]
+fn a_project_in_a_subfolder_of_a_repository_works_in_that_subfolder() {
+    let sb = Sandbox::new();
+    let mono = sb.dir.path().join("mono");
+    let project = mono.join("services/calc");
+    crate::util::copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bugfix"),
+        &project,
+    );
+    std::fs::write(mono.join("README.md"), "a monorepo\n").unwrap();
+    git(&mono, &["init", "-q"]);
+    git(&mono, &["add", "-A"]);
+    git(&mono, &["commit", "-q", "-m", "base"]);
+    let out = sb
+        .modix()
+        .arg("--project")
+        .arg(&project)
+        .args(["go", "--json", "Fix mean()"])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}\n{}", reasons(&r), r.stderr);
+    let ws = r.events.iter().find(|e| e["type"] == "workspace").unwrap();
+    assert!(
+        ws["workdir"]
+            .as_str()
+            .unwrap()
+            .trim_end_matches('/')
+            .ends_with("services/calc"),
+        "{ws}"
+    );
+    let branch = ws["branch"].as_str().unwrap();
+    let calc = git(&mono, &["show", &format!("{branch}:services/calc/calc.py")]);
+    assert!(calc.contains("/ len(values)"), "{calc}");
+}
