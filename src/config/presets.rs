@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use super::types::{
-    FailureRule, OutputFormat, OutputSpec, PermissionModes, PromptMode, Shell, ShellEntry,
-    StreamChoice, UsageSpec, VersionProbe,
+    FailureRule, FailureRuleEntry, OutputFormat, OutputSpec, PermissionModes, PromptMode, Shell,
+    ShellEntry, StreamChoice, UsageSpec, VersionProbe,
 };
 use crate::fsm::FailureClass;
 
@@ -419,6 +419,12 @@ pub fn resolve(name: &str, entry: &ShellEntry) -> Result<Shell, String> {
     let joined = |own: &Option<Vec<String>>, preset: &[String]| -> Vec<String> {
         own.iter().flatten().chain(preset).cloned().collect()
     };
+    let own_failures = entry
+        .failures
+        .iter()
+        .flatten()
+        .map(FailureRuleEntry::typed)
+        .collect::<Result<Vec<_>, _>>()?;
     let mut set_env = base.set_env.clone();
     set_env.extend(entry.set_env.clone().unwrap_or_default());
     Ok(Shell {
@@ -435,13 +441,7 @@ pub fn resolve(name: &str, entry: &ShellEntry) -> Result<Shell, String> {
         permission_modes: entry.permission_modes.clone().or(base.permission_modes),
         capabilities: entry.capabilities.clone().unwrap_or(base.capabilities),
         tested: entry.tested.clone().or(base.tested),
-        failures: entry
-            .failures
-            .iter()
-            .flatten()
-            .chain(&base.failures)
-            .cloned()
-            .collect(),
+        failures: own_failures.into_iter().chain(base.failures).collect(),
         reason: joined(&entry.reason, &base.reason),
         noise: joined(&entry.noise, &base.noise),
         keepalive: joined(&entry.keepalive, &base.keepalive),
@@ -472,6 +472,32 @@ mod tests {
             };
             let shell = resolve(name, &entry).unwrap();
             assert_eq!(shell.binary, name);
+        }
+    }
+
+    /// What `validate` checks in a shells.json entry holds for the presets.
+    #[test]
+    fn every_preset_rule_compiles_and_points() {
+        for name in PRESET_NAMES {
+            let s = preset(name).unwrap();
+            let patterns = s.failures.iter().filter_map(|r| r.pattern.as_ref());
+            for re in patterns.chain(&s.noise).chain(&s.keepalive) {
+                regex::Regex::new(re).unwrap_or_else(|e| panic!("{name}: {re}: {e}"));
+            }
+            let u = &s.usage;
+            let pointers = [&u.input_tokens, &u.output_tokens, &u.cost_usd, &u.turns]
+                .into_iter()
+                .chain([&u.model, &u.session_id, &s.output.result_pointer])
+                .flatten()
+                .chain(&s.reason)
+                .chain(s.output.select.keys())
+                .chain(s.failures.iter().filter_map(|r| r.pointer.as_ref()));
+            for p in pointers {
+                assert!(p.starts_with('/'), "{name}: {p}");
+            }
+            for range in [&s.requires, &s.tested].into_iter().flatten() {
+                semver::VersionReq::parse(range).unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
         }
     }
 

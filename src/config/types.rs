@@ -45,7 +45,7 @@ pub struct ShellEntry {
     pub permission_modes: Option<PermissionModes>,
     pub capabilities: Option<Vec<String>>,
     pub tested: Option<String>,
-    pub failures: Option<Vec<FailureRule>>,
+    pub failures: Option<Vec<FailureRuleEntry>>,
     pub reason: Option<Vec<String>>,
     pub noise: Option<Vec<String>>,
     pub keepalive: Option<Vec<String>>,
@@ -74,6 +74,42 @@ pub struct FailureRule {
     /// wait or retry loop of its own (modix owns retries).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stop: bool,
+}
+
+/// A failure rule as written in `shells.json`: its class is a name checked
+/// (with "did you mean") when the file is, then typed into [`FailureRule`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureRuleEntry {
+    pub class: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
+    #[serde(default)]
+    pub stream: StreamChoice,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop: bool,
+}
+
+impl FailureRuleEntry {
+    /// The typed rule; `Err` names the class when it is not one modix knows.
+    pub fn typed(&self) -> Result<FailureRule, String> {
+        let class = self
+            .class
+            .parse()
+            .map_err(|_| format!("unknown failure class `{}`", self.class))?;
+        Ok(FailureRule {
+            class,
+            pattern: self.pattern.clone(),
+            pointer: self.pointer.clone(),
+            stream: self.stream,
+            exit_code: self.exit_code,
+            stop: self.stop,
+        })
+    }
 }
 
 /// Which output stream a rule looks at.

@@ -15,6 +15,7 @@ mod readiness;
 mod real_clis;
 mod record;
 mod scenarios;
+mod shell_fields;
 mod snapshots;
 mod term;
 mod terminal;
