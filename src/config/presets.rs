@@ -124,7 +124,7 @@ fn claude() -> Shell {
     use FailureClass::*;
     Shell {
         requires: Some(">=2.0.0".into()),
-        tested: Some(">=2.0.0, <2.2.0".into()),
+        tested: Some(">=2.1.0, <2.2.0".into()),
         args: strings(&[
             "-p",
             "--output-format",

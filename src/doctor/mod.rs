@@ -1,9 +1,21 @@
 //! `modix doctor`'s findings: which agent CLIs are installed and at what
-//! version, which API keys are set (never their values), whether every
-//! agent the workflow needs can run — for a plain command (a test runner),
-//! by running a cheap probe of it, as the agent would run, so that "pytest
-//! is not installed" is found here rather than reported by the run as
-//! failing tests — and which environment variables each agent receives.
+//! version (and whether that is a version the presets' flags were checked
+//! against), whether each can authenticate — the brain's key, or the CLI's
+//! own login (`claude auth status`, `codex login status`, Gemini's chosen
+//! auth) —, whether every agent the workflow needs can run — for a plain
+//! command (a test runner), by running a cheap probe of it, as the agent
+//! would run, so that "pytest is not installed" is found here rather than
+//! reported by the run as failing tests —, and which environment variables
+//! each agent receives. With `--deep`, every flag a shell passes is looked
+//! up in the CLI's own `--help`. [`readiness`] is the same check for the
+//! agents of one workflow, before `go` creates a run.
+
+mod cache;
+mod env;
+mod flags;
+mod login;
+mod probe;
+mod run;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -12,10 +24,15 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use env::EnvName;
+pub use flags::FlagsCheck;
+pub use login::Login;
+
+use crate::config::presets::{PRESET_NAMES, preset};
 use crate::config::{Agent, Binding, Config, Shell};
 use crate::orchestrator::Engine;
-use crate::project::Project;
-use crate::shell::{CaptureLimits, EndReason, ProcessSpec, find_binary, last_lines, run_process};
+use crate::project::{Project, Workflow};
+use crate::shell::find_binary;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ShellCheck {
@@ -26,6 +43,15 @@ pub struct ShellCheck {
     pub version: Option<String>,
     pub requires: Option<String>,
     pub requirement_met: Option<bool>,
+    /// The versions the shell's flags were checked against.
+    pub tested: Option<String>,
+    pub in_tested_range: Option<bool>,
+    /// Worth knowing, not blocking (e.g. a version outside `tested`).
+    pub warnings: Vec<String>,
+    /// The CLI's own login, when an agent on it has no key to use.
+    pub login: Option<Login>,
+    /// `--deep`: its flags against its own `--help`.
+    pub flags: Option<FlagsCheck>,
     pub ok: bool,
     pub problem: Option<String>,
 }
@@ -48,6 +74,8 @@ pub struct AgentCheck {
     pub used_by_workflow: bool,
     pub ready: bool,
     pub problems: Vec<String>,
+    /// How a shell agent's CLI authenticates: the brain's key, or its own.
+    pub auth: Option<Login>,
     /// The probe run for a command agent, when one is known or declared.
     pub probe: Option<ProbeCheck>,
     /// The environment variables the agent will receive (names only).
@@ -68,18 +96,21 @@ pub struct ProbeCheck {
     pub error: Option<String>,
 }
 
-/// One variable an agent receives, and why.
+/// An agent CLI modix knows by name, found on PATH (configured or not).
 #[derive(Debug, Clone, Serialize)]
-pub struct EnvName {
+pub struct CliFound {
     pub name: String,
-    /// `env.allow` (runtimes.json), `shell` (shells.json `env`), `brain key`,
-    /// `endpoint`, or `modix` (the MODIX_* contract).
-    pub from: &'static str,
+    pub path: PathBuf,
+    pub version: Option<String>,
+    /// The shells of this project that run it.
+    pub shells: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub workflow: String,
+    /// Every agent CLI modix has a preset for that is on PATH.
+    pub clis: Vec<CliFound>,
     pub shells: Vec<ShellCheck>,
     pub brains: Vec<BrainCheck>,
     pub agents: Vec<AgentCheck>,
@@ -87,56 +118,226 @@ pub struct Report {
     pub ready: bool,
 }
 
-/// Runs every check. Spawns each shell's version probe and each command
-/// agent's probe (bounded in time), all at once on the engine's runtime.
-pub fn diagnose(engine: &Engine, project: &Project) -> Report {
+/// How long a CLI may take to print its version (Gemini: ~3 s).
+const VERSION_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Runs every check. The version probes, logins, `--help`s (with `deep`)
+/// and command probes all run at once on the engine's runtime, each
+/// bounded in time.
+pub fn diagnose(engine: &Engine, project: &Project, deep: bool) -> Report {
     let config = &project.config;
-    let planned: Vec<(String, Vec<String>, String)> = config
-        .agents
-        .values()
-        .filter_map(|a| probe_for(config, a).map(|(argv, from)| (a.id.clone(), argv, from)))
+    let all: Vec<&Agent> = config.agents.values().collect();
+    let found = engine.block_on(run_checks(config, &all, deep, true));
+    let used = workflow_agents(project);
+    let agents: Vec<AgentCheck> = all
+        .iter()
+        .map(|a| check_agent(config, a, &found, used.contains(&a.id)))
         .collect();
-    let (shells, probes) = engine.block_on(async {
-        // Each probe is its own process with its own timeout.
-        let mut shell_set = tokio::task::JoinSet::new();
-        for (i, shell) in config.shells.values().enumerate() {
-            let (root, shell) = (config.paths.root.clone(), shell.clone());
-            shell_set.spawn(async move { (i, check_shell(&root, &shell).await) });
+    let ready = agents
+        .iter()
+        .filter(|a| a.used_by_workflow)
+        .all(|a| a.ready);
+    Report {
+        workflow: config.project.workflow.clone(),
+        clis: found.clis,
+        shells: found.shells.into_values().collect(),
+        brains: brains(config),
+        agents,
+        ready,
+    }
+}
+
+/// Whether the agents `workflow` invokes can run: each one's CLI found at
+/// a version its shell accepts, a key or the CLI's own login for it, and
+/// each command agent's probe passing — what `go` must know before it
+/// creates a run. `Err` holds one line per problem (`agent `planner`: …`).
+/// Bounded in time: everything runs at once, the slowest check (a probe)
+/// within 20 s; CLI versions come from a cache under the modix home.
+/// `MODIX_SKIP_READINESS=1` skips it (a login modix cannot see, tests of
+/// the CLIs' own failures).
+// `go` calls it before creating a run (wired there by the lead).
+#[allow(dead_code)]
+pub fn readiness(
+    engine: &Engine,
+    project: &Project,
+    workflow: &Workflow,
+) -> Result<(), Vec<String>> {
+    if std::env::var_os("MODIX_SKIP_READINESS").is_some_and(|v| v == "1") {
+        return Ok(());
+    }
+    let config = &project.config;
+    let mut agents: Vec<&Agent> = Vec::new();
+    for (id, _) in workflow.machine.states() {
+        if let Some(a) = workflow.agent(id)
+            && !agents.iter().any(|x| x.id == a.id)
+        {
+            agents.push(a);
         }
-        let mut probe_set = tokio::task::JoinSet::new();
-        for (id, argv, from) in planned {
-            let (root, env) = (config.paths.root.clone(), allowed_env(config));
-            probe_set.spawn(async move {
-                let result = run_probe(&root, &argv, env).await;
+    }
+    let found = engine.block_on(run_checks(config, &agents, false, false));
+    let lines: Vec<String> = agents
+        .iter()
+        .map(|a| check_agent(config, a, &found, true))
+        .flat_map(|c| {
+            let id = c.id.clone();
+            c.problems
+                .into_iter()
+                .map(move |p| format!("agent `{id}`: {p}"))
+        })
+        .collect();
+    if lines.is_empty() { Ok(()) } else { Err(lines) }
+}
+
+/// What the concurrent checks found.
+struct Found {
+    shells: BTreeMap<String, ShellCheck>,
+    probes: BTreeMap<String, ProbeCheck>,
+    clis: Vec<CliFound>,
+}
+
+/// The shells of `agents` (with a login check where no key covers them),
+/// their command probes, and with `list_clis` every known CLI on PATH.
+async fn run_checks(config: &Config, agents: &[&Agent], deep: bool, list_clis: bool) -> Found {
+    let root = config.paths.root.clone();
+    let mut shells = tokio::task::JoinSet::new();
+    for shell in shells_to_check(config, agents, list_clis) {
+        let login_env = login_env(config, agents, &shell);
+        let flags_env = env::allowed(config);
+        let root = root.clone();
+        shells.spawn(async move {
+            check_shell(&root, &shell, login_env, deep.then_some(flags_env)).await
+        });
+    }
+    let mut probes = tokio::task::JoinSet::new();
+    for a in agents {
+        if let Some((argv, from)) = probe::probe_for(config, a) {
+            let (root, env, id) = (root.clone(), env::allowed(config), a.id.clone());
+            probes.spawn(async move {
+                let result = probe::run_probe(&root, &argv, env).await;
+                let ok = result.is_ok();
                 (
                     id,
                     ProbeCheck {
                         argv,
                         from,
-                        ok: result.is_ok(),
+                        ok,
                         error: result.err(),
                     },
                 )
             });
         }
-        let mut shells = Vec::new();
-        while let Some(Ok(done)) = shell_set.join_next().await {
-            shells.push(done);
+    }
+    let clis = if list_clis {
+        known_clis(config).await
+    } else {
+        Vec::new()
+    };
+    let mut found = Found {
+        shells: BTreeMap::new(),
+        probes: BTreeMap::new(),
+        clis,
+    };
+    while let Some(Ok(check)) = shells.join_next().await {
+        found.shells.insert(check.name.clone(), check);
+    }
+    while let Some(Ok((id, probe))) = probes.join_next().await {
+        found.probes.insert(id, probe);
+    }
+    found
+}
+
+/// Every shell of the project (for `doctor`), or only those `agents` use.
+fn shells_to_check(config: &Config, agents: &[&Agent], all: bool) -> Vec<Shell> {
+    config
+        .shells
+        .values()
+        .filter(|s| {
+            all || agents
+                .iter()
+                .any(|a| a.binding.shell().is_some_and(|x| x.name == s.name))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The environment to ask `shell`'s CLI for its login with: that of the
+/// first agent on it whose key and environment do not already authenticate
+/// it. `None` when no agent needs the login (or the CLI has no login).
+fn login_env(
+    config: &Config,
+    agents: &[&Agent],
+    shell: &Shell,
+) -> Option<Vec<(OsString, OsString)>> {
+    let ways = login::ways(shell.preset.as_deref()?)?;
+    agents.iter().find_map(|a| {
+        let Binding::Shell { shell: s, brain } = &a.binding else {
+            return None;
+        };
+        if s.name != shell.name || brain.api_key_env.as_deref().is_some_and(env_set) {
+            return None;
         }
-        shells.sort_by_key(|(i, _)| *i);
-        let mut probes = BTreeMap::new();
-        while let Some(Ok((id, probe))) = probe_set.join_next().await {
-            probes.insert(id, probe);
-        }
-        (
-            shells
-                .into_iter()
-                .map(|(_, c)| c)
-                .collect::<Vec<ShellCheck>>(),
-            probes,
-        )
-    });
-    let brains: Vec<BrainCheck> = config
+        let env = env::of_shell(config, s, brain);
+        login::by_env(&ways, &env).is_none().then_some(env)
+    })
+}
+
+/// Every agent CLI modix has a preset for, found on PATH, with its version.
+async fn known_clis(config: &Config) -> Vec<CliFound> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, name) in PRESET_NAMES.iter().enumerate() {
+        let Some(path) = find_binary(&config.paths.root, name) else {
+            continue;
+        };
+        let shells: Vec<String> = config
+            .shells
+            .values()
+            .filter(|s| find_binary(&config.paths.root, &s.binary).as_ref() == Some(&path))
+            .map(|s| s.name.clone())
+            .collect();
+        let probe = preset(name).and_then(|p| p.version);
+        set.spawn(async move {
+            let version = match probe {
+                Some(p) => version_of(&path, &p.args, &p.regex)
+                    .await
+                    .ok()
+                    .map(|(_, v)| v.to_string()),
+                None => None,
+            };
+            (
+                i,
+                CliFound {
+                    name: (*name).to_owned(),
+                    path,
+                    version,
+                    shells,
+                },
+            )
+        });
+    }
+    let mut clis = Vec::new();
+    while let Some(Ok(found)) = set.join_next().await {
+        clis.push(found);
+    }
+    clis.sort_by_key(|(i, _)| *i);
+    clis.into_iter().map(|(_, c)| c).collect()
+}
+
+/// The version `binary` prints, from the cache when the binary is unchanged.
+async fn version_of(
+    binary: &Path,
+    args: &[String],
+    regex: &str,
+) -> Result<(String, semver::Version), String> {
+    if let Some(hit) = cache::get(binary, args) {
+        return Ok(hit);
+    }
+    let (raw, v) = crate::shell::probe_version(binary, args, regex, VERSION_TIMEOUT).await?;
+    cache::put(binary, args, &raw, &v);
+    Ok((raw, v))
+}
+
+fn brains(config: &Config) -> Vec<BrainCheck> {
+    config
         .brains
         .iter()
         .map(|(name, b)| BrainCheck {
@@ -146,50 +347,17 @@ pub fn diagnose(engine: &Engine, project: &Project) -> Report {
             api_key_env: b.api_key_env.clone(),
             key_present: b.api_key_env.as_ref().map(|v| env_set(v)),
         })
-        .collect();
-    let used = workflow_agents(project);
-    let shell_by_name: BTreeMap<&str, &ShellCheck> =
-        shells.iter().map(|s| (s.name.as_str(), s)).collect();
-    let agents: Vec<AgentCheck> = config
-        .agents
-        .values()
-        .map(|a| {
-            let mut check = check_agent(config, a, &shell_by_name, used.contains(&a.id));
-            if let Some(probe) = probes.get(&a.id) {
-                if let Some(error) = &probe.error {
-                    check
-                        .problems
-                        .push(format!("`{}` failed: {error}", probe.argv.join(" ")));
-                    check.ready = false;
-                }
-                check.probe = Some(probe.clone());
-            }
-            check
-        })
-        .collect();
-    let ready = agents
-        .iter()
-        .filter(|a| a.used_by_workflow)
-        .all(|a| a.ready);
-    Report {
-        workflow: config.project.workflow.clone(),
-        shells,
-        brains,
-        agents,
-        ready,
-    }
+        .collect()
 }
 
-fn check_agent(
-    config: &Config,
-    a: &Agent,
-    shells: &BTreeMap<&str, &ShellCheck>,
-    used_by_workflow: bool,
-) -> AgentCheck {
+/// An agent's readiness from what the checks found: its shell's, its
+/// key or login, or its command and probe.
+fn check_agent(config: &Config, a: &Agent, found: &Found, used_by_workflow: bool) -> AgentCheck {
     let mut problems = Vec::new();
+    let mut auth = None;
     match &a.binding {
         Binding::Shell { shell, brain } => {
-            match shells.get(shell.name.as_str()) {
+            match found.shells.get(&shell.name) {
                 Some(s) if s.ok => {}
                 Some(s) => problems.push(format!(
                     "shell `{}`: {}",
@@ -198,10 +366,10 @@ fn check_agent(
                 )),
                 None => problems.push(format!("shell `{}` is not defined", shell.name)),
             }
-            if let Some(var) = &brain.api_key_env
-                && !env_set(var)
-            {
-                problems.push(format!("brain `{}`: ${var} is not set", brain.name));
+            let login = found.shells.get(&shell.name).and_then(|s| s.login.as_ref());
+            auth = authenticate(config, shell, brain, login);
+            if let Some(a) = auth.as_ref().filter(|a| !a.ok) {
+                problems.push(a.how.clone());
             }
         }
         Binding::Command { argv } => {
@@ -211,7 +379,14 @@ fn check_agent(
             }
         }
     }
-    let (env, env_unset) = env_names(config, a);
+    let probe = found.probes.get(&a.id).cloned();
+    if let Some(error) = probe
+        .as_ref()
+        .and_then(|p| p.error.as_ref().map(|e| (p, e)))
+    {
+        problems.push(format!("`{}` failed: {}", error.0.argv.join(" "), error.1));
+    }
+    let (env, env_unset) = env::names(config, a);
     AgentCheck {
         id: a.id.clone(),
         role: a.role.clone(),
@@ -219,202 +394,50 @@ fn check_agent(
         used_by_workflow,
         ready: problems.is_empty(),
         problems,
-        probe: None,
+        auth,
+        probe,
         env,
         env_unset,
     }
 }
 
-/// The MODIX_* variables every agent receives. Mirrors
-/// `orchestrator::agent::base_env`, which builds them with their values.
-const MODIX_CONTRACT: [&str; 8] = [
-    "MODIX_RUN_ID",
-    "MODIX_STATE",
-    "MODIX_AGENT",
-    "MODIX_ROLE",
-    "MODIX_ATTEMPT",
-    "MODIX_WORKDIR",
-    "MODIX_CONTEXT",
-    "MODIX_OUTPUT_SCHEMA",
-];
-
-/// The names of the variables `a` will receive, as
-/// `orchestrator::agent::prepare` passes them: the allow-listed ones that
-/// are set, a shell's own `env` and its brain's key when set, the endpoint
-/// variable, and the MODIX_* contract. Also the allow-listed names not set.
-fn env_names(config: &Config, a: &Agent) -> (Vec<EnvName>, Vec<String>) {
-    let mut names = Vec::new();
-    let mut unset = Vec::new();
-    let mut add = |name: &str, from: &'static str| {
-        if !names.iter().any(|n: &EnvName| n.name == name) {
-            names.push(EnvName {
-                name: name.to_owned(),
-                from,
-            });
-        }
+/// How a shell agent's CLI authenticates: the brain's key when it is set,
+/// else a key, token or provider switch of the CLI's own in what the agent
+/// receives, else the login the CLI stored (`login`, asked for when no
+/// variable covered it). A shell modix knows no login for needs its
+/// brain's key, if the brain names one.
+fn authenticate(
+    config: &Config,
+    shell: &Shell,
+    brain: &crate::config::Brain,
+    login: Option<&Login>,
+) -> Option<Login> {
+    let key = brain.api_key_env.as_deref();
+    if let Some(k) = key.filter(|k| env_set(k)) {
+        return Some(Login {
+            ok: true,
+            how: format!("${k} is set"),
+        });
+    }
+    let missing = key.map(|k| format!("brain `{}`: ${k} is not set", brain.name));
+    let Some(ways) = shell.preset.as_deref().and_then(login::ways) else {
+        return missing.map(|how| Login { ok: false, how });
     };
-    for name in &config.runtimes.env.allow {
-        if std::env::var_os(name).is_some() {
-            add(name, "env.allow");
-        } else {
-            unset.push(name.clone());
-        }
+    if let Some(by_env) = login::by_env(&ways, &env::of_shell(config, shell, brain)) {
+        return Some(by_env);
     }
-    if let Binding::Shell { shell, brain } = &a.binding {
-        for name in shell.env.iter().filter(|n| std::env::var_os(n).is_some()) {
-            add(name, "shell");
-        }
-        if let Some(key) = brain
-            .api_key_env
-            .as_deref()
-            .filter(|k| std::env::var_os(k).is_some())
-        {
-            add(key, "brain key");
-        }
-        if let (Some(name), Some(_)) = (&shell.endpoint_env, &brain.endpoint) {
-            add(name, "endpoint");
-        }
+    if let Some(l) = login.filter(|l| l.ok) {
+        return Some(l.clone());
     }
-    for name in MODIX_CONTRACT {
-        add(name, "modix");
-    }
-    (names, unset)
-}
-
-/// The allow-listed part of this environment: what a command agent (and so
-/// its probe) runs with.
-fn allowed_env(config: &Config) -> Vec<(OsString, OsString)> {
-    config
-        .runtimes
-        .env
-        .allow
-        .iter()
-        .filter_map(|k| std::env::var_os(k).map(|v| (k.into(), v)))
-        .collect()
-}
-
-/// The probe for a command agent: the one the project declares for the
-/// command it runs (`commands.probes.NAME` for the argv of `commands.NAME`),
-/// else a built-in one for the program it runs.
-fn probe_for(config: &Config, a: &Agent) -> Option<(Vec<String>, String)> {
-    let Binding::Command { argv } = &a.binding else {
-        return None;
-    };
-    // A program that is not there is reported as such; nothing to probe.
-    find_binary(&config.paths.root, argv.first()?)?;
-    let c = &config.project.commands;
-    let named = [("build", &c.build), ("test", &c.test), ("lint", &c.lint)];
-    for (name, command) in named {
-        if command.as_ref() == Some(argv)
-            && let Some(probe) = c.probes.get(name).filter(|p| !p.is_empty())
-        {
-            return Some((
-                probe.clone(),
-                format!("projects.json commands.probes.{name}"),
-            ));
-        }
-    }
-    known_probe(argv).map(|p| (p, "built-in".to_owned()))
-}
-
-/// A cheap command that fails the way `argv` would if its tool is missing:
-/// `--version` of most runners, `python3 -m pytest --version` for pytest,
-/// `python3 -c "import MODULE"` for other Python modules.
-pub fn known_probe(argv: &[String]) -> Option<Vec<String>> {
-    let program = argv.first()?;
-    let base = Path::new(program).file_name()?.to_str()?;
-    let with = |args: &[&str]| {
-        Some(
-            std::iter::once(program.clone())
-                .chain(args.iter().map(|a| (*a).to_owned()))
-                .collect(),
-        )
-    };
-    if base.starts_with("python") {
-        let Some(module) = argv.get(1).filter(|a| *a == "-m").and_then(|_| argv.get(2)) else {
-            return with(&["--version"]);
-        };
-        return match module.as_str() {
-            // `python3 -m unittest --version` is a usage error; its help is as cheap.
-            "unittest" => with(&["-m", "unittest", "--help"]),
-            "pytest" | "tox" | "nox" | "mypy" | "ruff" | "black" | "flake8" | "pylint" => {
-                with(&["-m", module, "--version"])
-            }
-            m if m
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') =>
-            {
-                with(&["-c", &format!("import {m}")])
-            }
-            _ => None,
-        };
-    }
-    match base {
-        "go" => with(&["version"]),
-        // Whether the Gemfile's gems are installed: what `bundle exec` needs.
-        "bundle" => with(&["check"]),
-        // Wrappers (gradlew, mvnw) may download a whole toolchain: no probe.
-        "cargo" | "npm" | "npx" | "yarn" | "pnpm" | "node" | "deno" | "bun" | "make" | "gmake"
-        | "mvn" | "gradle" | "dotnet" | "mix" | "rake" | "rspec" | "composer" | "phpunit"
-        | "pytest" | "tox" | "nox" | "ruby" | "php" | "swift" | "ctest" | "just" => {
-            with(&["--version"])
-        }
-        _ => None,
-    }
-}
-
-/// How long a probe may take: some start a JVM.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Runs `argv` in the project root with `env`; `Err` holds its error line.
-async fn run_probe(
-    root: &Path,
-    argv: &[String],
-    env: Vec<(OsString, OsString)>,
-) -> Result<(), String> {
-    let program = argv.first().map(String::as_str).unwrap_or_default();
-    let Some(path) = find_binary(root, program) else {
-        return Err(format!("`{program}` not found"));
-    };
-    let spec = ProcessSpec {
-        program: path,
-        args: argv[1..].iter().map(Into::into).collect(),
-        cwd: root.to_path_buf(),
-        env,
-        stdin: None,
-        timeout: PROBE_TIMEOUT,
-        idle_timeout: None,
-        kill_grace: Duration::from_millis(500),
-        capture: CaptureLimits {
-            head_bytes: 4 * 1024,
-            tail_bytes: 16 * 1024,
-        },
-        echo: None,
-        on_spawn: None,
-        watch: None,
-    };
-    let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
-    let out = run_process(spec, cancel).await.map_err(|e| e.to_string())?;
-    match out.end {
-        EndReason::Exited if out.exit_code == Some(0) => Ok(()),
-        EndReason::Exited => {
-            // The tool's own words: its last line on stderr, else on stdout.
-            let line = last_lines(&out.stderr.text(), 1)
-                .into_iter()
-                .chain(last_lines(&out.stdout.text(), 1))
-                .next()
-                .map(|l| l.trim().to_owned());
-            Err(line.unwrap_or_else(|| match (out.exit_code, out.signal) {
-                (Some(c), _) => format!("exited with code {c}"),
-                (None, Some(s)) => format!("killed by signal {s}"),
-                _ => "ended abnormally".to_owned(),
-            }))
-        }
-        _ => Err(format!(
-            "did not finish within {}s",
-            PROBE_TIMEOUT.as_secs()
-        )),
-    }
+    let missing = missing.unwrap_or_else(|| format!("brain `{}` names no key", brain.name));
+    let seen = login.map_or_else(String::new, |l| format!(" ({})", l.how));
+    Some(Login {
+        ok: false,
+        how: format!(
+            "{missing} and `{}` is not logged in{seen}: set the key, or {}",
+            shell.binary, ways.fix
+        ),
+    })
 }
 
 fn env_set(name: &str) -> bool {
@@ -433,7 +456,14 @@ fn workflow_agents(project: &Project) -> Vec<String> {
         .collect()
 }
 
-async fn check_shell(root: &std::path::Path, shell: &Shell) -> ShellCheck {
+/// A shell's CLI: found, its version against `requires` (and `tested`),
+/// with `login_env` its stored login, with `flags_env` its flags.
+async fn check_shell(
+    root: &Path,
+    shell: &Shell,
+    login_env: Option<Vec<(OsString, OsString)>>,
+    flags_env: Option<Vec<(OsString, OsString)>>,
+) -> ShellCheck {
     let mut check = ShellCheck {
         name: shell.name.clone(),
         binary: shell.binary.clone(),
@@ -442,6 +472,11 @@ async fn check_shell(root: &std::path::Path, shell: &Shell) -> ShellCheck {
         version: None,
         requires: shell.requires.clone(),
         requirement_met: None,
+        tested: shell.tested.clone(),
+        in_tested_range: None,
+        warnings: Vec::new(),
+        login: None,
+        flags: None,
         ok: false,
         problem: None,
     };
@@ -449,33 +484,161 @@ async fn check_shell(root: &std::path::Path, shell: &Shell) -> ShellCheck {
         check.problem = Some(format!("`{}` not found on PATH", shell.binary));
         return check;
     };
-    let Some(probe) = &shell.version else {
-        check.ok = true;
-        return check;
-    };
-    let probed =
-        crate::shell::probe_version(&path, &probe.args, &probe.regex, Duration::from_secs(10))
-            .await;
-    match probed {
-        Ok((raw, version)) => {
-            check.version_raw = Some(raw);
-            check.version = Some(version.to_string());
-            match shell.requires.as_deref().map(semver::VersionReq::parse) {
-                Some(Ok(req)) => {
-                    let met = req.matches(&version);
-                    check.requirement_met = Some(met);
-                    if !met {
-                        check.problem = Some(format!(
-                            "version {version} does not satisfy `{req}`: install a matching version or change `requires`"
-                        ));
-                    }
-                }
-                Some(Err(e)) => check.problem = Some(format!("bad requirement: {e}")),
-                None => {}
-            }
+    if let Some(probe) = &shell.version {
+        match version_of(&path, &probe.args, &probe.regex).await {
+            Ok((raw, version)) => judge_version(&mut check, shell, raw, &version),
+            Err(e) => check.problem = Some(e),
         }
-        Err(e) => check.problem = Some(e),
+    }
+    if let Some(env) = login_env
+        && let Some(ways) = shell.preset.as_deref().and_then(login::ways)
+    {
+        check.login = Some(login::by_cli(&ways, &path, root, env).await);
+    }
+    if let Some(env) = flags_env {
+        let flags = flags::check(shell, &path, root, env).await;
+        judge_flags(&mut check, &flags);
+        check.flags = Some(flags);
     }
     check.ok = check.problem.is_none();
     check
+}
+
+/// The version against `requires` (a problem) and `tested` (a warning).
+fn judge_version(check: &mut ShellCheck, shell: &Shell, raw: String, version: &semver::Version) {
+    check.version_raw = Some(raw);
+    check.version = Some(version.to_string());
+    match shell.requires.as_deref().map(semver::VersionReq::parse) {
+        Some(Ok(req)) => {
+            let met = req.matches(version);
+            check.requirement_met = Some(met);
+            if !met {
+                check.problem = Some(format!(
+                    "version {version} does not satisfy `{req}`: install a matching version or change `requires`"
+                ));
+            }
+        }
+        Some(Err(e)) => check.problem = Some(format!("bad requirement: {e}")),
+        None => {}
+    }
+    if let Some(Ok(tested)) = shell.tested.as_deref().map(semver::VersionReq::parse) {
+        let inside = tested.matches(version);
+        check.in_tested_range = Some(inside);
+        if !inside {
+            check.warnings.push(format!(
+                "version {version} is outside `{tested}`, the versions its flags were checked against: run `modix doctor --deep` to check them against its --help"
+            ));
+        }
+    }
+}
+
+/// Flags the CLI does not know make every run fail: a problem. A help that
+/// could not be read, or a hidden flag, is only worth a warning.
+fn judge_flags(check: &mut ShellCheck, flags: &FlagsCheck) {
+    if let Some(e) = &flags.error {
+        check
+            .warnings
+            .push(format!("`{}` failed ({e}): flags not checked", flags.help));
+    }
+    if !flags.unknown.is_empty() && check.problem.is_none() {
+        check.problem = Some(format!(
+            "`{}` does not list {}: this version does not take them (change the shell's `args`, or install a version in `{}`)",
+            flags.help,
+            flags.unknown.join(", "),
+            check.tested.as_deref().unwrap_or("its tested range")
+        ));
+    }
+    if !flags.hidden.is_empty() {
+        check.warnings.push(format!(
+            "{} not in `{}`, but known to be accepted",
+            flags.hidden.join(", "),
+            flags.help
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ProjectPaths, Settings};
+    use crate::diagnostics::Diagnostics;
+
+    /// The example project in a temp dir, its shell without a version probe
+    /// (nothing is cached under the real modix home) and `edit` applied to
+    /// its agents.json.
+    fn example(edit: impl FnOnce(&mut serde_json::Value)) -> (tempfile::TempDir, Project) {
+        let dir = tempfile::tempdir().unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bugfix");
+        let copy = |rel: &str| {
+            let to = dir.path().join(rel);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(src.join(rel), to).unwrap();
+        };
+        for rel in [
+            "calc.py",
+            "test_calc.py",
+            "agents/scripted-agent",
+            ".modix/version.json",
+            ".modix/brains.json",
+            ".modix/projects.json",
+            ".modix/runtimes.json",
+            ".modix/prompts/planner.md",
+            ".modix/prompts/executor.md",
+        ] {
+            copy(rel);
+        }
+        let json = |rel: &str, edit: &mut dyn FnMut(&mut serde_json::Value)| {
+            let mut v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(src.join(rel)).unwrap()).unwrap();
+            edit(&mut v);
+            std::fs::write(dir.path().join(rel), v.to_string()).unwrap();
+        };
+        json(".modix/shells.json", &mut |v| {
+            v["shells"]["scripted"]
+                .as_object_mut()
+                .unwrap()
+                .remove("version");
+            v["shells"]["missing"] =
+                serde_json::json!({"preset": "claude", "binary": "modix-test-no-such-cli"});
+        });
+        let mut edit = Some(edit);
+        json(".modix/agents.json", &mut |v| (edit.take().unwrap())(v));
+        let paths = ProjectPaths::at(dir.path());
+        let (project, diags) =
+            crate::project::load(&paths, &Settings::default(), &Diagnostics::new());
+        let project = project.unwrap_or_else(|| panic!("{diags:?}"));
+        (dir, project)
+    }
+
+    #[test]
+    fn readiness_names_each_agent_that_cannot_run() {
+        let engine = Engine::new().unwrap();
+        let (_dir, project) = example(|_| {});
+        let workflow = project.workflow(None).unwrap();
+        assert_eq!(readiness(&engine, &project, &workflow), Ok(()));
+
+        let (_dir, project) = example(|v| {
+            v["agents"]["tester"]["command"] = serde_json::json!(["modix-test-no-such-runner"]);
+            v["agents"]["planner"]["shell"] = "missing".into();
+            v["agents"]["planner"]["manifest"]
+                .as_object_mut()
+                .unwrap()
+                .remove("requires");
+        });
+        let workflow = project.workflow(None).unwrap();
+        let lines = readiness(&engine, &project, &workflow).unwrap_err();
+        assert!(
+            lines.contains(
+                &"agent `tester`: command `modix-test-no-such-runner` not found".to_owned()
+            ),
+            "{lines:?}"
+        );
+        assert!(
+            lines.contains(
+                &"agent `planner`: shell `missing`: `modix-test-no-such-cli` not found on PATH"
+                    .to_owned()
+            ),
+            "{lines:?}"
+        );
+    }
 }

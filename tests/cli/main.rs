@@ -3,6 +3,7 @@
 
 mod conventions;
 mod doctor;
+mod doctor_login;
 mod fsm;
 mod go;
 mod graph;
