@@ -528,14 +528,38 @@ pub struct EnvPolicy {
     pub allow: Vec<String>,
 }
 
+/// What every agent inherits by default: the basics, the proxies (a CLI
+/// behind a corporate proxy cannot reach its API without them) and the CA
+/// bundles (nor, behind a TLS-inspecting proxy, trust it). Keys are not
+/// here: each shell passes its own (`env`), and the brain's.
+pub const DEFAULT_ENV_ALLOW: [&str; 21] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "TMPDIR",
+    "SHELL",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "all_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+];
+
 impl Default for EnvPolicy {
     fn default() -> Self {
         EnvPolicy {
-            allow: [
-                "PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "SHELL",
-            ]
-            .map(String::from)
-            .to_vec(),
+            allow: DEFAULT_ENV_ALLOW.map(String::from).to_vec(),
         }
     }
 }
@@ -646,4 +670,20 @@ pub enum LogLevel {
     Info,
     Debug,
     Trace,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `modix init` writes the same allowlist a project without one gets.
+    #[test]
+    fn the_template_allows_what_the_default_does() {
+        let file = crate::embedded::TEMPLATE
+            .get_file("runtimes.json")
+            .and_then(|f| f.contents_utf8())
+            .unwrap();
+        let runtimes: Runtimes = serde_json::from_str(file).unwrap();
+        assert_eq!(runtimes.env.allow, EnvPolicy::default().allow);
+    }
 }
