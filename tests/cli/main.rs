@@ -14,6 +14,7 @@ mod mock_anthropic;
 mod presets;
 mod readiness;
 mod real_clis;
+mod real_modix;
 mod record;
 mod scenarios;
 mod shell_fields;
