@@ -240,6 +240,205 @@ fn resolve_ref<'a>(
     base.pointer(fragment)
 }
 
+/// Keywords strict structured output (OpenAI's `strict: true`, which Codex's
+/// `--output-schema` turns on) refuses: dropped from the wire schema.
+/// Nothing is lost: modix validates the answer against the full schema.
+const NOT_STRICT: [&str; 15] = [
+    "$schema",
+    "$id",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "propertyNames",
+];
+
+/// Schema `id` in the form strict structured output accepts: every object
+/// closed (`additionalProperties: false`) with every property required,
+/// the optional ones nullable (the model answers `null` for what it would
+/// leave out; [`drop_optional_nulls`] undoes that before validation), a
+/// `type` beside every `enum`, and no `$schema` (Claude Code's
+/// `--json-schema` silently drops its StructuredOutput tool for a
+/// draft 2020-12 `$schema`).
+// The orchestrator writes this for `--output-schema`/`--json-schema`; until
+// it does, only the tests call it.
+#[allow(dead_code)]
+pub fn strict(id: &str) -> Result<Value, SchemaError> {
+    let mut v: Value = serde_json::from_str(text(id)?).map_err(|e| broken(id, e))?;
+    make_strict(&mut v);
+    Ok(v)
+}
+
+fn make_strict(node: &mut Value) {
+    let Value::Object(map) = node else { return };
+    for k in NOT_STRICT {
+        map.remove(k);
+    }
+    if !map.contains_key("type")
+        && let Some(Value::Array(values)) = map.get("enum")
+    {
+        let ty = enum_type(values);
+        map.insert("type".into(), ty);
+    }
+    if map.contains_key("properties") {
+        close_object(map);
+    }
+    for key in ["items", "not"] {
+        if let Some(child) = map.get_mut(key) {
+            make_strict(child);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(children)) = map.get_mut(key) {
+            children.iter_mut().for_each(make_strict);
+        }
+    }
+    for key in ["properties", "$defs"] {
+        if let Some(Value::Object(children)) = map.get_mut(key) {
+            children.values_mut().for_each(make_strict);
+        }
+    }
+}
+
+/// Every property required, the ones that were not made nullable, and
+/// nothing else allowed.
+fn close_object(map: &mut serde_json::Map<String, Value>) {
+    let required = required_of(map);
+    let Some(Value::Object(props)) = map.get_mut("properties") else {
+        return;
+    };
+    for (name, prop) in props.iter_mut() {
+        if !required.contains(name) {
+            make_nullable(prop);
+        }
+    }
+    let all: Vec<Value> = props.keys().map(|k| Value::String(k.clone())).collect();
+    map.insert("required".into(), Value::Array(all));
+    map.insert("additionalProperties".into(), Value::Bool(false));
+}
+
+fn required_of(map: &serde_json::Map<String, Value>) -> Vec<String> {
+    map.get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The JSON type(s) of an `enum`'s values, for the `type` strict mode wants.
+fn enum_type(values: &[Value]) -> Value {
+    let mut types: Vec<&str> = Vec::new();
+    for v in values {
+        let t = match v {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        if !types.contains(&t) {
+            types.push(t);
+        }
+    }
+    match types.as_slice() {
+        [one] => Value::String((*one).to_owned()),
+        many => many
+            .iter()
+            .map(|t| Value::String((*t).to_owned()))
+            .collect(),
+    }
+}
+
+/// Lets `null` through a property schema: in its `type`, its `enum`, or as
+/// one more `anyOf` branch.
+fn make_nullable(prop: &mut Value) {
+    let Value::Object(map) = prop else { return };
+    if let Some(Value::Array(values)) = map.get_mut("enum")
+        && !values.contains(&Value::Null)
+    {
+        values.push(Value::Null);
+    }
+    let null = Value::String("null".into());
+    match map.get_mut("type") {
+        Some(Value::String(t)) if t != "null" => {
+            let t = Value::String(std::mem::take(t));
+            map.insert("type".into(), Value::Array(vec![t, null]));
+        }
+        Some(Value::Array(types)) if !types.contains(&null) => types.push(null),
+        Some(_) => {}
+        None => {
+            if let Some(Value::Array(branches)) = map.get_mut("anyOf") {
+                branches.push(serde_json::json!({"type": "null"}));
+            }
+        }
+    }
+}
+
+/// Removes the `null`s a strict-mode model gave for optional properties
+/// its schema does not let be `null` (see [`strict`]), so the answer is
+/// judged against schema `id` as if they had been left out.
+// The orchestrator calls this before validating; until it does, only the
+// tests call it.
+#[allow(dead_code)]
+pub fn drop_optional_nulls(id: &str, value: &mut Value) -> Result<(), SchemaError> {
+    let schema: Value = serde_json::from_str(text(id)?).map_err(|e| broken(id, e))?;
+    drop_nulls(&schema, value);
+    Ok(())
+}
+
+fn drop_nulls(schema: &Value, value: &mut Value) {
+    match value {
+        Value::Object(fields) => {
+            let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+                return;
+            };
+            let required = schema.as_object().map(required_of).unwrap_or_default();
+            fields.retain(|k, v| {
+                !(v.is_null()
+                    && !required.contains(k)
+                    && props.get(k).is_some_and(|p| !allows_null(p)))
+            });
+            for (k, v) in fields.iter_mut() {
+                if let Some(p) = props.get(k) {
+                    drop_nulls(p, v);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                items.iter_mut().for_each(|v| drop_nulls(item_schema, v));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn allows_null(schema: &Value) -> bool {
+    let null = Value::String("null".into());
+    match schema.get("type") {
+        Some(Value::String(t)) => t == "null",
+        Some(Value::Array(types)) => types.contains(&null),
+        _ => schema
+            .get("enum")
+            .and_then(Value::as_array)
+            .is_some_and(|e| e.contains(&Value::Null)),
+    }
+}
+
 /// Escapes a key for use in a JSON pointer (RFC 6901).
 pub fn escape_pointer(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
@@ -272,6 +471,84 @@ mod tests {
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].pointer, "/brains/b/modle");
         assert!(v[0].allowed_keys.contains(&"model".to_owned()), "{v:?}");
+    }
+
+    /// Every object closed and fully required, optional fields nullable,
+    /// every enum typed, nothing strict mode refuses — at every depth.
+    fn assert_strict(node: &Value, at: &str) {
+        let Value::Object(map) = node else { return };
+        for k in NOT_STRICT {
+            assert!(!map.contains_key(k), "{at}: {k}");
+        }
+        if map.contains_key("enum") {
+            assert!(map.contains_key("type"), "{at}: enum without type");
+        }
+        if let Some(Value::Object(props)) = map.get("properties") {
+            assert_eq!(map["additionalProperties"], false, "{at}");
+            let required: Vec<&str> = map["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            for (k, p) in props {
+                assert!(required.contains(&k.as_str()), "{at}/{k} not required");
+                assert_strict(p, &format!("{at}/{k}"));
+            }
+        }
+        if let Some(items) = map.get("items") {
+            assert_strict(items, &format!("{at}[]"));
+        }
+    }
+
+    #[test]
+    fn strict_schemas_are_strict_everywhere() {
+        for id in ["task_spec", "execution_result", "test_result"] {
+            assert_strict(&strict(id).unwrap(), id);
+        }
+        let task = strict("task_spec").unwrap();
+        assert_eq!(task["properties"]["complexity"]["type"], "string");
+        let item = &task["properties"]["tasks"]["items"]["properties"];
+        // Optional before: nullable now; required ones stay as they were.
+        assert_eq!(item["description"]["type"], json!(["string", "null"]));
+        assert_eq!(item["id"]["type"], "string");
+        let result = strict("execution_result").unwrap();
+        assert_eq!(
+            result["properties"]["error"]["type"],
+            json!(["string", "null"])
+        );
+        assert_eq!(
+            result["properties"]["files_changed"]["type"],
+            json!(["array", "null"])
+        );
+        assert_eq!(
+            result["properties"]["outcome"]["enum"],
+            json!(["success", "failure"])
+        );
+    }
+
+    #[test]
+    fn nulls_of_optional_fields_are_dropped_before_validation() {
+        // What a strict-mode model answers: every field, `null` for the optional ones.
+        let mut spec = json!({"title": "t", "summary": "s", "complexity": "low", "tasks": [
+            {"id": "T1", "title": "x", "description": null, "files": ["a.py"], "acceptance": ["ok"]}]});
+        assert!(!validate("task_spec", &spec).unwrap().is_empty());
+        drop_optional_nulls("task_spec", &mut spec).unwrap();
+        assert!(validate("task_spec", &spec).unwrap().is_empty(), "{spec}");
+        assert!(spec["tasks"][0].get("description").is_none());
+
+        // A null the schema allows stays; a null of a required field is left for validation to refuse.
+        let mut result =
+            json!({"outcome": "success", "summary": "s", "files_changed": null, "error": null});
+        drop_optional_nulls("execution_result", &mut result).unwrap();
+        assert_eq!(
+            result,
+            json!({"outcome": "success", "summary": "s", "error": null})
+        );
+        let mut bad = json!({"passed": null, "summary": "s", "failures": null});
+        drop_optional_nulls("test_result", &mut bad).unwrap();
+        assert_eq!(bad, json!({"passed": null, "summary": "s"}));
+        assert!(!validate("test_result", &bad).unwrap().is_empty());
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! `modix doctor`: what is installed, what is set, and whether the agents the
-//! workflow needs can run; with `-v`, what environment each agent receives.
+//! `modix doctor`: what is installed, what is set or logged in, and whether
+//! the agents the workflow needs can run; with `--deep`, whether each CLI
+//! still takes the flags its shell passes; with `-v`, what environment each
+//! agent receives.
 
 use super::output::{Table, TableCell, Tone, toned};
 use super::{Ctx, Output};
@@ -12,12 +14,15 @@ pub struct DoctorArgs {
     /// Print the findings as JSON (with each agent's probe and environment names).
     #[arg(long)]
     pub json: bool,
+    /// Also check every flag a shell passes against the CLI's own `--help`.
+    #[arg(long)]
+    pub deep: bool,
 }
 
 pub fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<Exit, Error> {
     let project = ctx.project("readiness cannot be checked")?;
     let engine = Engine::new()?;
-    let report = doctor::diagnose(&engine, &project);
+    let report = doctor::diagnose(&engine, &project, args.deep);
     if args.json {
         let mut v = serde_json::to_value(&report).unwrap_or_default();
         v["schema_version"] = SCHEMA_VERSION.into();
@@ -42,34 +47,14 @@ fn verdict(out: &Output, ok: bool, text: String) -> TableCell {
 }
 
 fn print_report(r: &Report, out: &Output) {
-    let mut shells = Table::new(["shell", "found", "version", "requires", "status"]);
-    for s in &r.shells {
-        shells.row([
-            s.name.clone().into(),
-            s.path
-                .as_ref()
-                .map_or("not found".into(), |p| p.display().to_string())
-                .into(),
-            s.version.clone().unwrap_or_else(|| "-".into()).into(),
-            s.requires.clone().unwrap_or_else(|| "-".into()).into(),
-            verdict(
-                out,
-                s.ok,
-                if s.ok {
-                    "ok".into()
-                } else {
-                    s.problem.clone().unwrap_or_default()
-                },
-            ),
-        ]);
-    }
-    out.line("Shells (agent CLIs)");
-    out.table(&shells);
+    print_clis(r, out);
+    print_shells(r, out);
     let mut brains = Table::new(["brain", "provider", "model", "key"]);
     for b in &r.brains {
+        // Not a verdict: a CLI's own login may stand in for a missing key.
         let key = match (&b.api_key_env, b.key_present) {
             (Some(var), Some(true)) => verdict(out, true, format!("${var} is set")),
-            (Some(var), _) => verdict(out, false, format!("${var} is missing")),
+            (Some(var), _) => format!("${var} is not set").into(),
             (None, _) => "no key needed".into(),
         };
         brains.row([
@@ -97,14 +82,61 @@ fn print_report(r: &Report, out: &Output) {
     summary(r, out);
 }
 
+/// Every agent CLI modix knows that is on PATH, configured or not.
+fn print_clis(r: &Report, out: &Output) {
+    if r.clis.is_empty() {
+        out.line("Agent CLIs on PATH: none of claude, codex, gemini, aider");
+        return;
+    }
+    let mut t = Table::new(["CLI", "path", "version", "used by shells"]).wrap_column(1);
+    for c in &r.clis {
+        t.row([
+            c.name.clone(),
+            c.path.display().to_string(),
+            c.version.clone().unwrap_or_else(|| "-".into()),
+            if c.shells.is_empty() {
+                "-".into()
+            } else {
+                c.shells.join(", ")
+            },
+        ]);
+    }
+    out.line("Agent CLIs on PATH");
+    out.table(&t);
+}
+
+fn print_shells(r: &Report, out: &Output) {
+    let mut shells = Table::new(["shell", "found", "version", "requires", "status"]).wrap_column(4);
+    for s in &r.shells {
+        let status = match (&s.problem, s.warnings.is_empty()) {
+            (Some(p), _) => p.clone(),
+            (None, true) => "ok".into(),
+            (None, false) => format!("ok; warning: {}", s.warnings.join("; ")),
+        };
+        shells.row([
+            s.name.clone().into(),
+            s.path
+                .as_ref()
+                .map_or("not found".into(), |p| p.display().to_string())
+                .into(),
+            s.version.clone().unwrap_or_else(|| "-".into()).into(),
+            s.requires.clone().unwrap_or_else(|| "-".into()).into(),
+            verdict(out, s.ok, status),
+        ]);
+    }
+    out.line("\nShells (agent CLIs)");
+    out.table(&shells);
+}
+
 /// `ready` (and how it was checked), or every problem.
 fn agent_status(a: &AgentCheck) -> String {
     if !a.ready {
         return a.problems.join("; ");
     }
-    match &a.probe {
-        Some(p) => format!("ready (`{}` ran)", p.argv.join(" ")),
-        None => "ready".into(),
+    match (&a.probe, &a.auth) {
+        (Some(p), _) => format!("ready (`{}` ran)", p.argv.join(" ")),
+        (None, Some(auth)) => format!("ready ({})", auth.how),
+        (None, None) => "ready".into(),
     }
 }
 

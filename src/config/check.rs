@@ -86,6 +86,10 @@ pub fn shells(file: &Entries<ShellEntry>, diags: &mut Diagnostics) -> BTreeMap<S
         }
         let before = diags.error_count();
         let ptr = format!("/shells/{}", schema::escape_pointer(name));
+        check_entry_fields(src, &ptr, entry, diags);
+        if diags.error_count() > before {
+            continue;
+        }
         let shell = match presets::resolve(name, entry) {
             Ok(s) => s,
             Err(msg) => {
@@ -113,6 +117,7 @@ pub fn shells(file: &Entries<ShellEntry>, diags: &mut Diagnostics) -> BTreeMap<S
                 .with_help("write a range such as \">=1.2.0\" or \"^2\""),
             );
         }
+        check_tested(src, &ptr, entry, &shell, diags);
         if let Some(probe) = &shell.version {
             match regex::Regex::new(&probe.regex) {
                 Ok(re) if re.captures_len() >= 2 => {}
@@ -133,14 +138,191 @@ pub fn shells(file: &Entries<ShellEntry>, diags: &mut Diagnostics) -> BTreeMap<S
                 ptr.clone()
             };
             diags.push(at(src, "config::placeholder", &p, e.to_string()).with_help(
-                "use only {prompt} {model} {system_prompt} {workdir} {output_schema} {endpoint} {role} {permission_mode}; write {{ and }} for literal braces",
+                "use only {prompt} {model} {system_prompt} {workdir} {output_schema} {endpoint} {role} {permission_mode} {json_schema} {max_turns} {max_budget_usd} {allowed_tools} {prompt_file}; write {{ and }} for literal braces",
             ));
+        } else {
+            check_prompt_mode(src, &ptr, entry, &shell, diags);
         }
         if diags.error_count() == before {
             out.insert(name.clone(), shell);
         }
     }
     out
+}
+
+/// The fields a shell entry spells out that the schema cannot judge: every
+/// regex compiles, every JSON pointer starts with `/`, every failure class
+/// is known, and every failure rule can match something.
+fn check_entry_fields(src: &SourceFile, ptr: &str, entry: &ShellEntry, diags: &mut Diagnostics) {
+    for (i, rule) in entry.failures.iter().flatten().enumerate() {
+        check_rule(src, &format!("{ptr}/failures/{i}"), rule, diags);
+    }
+    for (field, list) in [("noise", &entry.noise), ("keepalive", &entry.keepalive)] {
+        for (i, re) in list.iter().flatten().enumerate() {
+            check_regex(src, &format!("{ptr}/{field}/{i}"), re, diags);
+        }
+    }
+    for (i, p) in entry.reason.iter().flatten().enumerate() {
+        check_pointer(src, &format!("{ptr}/reason/{i}"), p, diags);
+    }
+    if let Some(u) = &entry.usage {
+        let fields = [
+            ("input_tokens", &u.input_tokens),
+            ("output_tokens", &u.output_tokens),
+            ("cost_usd", &u.cost_usd),
+            ("turns", &u.turns),
+            ("model", &u.model),
+            ("session_id", &u.session_id),
+        ];
+        for (field, p) in fields {
+            if let Some(p) = p {
+                check_pointer(src, &format!("{ptr}/usage/{field}"), p, diags);
+            }
+        }
+    }
+    if let Some(o) = &entry.output {
+        for (field, p) in [
+            ("result_pointer", &o.result_pointer),
+            ("error_pointer", &o.error_pointer),
+        ] {
+            if let Some(p) = p {
+                check_pointer(src, &format!("{ptr}/output/{field}"), p, diags);
+            }
+        }
+        for key in o.select.keys() {
+            let at_key = format!("{ptr}/output/select/{}", schema::escape_pointer(key));
+            check_pointer(src, &at_key, key, diags);
+        }
+    }
+}
+
+/// One failure rule: a known class, a pattern that compiles, a pointer
+/// that is one, and something to match (a rule with neither a pattern nor
+/// an exit code would claim every failure).
+fn check_rule(src: &SourceFile, ptr: &str, rule: &FailureRuleEntry, diags: &mut Diagnostics) {
+    use strum::VariantNames;
+    let classes = crate::fsm::FailureClass::VARIANTS;
+    if !classes.contains(&rule.class.as_str()) {
+        diags.push(
+            at(
+                src,
+                "config::failure-class",
+                &format!("{ptr}/class"),
+                format!("unknown failure class `{}`", rule.class),
+            )
+            .with_help(unknown_name_help(
+                &rule.class,
+                "failure-class name",
+                classes.iter().copied(),
+            )),
+        );
+    }
+    if let Some(re) = &rule.pattern {
+        check_regex(src, &format!("{ptr}/pattern"), re, diags);
+    }
+    if let Some(p) = &rule.pointer {
+        check_pointer(src, &format!("{ptr}/pointer"), p, diags);
+    }
+    let problem = match (&rule.pattern, &rule.pointer, rule.exit_code, rule.stop) {
+        (None, _, None, _) => Some((
+            "a rule needs `pattern` or `exit_code`: this one would match every failure",
+            "add the `pattern` the CLI's failure line matches, or the `exit_code` it ends with",
+        )),
+        (None, Some(_), _, _) => Some((
+            "`pointer` without `pattern` matches nothing",
+            "add the `pattern` the value at `pointer` must match",
+        )),
+        (None, _, _, true) => Some((
+            "`stop` needs a `pattern`: it acts on a line as it appears, before any exit code",
+            "add the `pattern` of the line that should stop the CLI",
+        )),
+        _ => None,
+    };
+    if let Some((message, help)) = problem {
+        diags.push(at(src, "config::failure-rule", ptr, message.into()).with_help(help));
+    }
+}
+
+/// A regex of a shell's rules, compiled as the run compiles it.
+fn check_regex(src: &SourceFile, ptr: &str, re: &str, diags: &mut Diagnostics) {
+    if let Err(e) = regex::Regex::new(re) {
+        diags.push(
+            at(src, "config::regex", ptr, format!("invalid regex: {e}"))
+                .with_help("fix the regular expression (Rust regex syntax; escape `\\` in JSON)"),
+        );
+    }
+}
+
+/// A JSON pointer: empty (the whole document) or starting with `/`.
+fn check_pointer(src: &SourceFile, ptr: &str, pointer: &str, diags: &mut Diagnostics) {
+    if !(pointer.is_empty() || pointer.starts_with('/')) {
+        diags.push(
+            at(
+                src,
+                "config::pointer",
+                ptr,
+                format!("`{pointer}` is not a JSON pointer: it must start with `/`"),
+            )
+            .with_help(format!("write \"/{pointer}\"")),
+        );
+    }
+}
+
+/// `tested` must be a semver range, like `requires`.
+fn check_tested(
+    src: &SourceFile,
+    ptr: &str,
+    entry: &ShellEntry,
+    shell: &Shell,
+    diags: &mut Diagnostics,
+) {
+    let Some(range) = &shell.tested else { return };
+    if let Err(e) = semver::VersionReq::parse(range) {
+        let p = match entry.tested {
+            Some(_) => format!("{ptr}/tested"),
+            None => ptr.to_owned(),
+        };
+        diags.push(
+            at(
+                src,
+                "config::semver",
+                &p,
+                format!("`{range}` is not a semver range: {e}"),
+            )
+            .with_help("write a range such as \">=2.0.0, <2.2.0\""),
+        );
+    }
+}
+
+/// The prompt must reach the CLI the way `prompt` says: `{prompt}` only as
+/// an argument (elsewhere it has no value and every run would fail), and a
+/// prompt file is useless unless `{prompt_file}` tells the CLI where it is.
+fn check_prompt_mode(
+    src: &SourceFile,
+    ptr: &str,
+    entry: &ShellEntry,
+    shell: &Shell,
+    diags: &mut Diagnostics,
+) {
+    let used = crate::shell::placeholders_in(&shell.args).unwrap_or_default();
+    let uses = |name: &str| used.iter().any(|u| u == name);
+    let p = match (&entry.prompt, &entry.args) {
+        (Some(_), _) => format!("{ptr}/prompt"),
+        (None, Some(_)) => format!("{ptr}/args"),
+        (None, None) => ptr.to_owned(),
+    };
+    if uses("prompt") && shell.prompt != PromptMode::Argument {
+        diags.push(
+            at(src, "config::prompt", &p, "`{prompt}` is used in `args`, but `prompt` is not \"argument\": it would have no value".into())
+                .with_help("set `\"prompt\": \"argument\"`, or remove `{prompt}` from `args`"),
+        );
+    }
+    if shell.prompt == PromptMode::File && !uses("prompt_file") {
+        let mut d = at(src, "config::prompt", &p, "`prompt` is \"file\", but `args` never pass `{prompt_file}`: the CLI would not see the prompt".into())
+            .with_help("add the CLI's message-file flag with `{prompt_file}` to `args`");
+        d.severity = crate::diagnostics::Severity::Warning;
+        diags.push(d);
+    }
 }
 
 /// The brains without errors, each knowing its name.

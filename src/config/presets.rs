@@ -1,13 +1,15 @@
 //! Built-in shell definitions for the agent CLIs modix knows by name. A
 //! `shells.json` entry `{ "preset": "claude" }` starts from these; any field it
-//! spells out wins. Flags follow each CLI's headless mode; `requires` pins the
-//! versions those flags were checked against.
+//! spells out wins. Flags follow each CLI's headless mode, checked against
+//! the CLI's own `--help` (`modix doctor --deep` does it again on any
+//! machine); `requires` is the oldest version that takes them, `tested` the
+//! versions they were checked against (outside it, `doctor` warns).
 
 use std::collections::BTreeMap;
 
 use super::types::{
-    FailureRule, OutputFormat, OutputSpec, PermissionModes, PromptMode, Shell, ShellEntry,
-    StreamChoice, UsageSpec, VersionProbe,
+    FailureRule, FailureRuleEntry, OutputFormat, OutputSpec, PermissionModes, PromptMode, Shell,
+    ShellEntry, StreamChoice, UsageSpec, VersionProbe,
 };
 use crate::fsm::FailureClass;
 
@@ -115,7 +117,26 @@ fn base(name: &str) -> Shell {
     }
 }
 
-/// Claude Code (checked against 2.1.197 and 2.1.330): the answer is the
+/// Variables every preset passes through when set: the Claude Code and
+/// Gemini cloud providers' own credentials (Bedrock, Vertex AI) name them.
+const AWS: [&str; 9] = [
+    "AWS_PROFILE",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+];
+
+fn with(names: &[&str], more: &[&str]) -> Vec<String> {
+    strings(names).into_iter().chain(strings(more)).collect()
+}
+
+/// Claude Code (flags checked against 2.1.197's `--help`; `--max-turns` is
+/// accepted though the help does not list it): the answer is the
 /// `result` event's text; `is_error` marks failures that still exit 0 or 1
 /// (`subtype` says "success" either way); every reason is on stdout; the
 /// assistant event's `error` names the class. modix owns retries, so the
@@ -124,7 +145,7 @@ fn claude() -> Shell {
     use FailureClass::*;
     Shell {
         requires: Some(">=2.0.0".into()),
-        tested: Some(">=2.0.0, <2.2.0".into()),
+        tested: Some(">=2.1.0, <2.2.0".into()),
         args: strings(&[
             "-p",
             "--output-format",
@@ -151,17 +172,32 @@ fn claude() -> Shell {
             select: select(&[("/type", "result")]),
             concat: false,
         },
-        env: strings(&[
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_AUTH_TOKEN",
-            "CLAUDE_CODE_OAUTH_TOKEN",
-            "CLAUDE_CODE_USE_BEDROCK",
-            "CLAUDE_CODE_USE_VERTEX",
-            "ANTHROPIC_MODEL",
-            "ANTHROPIC_VERTEX_PROJECT_ID",
-            "CLOUD_ML_REGION",
-            "IS_SANDBOX",
-        ]),
+        // Its keys and login token; Bedrock, Vertex AI and Foundry and
+        // their credentials; switches for side traffic (telemetry, error
+        // reports) and for running as root in a sandbox (IS_SANDBOX).
+        env: with(
+            &[
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "CLAUDE_CODE_OAUTH_TOKEN",
+                "ANTHROPIC_MODEL",
+                "CLAUDE_CODE_USE_BEDROCK",
+                "ANTHROPIC_BEDROCK_BASE_URL",
+                "CLAUDE_CODE_USE_VERTEX",
+                "ANTHROPIC_VERTEX_PROJECT_ID",
+                "ANTHROPIC_VERTEX_BASE_URL",
+                "CLOUD_ML_REGION",
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "CLAUDE_CODE_USE_FOUNDRY",
+                "ANTHROPIC_FOUNDRY_API_KEY",
+                "ANTHROPIC_FOUNDRY_RESOURCE",
+                "DISABLE_TELEMETRY",
+                "DISABLE_ERROR_REPORTING",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+                "IS_SANDBOX",
+            ],
+            &AWS,
+        ),
         endpoint_env: Some("ANTHROPIC_BASE_URL".into()),
         // Headless, `default` refuses what is not allowed (edits, other
         // commands) instead of asking; `plan` may end on a plan, not JSON.
@@ -206,8 +242,12 @@ fn claude() -> Shell {
     }
 }
 
-/// Codex (checked against 0.169.0): `--full-auto` is gone since 0.147; `-`
-/// reads the prompt from stdin; the answer is the last `agent_message`.
+/// Codex (flags checked against 0.169.0's `codex exec --help`): `--full-auto`
+/// is gone since 0.147; `-` reads the prompt from stdin; the answer is the
+/// last `agent_message`. No `--output-schema`: Codex sends that file as a
+/// strict structured-output schema (`strict: true`), which the API refuses
+/// unless every property is required and every object closed — what
+/// `schema::strict` writes, once the orchestrator passes that file.
 /// It sends `CODEX_API_KEY` (not `OPENAI_API_KEY`) and ignores
 /// `OPENAI_BASE_URL` (the endpoint goes in as `-c openai_base_url=…`).
 /// Offline it never fails: it prints "waiting for network" forever, so that
@@ -217,7 +257,7 @@ fn codex() -> Shell {
     use FailureClass::*;
     Shell {
         requires: Some(">=0.147.0".into()),
-        tested: Some(">=0.147.0, <0.200.0".into()),
+        tested: Some(">=0.169.0, <0.170.0".into()),
         args: strings(&[
             "exec",
             "--json",
@@ -230,8 +270,6 @@ fn codex() -> Shell {
             "{model}",
             "-s",
             "{permission_mode}",
-            "--output-schema",
-            "{output_schema}",
             "-c",
             "openai_base_url={endpoint}",
             "--ephemeral",
@@ -244,11 +282,13 @@ fn codex() -> Shell {
             select: select(&[("/type", "item.completed"), ("/item/type", "agent_message")]),
             concat: false,
         },
+        // OPENAI_ORGANIZATION and OPENAI_PROJECT become its request headers.
         env: strings(&[
             "OPENAI_API_KEY",
             "CODEX_API_KEY",
             "CODEX_HOME",
-            "OPENAI_ORG_ID",
+            "OPENAI_ORGANIZATION",
+            "OPENAI_PROJECT",
         ]),
         endpoint_env: None,
         permission_modes: modes("workspace-write", "read-only"),
@@ -285,7 +325,7 @@ fn codex() -> Shell {
     }
 }
 
-/// Gemini CLI (checked against 0.61.0): `--skip-trust` is required headless
+/// Gemini CLI (flags checked against 0.61.0's `--help`): `--skip-trust` is required headless
 /// (or it exits 55); `stream-json` streams the answer in `message` deltas
 /// (`json` prints nothing until the end); exit codes carry the class (41
 /// auth, 42 input, 52 config, 53 turn limit); a start-up failure's reason is
@@ -294,7 +334,7 @@ fn gemini() -> Shell {
     use FailureClass::*;
     Shell {
         requires: Some(">=0.50.0".into()),
-        tested: Some(">=0.50.0, <0.70.0".into()),
+        tested: Some(">=0.61.0, <0.62.0".into()),
         args: strings(&[
             "-o",
             "stream-json",
@@ -311,6 +351,8 @@ fn gemini() -> Shell {
             select: select(&[("/type", "message"), ("/role", "assistant")]),
             concat: true,
         },
+        // Its key; Vertex AI (project, location, credentials) and Google
+        // login switches.
         env: strings(&[
             "GEMINI_API_KEY",
             "GOOGLE_API_KEY",
@@ -355,7 +397,8 @@ fn gemini() -> Shell {
     }
 }
 
-/// Aider (checked against 0.86): no JSON mode (the answer is a ```json
+/// Aider (flags from 0.86's documentation; not installed by
+/// `.ci/agent-clis`, so not checked there): no JSON mode (the answer is a ```json
 /// block in its text) and no read-only mode; with `--no-stream` it prints
 /// nothing until the end, so the idle timeout is off. The message goes in
 /// a file, not an argument (Linux caps one argument at 128 KiB).
@@ -375,7 +418,16 @@ fn aider() -> Shell {
             "{model}",
         ]),
         prompt: PromptMode::File,
-        env: strings(&["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"]),
+        env: with(
+            &[
+                "OPENAI_API_KEY",
+                "ANTHROPIC_API_KEY",
+                "GEMINI_API_KEY",
+                "OPENROUTER_API_KEY",
+                "DEEPSEEK_API_KEY",
+            ],
+            &AWS,
+        ),
         // Aider has no read-only mode: a read-only agent must not be bound to it.
         permission_modes: None,
         capabilities: strings(&["code-edit"]),
@@ -419,6 +471,12 @@ pub fn resolve(name: &str, entry: &ShellEntry) -> Result<Shell, String> {
     let joined = |own: &Option<Vec<String>>, preset: &[String]| -> Vec<String> {
         own.iter().flatten().chain(preset).cloned().collect()
     };
+    let own_failures = entry
+        .failures
+        .iter()
+        .flatten()
+        .map(FailureRuleEntry::typed)
+        .collect::<Result<Vec<_>, _>>()?;
     let mut set_env = base.set_env.clone();
     set_env.extend(entry.set_env.clone().unwrap_or_default());
     Ok(Shell {
@@ -435,13 +493,7 @@ pub fn resolve(name: &str, entry: &ShellEntry) -> Result<Shell, String> {
         permission_modes: entry.permission_modes.clone().or(base.permission_modes),
         capabilities: entry.capabilities.clone().unwrap_or(base.capabilities),
         tested: entry.tested.clone().or(base.tested),
-        failures: entry
-            .failures
-            .iter()
-            .flatten()
-            .chain(&base.failures)
-            .cloned()
-            .collect(),
+        failures: own_failures.into_iter().chain(base.failures).collect(),
         reason: joined(&entry.reason, &base.reason),
         noise: joined(&entry.noise, &base.noise),
         keepalive: joined(&entry.keepalive, &base.keepalive),
@@ -472,6 +524,32 @@ mod tests {
             };
             let shell = resolve(name, &entry).unwrap();
             assert_eq!(shell.binary, name);
+        }
+    }
+
+    /// What `validate` checks in a shells.json entry holds for the presets.
+    #[test]
+    fn every_preset_rule_compiles_and_points() {
+        for name in PRESET_NAMES {
+            let s = preset(name).unwrap();
+            let patterns = s.failures.iter().filter_map(|r| r.pattern.as_ref());
+            for re in patterns.chain(&s.noise).chain(&s.keepalive) {
+                regex::Regex::new(re).unwrap_or_else(|e| panic!("{name}: {re}: {e}"));
+            }
+            let u = &s.usage;
+            let pointers = [&u.input_tokens, &u.output_tokens, &u.cost_usd, &u.turns]
+                .into_iter()
+                .chain([&u.model, &u.session_id, &s.output.result_pointer])
+                .flatten()
+                .chain(&s.reason)
+                .chain(s.output.select.keys())
+                .chain(s.failures.iter().filter_map(|r| r.pointer.as_ref()));
+            for p in pointers {
+                assert!(p.starts_with('/'), "{name}: {p}");
+            }
+            for range in [&s.requires, &s.tested].into_iter().flatten() {
+                semver::VersionReq::parse(range).unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
         }
     }
 

@@ -17,6 +17,7 @@ pub const ENV_NAME_PLACES: &[(&str, &str)] = &[
     ("brains", "/brains/*/api_key_env"),
     ("shells", "/shells/*/endpoint_env"),
     ("shells", "/shells/*/env/*"),
+    ("shells", "/shells/*/key_env"),
     ("runtimes", "/env/allow/*"),
 ];
 

@@ -45,7 +45,7 @@ pub struct ShellEntry {
     pub permission_modes: Option<PermissionModes>,
     pub capabilities: Option<Vec<String>>,
     pub tested: Option<String>,
-    pub failures: Option<Vec<FailureRule>>,
+    pub failures: Option<Vec<FailureRuleEntry>>,
     pub reason: Option<Vec<String>>,
     pub noise: Option<Vec<String>>,
     pub keepalive: Option<Vec<String>>,
@@ -74,6 +74,42 @@ pub struct FailureRule {
     /// wait or retry loop of its own (modix owns retries).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stop: bool,
+}
+
+/// A failure rule as written in `shells.json`: its class is a name checked
+/// (with "did you mean") when the file is, then typed into [`FailureRule`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureRuleEntry {
+    pub class: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
+    #[serde(default)]
+    pub stream: StreamChoice,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stop: bool,
+}
+
+impl FailureRuleEntry {
+    /// The typed rule; `Err` names the class when it is not one modix knows.
+    pub fn typed(&self) -> Result<FailureRule, String> {
+        let class = self
+            .class
+            .parse()
+            .map_err(|_| format!("unknown failure class `{}`", self.class))?;
+        Ok(FailureRule {
+            class,
+            pattern: self.pattern.clone(),
+            pointer: self.pointer.clone(),
+            stream: self.stream,
+            exit_code: self.exit_code,
+            stop: self.stop,
+        })
+    }
 }
 
 /// Which output stream a rule looks at.
@@ -501,14 +537,38 @@ pub struct EnvPolicy {
     pub allow: Vec<String>,
 }
 
+/// What every agent inherits by default: the basics, the proxies (a CLI
+/// behind a corporate proxy cannot reach its API without them) and the CA
+/// bundles (nor, behind a TLS-inspecting proxy, trust it). Keys are not
+/// here: each shell passes its own (`env`), and the brain's.
+pub const DEFAULT_ENV_ALLOW: [&str; 21] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "TMPDIR",
+    "SHELL",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "all_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+];
+
 impl Default for EnvPolicy {
     fn default() -> Self {
         EnvPolicy {
-            allow: [
-                "PATH", "HOME", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "SHELL",
-            ]
-            .map(String::from)
-            .to_vec(),
+            allow: DEFAULT_ENV_ALLOW.map(String::from).to_vec(),
         }
     }
 }
@@ -653,4 +713,20 @@ pub enum LogLevel {
     Info,
     Debug,
     Trace,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `modix init` writes the same allowlist a project without one gets.
+    #[test]
+    fn the_template_allows_what_the_default_does() {
+        let file = crate::embedded::TEMPLATE
+            .get_file("runtimes.json")
+            .and_then(|f| f.contents_utf8())
+            .unwrap();
+        let runtimes: Runtimes = serde_json::from_str(file).unwrap();
+        assert_eq!(runtimes.env.allow, EnvPolicy::default().allow);
+    }
 }

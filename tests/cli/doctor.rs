@@ -115,10 +115,15 @@ fn key_presence_is_reported_and_the_value_never_printed() {
         .iter()
         .find(|a| a["id"] == "planner")
         .unwrap();
-    assert_eq!(
-        planner["problems"][0],
-        "brain `anthropic`: $ANTHROPIC_API_KEY is not set"
+    // No key, and the CLI's own login (`claude auth status`) says no either.
+    let problem = planner["problems"][0].as_str().unwrap();
+    assert!(
+        problem.starts_with(
+            "brain `anthropic`: $ANTHROPIC_API_KEY is not set and `claude` is not logged in"
+        ),
+        "{problem}"
     );
+    assert!(problem.contains("run `claude auth login`"), "{problem}");
 
     let secret = "sk-ant-api03-very-secret-value";
     let out = sb

@@ -3,6 +3,7 @@
 
 mod conventions;
 mod doctor;
+mod doctor_login;
 mod fsm;
 mod go;
 mod graph;
@@ -13,8 +14,10 @@ mod mock_anthropic;
 mod presets;
 mod readiness;
 mod real_clis;
+mod real_modix;
 mod record;
 mod scenarios;
+mod shell_fields;
 mod snapshots;
 mod term;
 mod terminal;

@@ -23,6 +23,9 @@
 //!   the same message as one JSON object. A turn past the script's end gets 400
 //!   `invalid_request_error` "mock script has no turn N", so an unexpected extra turn fails loudly.
 //! - `POST /v1/messages/count_tokens`: `{"input_tokens": INPUT_TOKENS}`.
+//! - Several conversations ([`Script::route`]): each gets the turns of the first route whose
+//!   marker is in its `messages` (e.g. "You are the planner" / "You are the executor" from
+//!   modix's prompts), so one mock serves every agent of a `modix go` run.
 //! - Errors: [`Script::error`] answers every `POST /v1/messages` with an Anthropic-style error
 //!   ([`ApiError`]); [`Script::fail_first`] only the first N, then follows the script.
 //!
@@ -139,6 +142,8 @@ pub enum Api {
 pub struct Script {
     api: Api,
     turns: Vec<Turn>,
+    /// Conversations told apart by a marker in their messages, each with its turns.
+    routes: Vec<(String, Vec<Turn>)>,
     /// Answer the first `.0` message requests with `.1` (`usize::MAX`: all of them).
     error: Option<(usize, ApiError)>,
     max_requests: usize,
@@ -157,6 +162,7 @@ impl Script {
         Script {
             api: Api::Anthropic,
             turns: Vec::new(),
+            routes: Vec::new(),
             error: None,
             max_requests: 50,
             time_limit: Duration::from_secs(60),
@@ -189,6 +195,22 @@ impl Script {
             input,
         });
         self
+    }
+
+    /// A conversation whose `messages` hold `marker` gets `turns`' turns (the
+    /// first matching route wins; others get this script's own turns).
+    pub fn route(mut self, marker: impl Into<String>, turns: Script) -> Self {
+        self.routes.push((marker.into(), turns.turns));
+        self
+    }
+
+    /// The turns for this request's conversation.
+    fn turns_for(&self, req: &Request) -> &[Turn] {
+        let text = req.body["messages"].to_string();
+        self.routes
+            .iter()
+            .find(|(marker, _)| text.contains(marker.as_str()))
+            .map_or(&self.turns, |(_, turns)| turns)
     }
 
     /// Every `POST /v1/messages` gets this error (Anthropic API).
@@ -492,7 +514,7 @@ fn respond(req: &Request, shared: &Shared) -> Response {
                 Api::Anthropic => req.tool_results(),
                 Api::OpenAiResponses => req.function_call_outputs(),
             };
-            let Some(turn) = shared.script.turns.get(turn_no) else {
+            let Some(turn) = shared.script.turns_for(req).get(turn_no) else {
                 return error_response(
                     &ApiError::Other {
                         status: 400,
@@ -982,6 +1004,39 @@ mod tests {
         let body: Value = serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
         assert_eq!(body["error"]["type"], "authentication_error");
         assert!(body["error"]["message"].is_string());
+    }
+
+    #[test]
+    fn mock_anthropic_routes_conversations_by_marker() {
+        let mock = MockAnthropic::start(
+            Script::new()
+                .route("You are the planner", Script::new().text("the plan"))
+                .route(
+                    "You are the executor",
+                    Script::new()
+                        .tool("Read", json!({"file_path": "a"}))
+                        .text("done"),
+                )
+                .text("no route"),
+        );
+        let ask = |first: &str, tool_results: usize| {
+            let mut body = messages(tool_results);
+            body["messages"][0]["content"] = json!(first);
+            let (_, text) = call(&mock.url(), "POST", "/v1/messages", Some(&body));
+            let events = sse_data(&text);
+            let said: String = events
+                .iter()
+                .filter_map(|e| e["delta"]["text"].as_str())
+                .collect();
+            let tool = events
+                .iter()
+                .find_map(|e| e["content_block"]["name"].as_str().map(str::to_owned));
+            said + &tool.unwrap_or_default()
+        };
+        assert_eq!(ask("You are the planner of a loop", 0), "the plan");
+        assert_eq!(ask("You are the executor of a loop", 0), "Read");
+        assert_eq!(ask("You are the executor of a loop", 1), "done");
+        assert_eq!(ask("someone else", 0), "no route");
     }
 
     #[test]

@@ -113,7 +113,7 @@ fn claude_is_error_with_exit_zero_is_a_failed_invocation() {
 }
 
 #[test]
-fn codex_preset_reads_the_last_agent_message_and_gets_the_schema_file() {
+fn codex_preset_reads_the_last_agent_message_and_passes_no_loose_schema() {
     let sb = Sandbox::example();
     sb.fake_bin(
         "codex",
@@ -127,8 +127,9 @@ args = sys.argv[1:]
 home = os.environ["HOME"]
 with open(os.path.join(home, "codex-argv.json"), "w") as f:
     json.dump(args, f)
-schema = json.load(open(args[args.index("--output-schema") + 1]))
-assert schema["title"].startswith("TaskSpec"), schema
+# Codex sends --output-schema as a strict schema, which modix's are not
+# (docs/agents.md): the API would refuse every request.
+assert "--output-schema" not in args, args
 assert args[-1] == "-" and "Fix" in sys.stdin.read()
 print(json.dumps({{"type": "thread.started", "thread_id": "t1"}}))
 print(json.dumps({{"type": "item.completed", "item": {{"id": "i0", "type": "reasoning", "text": "thinking"}}}}))

@@ -31,10 +31,10 @@ use serde_json::{Value, json};
 
 use crate::mock_anthropic::{ApiError, MockAnthropic, OUTPUT_TOKENS, Script};
 
-const FAKE_ANTHROPIC_KEY: &str = "sk-ant-api03-FAKE-modix-test-0000000000";
+pub(crate) const FAKE_ANTHROPIC_KEY: &str = "sk-ant-api03-FAKE-modix-test-0000000000";
 
 /// Where the CLIs are: `MODIX_AGENT_CLIS_BIN`, else `<repo>/.ci/agent-clis/node_modules/.bin`.
-fn bin_dir() -> PathBuf {
+pub(crate) fn bin_dir() -> PathBuf {
     match std::env::var_os("MODIX_AGENT_CLIS_BIN") {
         Some(dir) => PathBuf::from(dir),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/agent-clis/node_modules/.bin"),
@@ -42,7 +42,7 @@ fn bin_dir() -> PathBuf {
 }
 
 /// The CLI's path, or `None` after printing why the test is skipped.
-fn find_cli(name: &str, test: &str) -> Option<PathBuf> {
+pub(crate) fn find_cli(name: &str, test: &str) -> Option<PathBuf> {
     let path = bin_dir().join(name);
     if path.is_file() {
         return Some(path);
@@ -156,7 +156,7 @@ impl Outcome {
 
 /// Processes (not zombies) whose process group is `pgid`, from /proc. Zombies are
 /// ignored: a container's init may reap them late, and they hold no resources.
-fn live_group_members(pgid: i32) -> Vec<i32> {
+pub(crate) fn live_group_members(pgid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return out;
@@ -264,7 +264,7 @@ fn run_bounded(mut cmd: Command, stdin: &str, limit: Duration) -> Outcome {
 /// Running as root? Claude Code refuses `bypassPermissions` for root unless IS_SANDBOX=1;
 /// `acceptEdits` was observed to work without it, the variable is set for root anyway so a
 /// test switching modes does not trip on it.
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
@@ -634,7 +634,7 @@ fn real_gemini_without_key_fails_fast() {
 }
 
 /// `http://127.0.0.1:PORT` where nothing listens (bound, then released).
-fn closed_port_url() -> String {
+pub(crate) fn closed_port_url() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     drop(listener);
@@ -972,4 +972,153 @@ fn real_codex_runs_a_scripted_command() {
     assert_eq!(last["type"], "turn.completed");
     // Usage is summed over the two answers.
     assert_eq!(last["usage"]["output_tokens"], 2 * OUTPUT_TOKENS);
+}
+
+/// A TaskSpec schema as Claude Code's `--json-schema` gets it, with or
+/// without a draft 2020-12 `$schema` (modix's schema files have one).
+fn task_spec_schema(with_dollar_schema: bool) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/task_spec.schema.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    if !with_dollar_schema {
+        v.as_object_mut().unwrap().remove("$schema");
+    }
+    v.to_string()
+}
+
+const TASK_SPEC_ANSWER: &str = r#"{"title": "Fix mean", "summary": "s", "complexity": "low", "tasks": [{"id": "T1", "title": "t", "files": ["calc.py"], "acceptance": ["tests pass"]}]}"#;
+
+/// Claude Code with `--json-schema` against the mock's `turns`.
+fn claude_with_schema(schema: &str, script: Script) -> (Outcome, MockAnthropic) {
+    let claude = bin_dir().join("claude");
+    let scratch = Scratch::new();
+    let mock = MockAnthropic::start(script.time_limit(Duration::from_secs(30)));
+    let mut cmd = claude_against(&scratch, &claude, &mock, "0");
+    cmd.args(["--json-schema", schema]);
+    let out = run_bounded(cmd, "Plan it", Duration::from_secs(30));
+    (out, mock)
+}
+
+/// `--json-schema` adds a StructuredOutput tool whose input Claude Code
+/// validates: a valid call ends the turn at once, the object in the result's
+/// `structured_output` and its JSON text in `result`.
+#[test]
+fn real_claude_json_schema_answers_through_its_structured_output_tool() {
+    if find_cli(
+        "claude",
+        "real_claude_json_schema_answers_through_its_structured_output_tool",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let answer: Value = serde_json::from_str(TASK_SPEC_ANSWER).unwrap();
+    let (out, mock) = claude_with_schema(
+        &task_spec_schema(false),
+        Script::new()
+            .tool("StructuredOutput", answer.clone())
+            .text("unused"),
+    );
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let result = claude_result(&out);
+    assert_eq!(result["is_error"], false);
+    assert_eq!(result["structured_output"], answer);
+    let text: Value = serde_json::from_str(result["result"].as_str().unwrap()).unwrap();
+    assert_eq!(text, answer);
+    let reqs = mock.messages_requests();
+    assert_eq!(reqs.len(), 1, "no turn after the structured answer");
+    let tool = reqs[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "StructuredOutput")
+        .cloned();
+    assert!(tool.is_some_and(|t| t["input_schema"]["required"].is_array()));
+
+    // A text answer: Claude Code asks once more ("[structured-output-enforce]"),
+    // then gives up and returns the text as the result, is_error false.
+    let (out, mock) = claude_with_schema(
+        &task_spec_schema(false),
+        Script::new().text(TASK_SPEC_ANSWER),
+    );
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let result = claude_result(&out);
+    assert_eq!(result["is_error"], false);
+    assert_eq!(result["result"], TASK_SPEC_ANSWER);
+    assert_eq!(result["structured_output"], Value::Null);
+    assert_eq!(mock.messages_requests().len(), 2);
+    assert!(out.stdout.contains("[structured-output-enforce]"));
+}
+
+/// With the draft 2020-12 `$schema` modix's schema files carry, Claude Code
+/// silently drops its StructuredOutput tool: the model's call of it fails
+/// ("No such tool available"), nothing says why, and no structured output
+/// comes back. modix must strip `$schema` (`schema::strict` does).
+#[test]
+fn real_claude_json_schema_with_a_dollar_schema_loses_its_tool() {
+    if find_cli(
+        "claude",
+        "real_claude_json_schema_with_a_dollar_schema_loses_its_tool",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let answer: Value = serde_json::from_str(TASK_SPEC_ANSWER).unwrap();
+    let (out, _mock) = claude_with_schema(
+        &task_spec_schema(true),
+        Script::new().tool("StructuredOutput", answer).text("done"),
+    );
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    assert!(
+        out.stdout
+            .contains("No such tool available: StructuredOutput"),
+        "{out:#?}"
+    );
+    let result = claude_result(&out);
+    assert_eq!(result["structured_output"], Value::Null);
+    assert_eq!(result["result"], "done");
+}
+
+/// Codex sends `--output-schema`'s file as a strict structured-output
+/// schema (`strict: true`): the real API refuses one that does not require
+/// every property and close every object, so modix's own schema files
+/// cannot go there as they are (`schema::strict` makes them fit).
+#[test]
+fn real_codex_sends_the_output_schema_as_strict() {
+    let Some(codex) = find_cli("codex", "real_codex_sends_the_output_schema_as_strict") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let mock = MockAnthropic::start(
+        Script::openai()
+            .text(r#"{"passed": true, "summary": "ok"}"#)
+            .time_limit(Duration::from_secs(30)),
+    );
+    let schema = json!({"type": "object", "properties": {"passed": {"type": "boolean"}, "summary": {"type": "string"}},
+        "required": ["passed"]});
+    let schema_path = scratch.dir.path().join("schema.json");
+    std::fs::write(&schema_path, schema.to_string()).unwrap();
+    let base = codex_against(&scratch, &codex, &mock);
+    let mut args: Vec<String> = base
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let stdin_dash = args.pop().unwrap();
+    args.extend([
+        "--output-schema".into(),
+        schema_path.display().to_string(),
+        stdin_dash,
+    ]);
+    let cmd = scratch.command(
+        &codex,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        &[("CODEX_API_KEY", FAKE_CODEX_KEY)],
+    );
+    let out = run_bounded(cmd, "Say hi", Duration::from_secs(30));
+    assert_eq!(out.code, Some(0), "{out:#?}");
+    let format = &mock.responses_requests()[0].body["text"]["format"];
+    assert_eq!(format["type"], "json_schema");
+    assert_eq!(format["strict"], true);
+    assert_eq!(format["name"], "codex_output_schema");
+    assert_eq!(format["schema"], schema, "sent as written, not made strict");
 }
