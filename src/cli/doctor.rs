@@ -79,6 +79,7 @@ fn print_report(r: &Report, out: &Output) {
     }
     out.line("\nAgents");
     out.table(&agents);
+    print_workspace(r, out);
     summary(r, out);
 }
 
@@ -140,6 +141,29 @@ fn agent_status(a: &AgentCheck) -> String {
     }
 }
 
+/// Where runs will work, and git's part in it.
+fn print_workspace(r: &Report, out: &Output) {
+    let w = &r.workspace;
+    let mode = match w.mode {
+        crate::workspace::Mode::Worktree => "a git worktree on its own branch",
+        crate::workspace::Mode::Copy => "a copy with a repository of its own",
+        crate::workspace::Mode::InPlace => "the project itself (in_place: no isolation)",
+    };
+    let how = if w.automatic {
+        " (projects.json names none)"
+    } else {
+        ""
+    };
+    let git = match (&w.git_version, &w.problem) {
+        (_, Some(p)) => out.paint(format!("✗ {p}"), Tone::Bad),
+        (Some(v), None) => out.paint(format!("git {v} ✓"), Tone::Good),
+        _ => String::new(),
+    };
+    out.line(format!(
+        "\nWorkspaces: each run works in {mode}{how}; {git}"
+    ));
+}
+
 fn summary(r: &Report, out: &Output) {
     let blocked: Vec<&str> = r
         .agents
@@ -152,6 +176,11 @@ fn summary(r: &Report, out: &Output) {
             "\n{}: every agent of workflow `{}` can run. Try `modix go \"<epic>\"`.",
             out.paint("Ready", Tone::Good),
             r.workflow
+        ));
+    } else if blocked.is_empty() {
+        out.para(format!(
+            "\n{}: runs need git for their workspaces — see above.",
+            out.paint("Not ready", Tone::Bad)
         ));
     } else {
         out.para(format!(

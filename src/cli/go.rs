@@ -69,6 +69,7 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
     };
     let project = ctx.project_for("nothing was run", purpose)?;
     let workflow = project.workflow(args.workflow.as_deref())?;
+    ready(&engine, &project, &workflow)?;
     if engine.interrupted() {
         ctx.out.error(
             "interrupted before the run started; nothing was recorded",
@@ -93,6 +94,13 @@ pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
     // files need not stop it.
     let project = ctx.project_for("nothing was run", Purpose::Run { workflow: None })?;
     let run_id = resumable(&project, args.run.as_deref())?;
+    // The run's own workflow, when it is still defined (else resume says why).
+    let workflow_id = Store::open_read_only(&project.config.paths.db())?
+        .run(&run_id)?
+        .workflow_id;
+    if let Ok(workflow) = project.workflow(Some(&workflow_id)) {
+        ready(&engine, &project, &workflow)?;
+    }
     let opts = RunOptions {
         reset: args.reset,
         ..options(ctx, args.json)
@@ -100,6 +108,22 @@ pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
     let mut sink = Progress::new(ctx.out, args.json, opts.stream);
     let report = orchestrator::resume(&engine, &project, &run_id, &opts, &mut sink);
     finish(report, &mut sink)
+}
+
+/// Refuses to start (or resume) a run whose agents cannot run: a CLI
+/// missing or at a version its shell rejects, no key or login, a command
+/// agent's probe failing — before anything is recorded.
+fn ready(
+    engine: &Engine,
+    project: &crate::project::Project,
+    workflow: &crate::project::Workflow,
+) -> Result<(), Error> {
+    crate::doctor::readiness(engine, project, workflow).map_err(|lines| {
+        Error::usage(
+            format!("not ready: {}", lines.join("; ")),
+            "`modix doctor` says more; set MODIX_SKIP_READINESS=1 to run anyway",
+        )
+    })
 }
 
 /// The id of the run to resume: the one named (`last~N` resolved here, as

@@ -114,8 +114,41 @@ pub struct Report {
     pub shells: Vec<ShellCheck>,
     pub brains: Vec<BrainCheck>,
     pub agents: Vec<AgentCheck>,
-    /// Every agent the default workflow uses is ready.
+    /// Where runs will work, and whether git can give them a workspace.
+    pub workspace: WorkspaceCheck,
+    /// Every agent the default workflow uses is ready, and git is there.
     pub ready: bool,
+}
+
+/// What a run's workspace needs: git (every mode tracks changes with it) at
+/// a version new enough, and the mode the project's runs will get.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceCheck {
+    pub mode: crate::workspace::Mode,
+    /// Whether the mode was chosen because `projects.json` names none.
+    pub automatic: bool,
+    pub git_version: Option<String>,
+    pub problem: Option<String>,
+}
+
+fn workspace_check(project: &Project) -> WorkspaceCheck {
+    use crate::workspace::{Git, MIN_GIT, Mode, discover};
+    let git = Git::new();
+    let (git_version, problem) = match git.require(MIN_GIT, "modix workspaces") {
+        Ok(v) => (Some(v.to_string()), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let configured = project.config.project.workspace;
+    let mode = configured.unwrap_or_else(|| match discover(&git, &project.config.paths.root) {
+        Ok(Some(repo)) if repo.head.is_some() => Mode::Worktree,
+        _ => Mode::Copy,
+    });
+    WorkspaceCheck {
+        mode,
+        automatic: configured.is_none(),
+        git_version,
+        problem,
+    }
 }
 
 /// How long a CLI may take to print its version (Gemini: ~3 s).
@@ -133,16 +166,19 @@ pub fn diagnose(engine: &Engine, project: &Project, deep: bool) -> Report {
         .iter()
         .map(|a| check_agent(config, a, &found, used.contains(&a.id)))
         .collect();
+    let workspace = workspace_check(project);
     let ready = agents
         .iter()
         .filter(|a| a.used_by_workflow)
-        .all(|a| a.ready);
+        .all(|a| a.ready)
+        && workspace.problem.is_none();
     Report {
         workflow: config.project.workflow.clone(),
         clis: found.clis,
         shells: found.shells.into_values().collect(),
         brains: brains(config),
         agents,
+        workspace,
         ready,
     }
 }
@@ -155,8 +191,6 @@ pub fn diagnose(engine: &Engine, project: &Project, deep: bool) -> Report {
 /// within 20 s; CLI versions come from a cache under the modix home.
 /// `MODIX_SKIP_READINESS=1` skips it (a login modix cannot see, tests of
 /// the CLIs' own failures).
-// `go` calls it before creating a run (wired there by the lead).
-#[allow(dead_code)]
 pub fn readiness(
     engine: &Engine,
     project: &Project,

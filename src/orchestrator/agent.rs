@@ -142,13 +142,49 @@ pub(super) fn redactor(config: &Config) -> Redactor {
     for s in config.shells.values() {
         names.extend(s.env.iter().map(String::as_str).filter(|n| looks_secret(n)));
     }
+    names.extend(
+        config
+            .runtimes
+            .env
+            .allow
+            .iter()
+            .map(String::as_str)
+            .filter(|n| looks_secret(n)),
+    );
     names.sort_unstable();
     names.dedup();
-    Redactor::new(
-        names
-            .into_iter()
-            .filter_map(|name| Some((name.to_owned(), std::env::var(name).ok()?))),
-    )
+    let mut secrets: Vec<(String, String)> = names
+        .into_iter()
+        .filter_map(|name| Some((name.to_owned(), std::env::var(name).ok()?)))
+        .collect();
+    // Credentials inside a URL an agent is handed (`https://user:pass@proxy`).
+    let passed = config
+        .runtimes
+        .env
+        .allow
+        .iter()
+        .chain(config.shells.values().flat_map(|s| s.env.iter()));
+    for name in passed {
+        if let Some(userinfo) = std::env::var(name)
+            .ok()
+            .as_deref()
+            .and_then(url_credentials)
+        {
+            if let Some((_, password)) = userinfo.split_once(':') {
+                secrets.push((format!("{name} password"), password.to_owned()));
+            }
+            secrets.push((format!("{name} credentials"), userinfo.to_owned()));
+        }
+    }
+    Redactor::new(secrets)
+}
+
+/// The `user:password` of a URL (`scheme://user:password@host/…`), if any.
+fn url_credentials(value: &str) -> Option<&str> {
+    let rest = value.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let (userinfo, _) = authority.rsplit_once('@')?;
+    (!userinfo.is_empty()).then_some(userinfo)
 }
 
 fn looks_secret(name: &str) -> bool {
@@ -191,6 +227,10 @@ pub(super) fn prepare(
             (args, stdin, shell.idle)
         }
     };
+    env.extend(private_tmp(&call.tmp_dir).map_err(|e| PrepareError::Args {
+        agent: agent.id.clone(),
+        message: format!("cannot make {}: {e}", call.tmp_dir.display()),
+    })?);
     let written = program_of(agent);
     let mut argv_redacted = vec![written.to_owned()];
     argv_redacted.extend(redactor.redact_args(&args));
@@ -228,6 +268,28 @@ pub(super) fn prepare(
         },
         argv_redacted,
     })
+}
+
+/// A temporary folder of the invocation's own, empty and private (0700),
+/// as `TMPDIR`/`TMP`/`TEMP` (set last, so they win over the allowlist):
+/// what a CLI writes there (error reports that quote the prompt, scratch
+/// files) stays with the run and is removed when the invocation ends,
+/// instead of piling up in the machine's shared /tmp.
+fn private_tmp(dir: &Path) -> std::io::Result<Vec<(OsString, OsString)>> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let value = dir.as_os_str().to_owned();
+    Ok(["TMPDIR", "TMP", "TEMP"]
+        .into_iter()
+        .map(|k| (OsString::from(k), value.clone()))
+        .collect())
 }
 
 /// What preparing an agent needs from the project, besides the call.

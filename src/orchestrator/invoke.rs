@@ -38,6 +38,8 @@ pub(super) struct Call<'a> {
     pub schema_path: PathBuf,
     /// Where the prompt goes for a shell that reads it from a file.
     pub prompt_path: PathBuf,
+    /// The invocation's own temporary folder (its `TMPDIR`).
+    pub tmp_dir: PathBuf,
     pub timeout: Duration,
     pub echo: Option<EchoFn>,
     /// The shell's failure rules (none for a plain command).
@@ -161,6 +163,8 @@ impl Driver<'_> {
             Err(e) => Ran::failed_to_start(e.class(), e.to_string()),
             Ok(p) => self.run(p, &call, &flight).await,
         };
+        // The process group is gone: nothing writes there any more.
+        let _ = std::fs::remove_dir_all(&call.tmp_dir);
         let seq = flight.seq;
         let mut verdict = ran.verdict;
         // What the agent answered, kept even when its work is rejected.
@@ -332,6 +336,7 @@ impl super::RunInfo<'_> {
             context_path: info.files.context(),
             schema_path: info.files.schema(&spec.output),
             prompt_path: info.files.dir.join("prompt.txt"),
+            tmp_dir: info.files.dir.join("tmp"),
             timeout: agent::timeout_for(
                 &info.project.config.runtimes,
                 agent,

@@ -198,7 +198,28 @@ fn output_that_is_not_text_is_kept_as_written() {
 fn a_missing_interpreter_and_a_missing_program_are_named_and_recorded() {
     let sb = Sandbox::example();
     sb.agent_script("#!/nonexistent/bin/python9\nprint('hi')\n");
-    let r = sb.go_json("no interpreter");
+    // `go` checks before it starts: nothing is recorded, the cause is named.
+    let out = sb.modix().args(["go", "no interpreter"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains(
+            "its interpreter `/nonexistent/bin/python9` (from its #! line) was not found"
+        ),
+        "{}",
+        output_text(&out)
+    );
+    assert!(sb.runs().as_array().is_none_or(|a| a.is_empty()));
+    // Past that check, the failed start is recorded with the same words.
+    let go = |epic: &str| {
+        let out = sb
+            .modix()
+            .env("MODIX_SKIP_READINESS", "1")
+            .args(["go", "--json", epic])
+            .output()
+            .unwrap();
+        crate::util::GoResult::parse(&out)
+    };
+    let r = go("no interpreter");
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     let reason = r.transitions[1]["reason"].as_str().unwrap().to_owned();
     assert!(
@@ -212,7 +233,7 @@ fn a_missing_interpreter_and_a_missing_program_are_named_and_recorded() {
     sb.edit_json(".modix/shells.json", |v| {
         v["shells"]["scripted"]["binary"] = "agents/no-such-agent".into()
     });
-    let r = sb.go_json("no program");
+    let r = go("no program");
     let inv = sb.invocation(&r.run_id(), 1);
     assert!(
         inv["error"]
@@ -290,4 +311,68 @@ fn history_reads_a_project_it_cannot_write() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("TESTING → DONE"), "{text}");
     let _ = GoResult::parse;
+}
+
+#[test]
+fn each_agent_gets_a_private_tmpdir_that_is_removed_when_it_ends() {
+    let sb = Sandbox::example();
+    let seen = sb.dir.path().join("seen");
+    crate::scenarios::agent(
+        &sb,
+        &format!(
+            "    echo \"$TMPDIR $TMP $TEMP $(stat -c %a \"$TMPDIR\") $(ls -A \"$TMPDIR\" | wc -l)\" >> {seen}\n    echo 'a report quoting the prompt' > \"$TMPDIR/report.txt\"\n{ok}",
+            seen = seen.display(),
+            ok = crate::scenarios::EXECUTOR_OK
+        ),
+    );
+    let r = sb.go_json("tmp");
+    let run = r.run_id();
+    let lines = std::fs::read_to_string(&seen).unwrap();
+    let dir = sb.root().join(format!(".modix/runs/{run}/tmp"));
+    for line in lines.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let shown = dir.display().to_string();
+        // The same folder under all three names, private, and empty each time.
+        assert_eq!(
+            f,
+            [shown.as_str(), shown.as_str(), shown.as_str(), "700", "0"],
+            "{lines}"
+        );
+    }
+    assert!(lines.lines().count() >= 2, "{lines}");
+    assert!(!dir.exists(), "the folder outlived the invocations");
+}
+
+#[test]
+fn credentials_in_a_proxy_url_are_redacted_like_keys() {
+    let sb = Sandbox::example();
+    let password = "Pr0xyPassw0rd-7Hq2";
+    crate::scenarios::agent(
+        &sb,
+        &format!(
+            "    echo \"connecting through $HTTPS_PROXY\" >&2\n{}",
+            crate::scenarios::EXECUTOR_OK
+        ),
+    );
+    let out = sb
+        .modix()
+        .env(
+            "HTTPS_PROXY",
+            format!("http://alice:{password}@proxy.internal:3128"),
+        )
+        .args(["-v", "go", "proxy"])
+        .output()
+        .unwrap();
+    let printed = output_text(&out);
+    assert!(printed.contains("connecting through http://"), "{printed}");
+    assert!(!printed.contains(password), "{printed}");
+    for (path, bytes) in files(&sb.root().join(".modix")) {
+        assert!(
+            !bytes
+                .windows(password.len())
+                .any(|w| w == password.as_bytes()),
+            "{} holds the proxy password",
+            path.display()
+        );
+    }
 }

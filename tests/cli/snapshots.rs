@@ -26,6 +26,7 @@ fn settings(sb: &Sandbox) -> insta::Settings {
     s.add_filter(r"\bmodix/[0-9a-z]{8}(\s|$)", "modix/[SHORT]$1");
     s.add_filter(r"\bmodix (diff|apply) [0-9a-z]{8}\b", "modix $1 [SHORT]");
     s.add_filter(r"\b[0-9a-f]{10,40}\b", "[COMMIT]");
+    s.add_filter(r"\bgit \d+\.\d+\.\d+\b", "git [VERSION]");
     s.add_filter(r"\b\d+\.\d+s\b", "[DUR]");
     // Table widths follow the unfiltered text (a temp dir's path, a
     // duration): collapse padding and rules so only the content is pinned.

@@ -196,9 +196,17 @@ impl Sandbox {
     }
 
     /// Replaces the example's scripted agent with `script` (a POSIX sh body).
+    /// It answers `--version` as the example's does (its shell requires
+    /// `>=1.0.0`, and `go` checks that before it starts a run).
     pub fn agent_script(&self, script: &str) {
         let path = self.root().join("agents/scripted-agent");
-        write_file(&path, script);
+        let script = match script.split_once('\n') {
+            Some((shebang, rest)) if shebang.starts_with("#!") => format!(
+                "{shebang}\nif [ \"${{1:-}}\" = --version ]; then echo 'scripted-agent 1.0.0'; exit 0; fi\n{rest}"
+            ),
+            _ => script.to_owned(),
+        };
+        write_file(&path, &script);
         make_executable(&path);
     }
 

@@ -147,7 +147,13 @@ fn edit_agents(sb: &Sandbox, edit: impl FnOnce(&mut Value)) {
 fn the_unbroken_project_runs_and_the_marker_shows_it() {
     let sb = gated();
     sb.modix().arg("validate").assert().success();
-    let out = sb.modix().args(["go", "Fix it"]).output().unwrap();
+    // The fake `claude` has no version and no login: past the readiness check.
+    let out = sb
+        .modix()
+        .env("MODIX_SKIP_READINESS", "1")
+        .args(["go", "Fix it"])
+        .output()
+        .unwrap();
     assert!(
         output_text(&out).contains("Started run"),
         "{}",
@@ -852,7 +858,12 @@ fn validate_refuses_a_broken_workflow_the_run_does_not_use() {
 fn go_runs_past_a_broken_workflow_it_does_not_use() {
     let sb = gated();
     sb.write(".modix/fsm/review.toml", "id = \"review\"\nversion = \"1.0.0\"\ninitial = \"START\"\n[states.START]\nkind = \"inptu\"\n");
-    let out = sb.modix().args(["go", "Fix it"]).output().unwrap();
+    let out = sb
+        .modix()
+        .env("MODIX_SKIP_READINESS", "1")
+        .args(["go", "Fix it"])
+        .output()
+        .unwrap();
     let text = output_text(&out);
     assert!(text.contains("warning: "), "{text}");
     assert!(text.contains("in a file this run does not use: "), "{text}");

@@ -856,3 +856,33 @@ fn a_project_in_a_subfolder_of_a_repository_works_in_that_subfolder() {
     let calc = git(&mono, &["show", &format!("{branch}:services/calc/calc.py")]);
     assert!(calc.contains("/ len(values)"), "{calc}");
 }
+
+#[test]
+fn doctor_and_go_name_a_git_too_old_for_workspaces() {
+    let sb = repo();
+    let out = modix(&sb, &["doctor"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("each run works in a git worktree on its own branch"),
+        "{}",
+        output_text(&out)
+    );
+    sb.fake_bin("git", "#!/bin/sh\necho 'git version 2.20.1'\n");
+    let out = modix(&sb, &["doctor"]);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("git 2.20.1 is too old"), "{text}");
+    let out = modix(&sb, &["go", "Fix mean()"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "git 2.20.1 is too old: modix workspaces needs git 2.30.0 or newer; upgrade git"
+        ),
+        "{}",
+        output_text(&out)
+    );
+    assert!(
+        sb.runs().as_array().is_none_or(|a| a.is_empty()),
+        "nothing recorded"
+    );
+}
