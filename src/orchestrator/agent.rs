@@ -273,23 +273,41 @@ pub(super) fn prepare(
 /// A temporary folder of the invocation's own, empty and private (0700),
 /// as `TMPDIR`/`TMP`/`TEMP` (set last, so they win over the allowlist):
 /// what a CLI writes there (error reports that quote the prompt, scratch
-/// files) stays with the run and is removed when the invocation ends,
-/// instead of piling up in the machine's shared /tmp.
+/// files) stays with the run and is cleared before the next invocation and
+/// when the run stops, instead of piling up in the machine's shared /tmp.
+/// An empty folder is kept from one invocation to the next: making and
+/// removing a folder costs a journal write each, every step.
 fn private_tmp(dir: &Path) -> std::io::Result<Vec<(OsString, OsString)>> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() && m.permissions().mode() & 0o777 == 0o700 => {
+            if std::fs::read_dir(dir)?.next().is_some() {
+                std::fs::remove_dir_all(dir)?;
+            }
+        }
+        Ok(_) => remove_any(dir)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
         _ => {}
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
     let value = dir.as_os_str().to_owned();
     Ok(["TMPDIR", "TMP", "TEMP"]
         .into_iter()
         .map(|k| (OsString::from(k), value.clone()))
         .collect())
+}
+
+/// Removes whatever is at `path` (a folder with its content, a file, a link).
+pub(super) fn remove_any(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// What preparing an agent needs from the project, besides the call.

@@ -163,8 +163,10 @@ impl Driver<'_> {
             Err(e) => Ran::failed_to_start(e.class(), e.to_string()),
             Ok(p) => self.run(p, &call, &flight).await,
         };
-        // The process group is gone: nothing writes there any more.
-        let _ = std::fs::remove_dir_all(&call.tmp_dir);
+        // The process group is gone: what it left in its TMPDIR goes.
+        if std::fs::read_dir(&call.tmp_dir).is_ok_and(|mut d| d.next().is_some()) {
+            let _ = std::fs::remove_dir_all(&call.tmp_dir);
+        }
         let seq = flight.seq;
         let mut verdict = ran.verdict;
         // What the agent answered, kept even when its work is rejected.

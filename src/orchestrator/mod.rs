@@ -526,6 +526,8 @@ fn drive(
     };
     match engine.runtime.block_on(driver.go()) {
         Ok(report) => {
+            // The agents' private TMPDIR, empty by now.
+            let _ = agent::remove_any(&driver.info.files.dir.join("tmp"));
             let pid = std::process::id();
             let _ = driver.store.release_run(&report.run_id, pid);
             driver.sink.event(&RunEvent::RunFinished(report.clone()));
@@ -685,11 +687,16 @@ impl Driver<'_> {
     fn change_summary(&self) -> Option<ChangeSummary> {
         let ws = self.work.workspace();
         let rec = ws.record();
-        let changes = match crate::workspace::changes(ws.git(), rec) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!("cannot summarise the run's changes: {e}");
-                return None;
+        // Nothing recorded since the base: no need to ask git.
+        let changes = if rec.last_commit == rec.base_commit {
+            Vec::new()
+        } else {
+            match crate::workspace::changes(ws.git(), rec) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("cannot summarise the run's changes: {e}");
+                    return None;
+                }
             }
         };
         let (added, removed) = line_counts(&changes);
