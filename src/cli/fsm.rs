@@ -11,6 +11,7 @@ use crate::diagnostics::{Diagnostics, unknown_name_help};
 use crate::error::{Error, Exit};
 use crate::fsm::render::{self, Format, RunPath};
 use crate::fsm::{Catalog, CompileOptions, Machine, Source, StateKind, compile_file};
+use crate::schema::Schemas;
 use crate::store::Store;
 
 /// What `modix fsm graph` draws in.
@@ -93,14 +94,22 @@ pub fn run(ctx: &Ctx, cmd: &FsmCommand) -> Result<Exit, Error> {
         std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
     let project = crate::config::find_project(ctx.cli.project.as_deref(), &cwd);
     let fsm_dir = project.as_ref().map(|p| p.modix_dir.join("fsm"));
-    // The project's loop bound, as `validate` and `go` compile with it;
-    // problems in runtimes.json are `validate`'s to report.
-    let opts = project
+    // The project's loop bound and output schemas, as `validate` and `go`
+    // compile with them; problems in runtimes.json or in a schema file
+    // are `validate`'s to report.
+    let schemas = project.as_ref().map_or_else(Schemas::default, |p| {
+        Schemas::load(p, &mut Diagnostics::new())
+    });
+    let default_max = project
         .as_ref()
         .and_then(|p| crate::config::read_runtimes(p, &mut Diagnostics::new()))
-        .map_or_else(CompileOptions::default, |r| CompileOptions {
-            default_max: r.loops.default_max,
+        .map_or(CompileOptions::default().default_max, |r| {
+            r.loops.default_max
         });
+    let opts = CompileOptions {
+        default_max,
+        schemas: &schemas,
+    };
     let (catalog, diags) = Catalog::load(fsm_dir.as_deref(), &opts);
     let shown = |m: &Machine| match m.source() {
         Source::Builtin(_) => "built-in".to_owned(),

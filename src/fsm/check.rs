@@ -19,7 +19,6 @@ use super::emit::{AgentState, Condition, EmitRule, Outcome};
 use super::graph_checks::{self, Dropped, Partial};
 use super::machine::{Edge, Ending, Machine, Source, State, StateId, StateKind, Transition};
 use super::spec::{RawFile, RawState, Text};
-use crate::config::OUTPUT_SCHEMAS;
 use crate::diagnostics::{Diagnostic, Diagnostics, LineIndex, unknown_name_help};
 
 /// Where diagnostics go, with the text they point into.
@@ -63,7 +62,7 @@ pub(crate) fn compile(
     let errors_before = cx.diags.error_count();
     let id = header_id(&raw, cx);
     let version = header_version(&raw, cx);
-    let (states, incomplete) = states(&raw, cx);
+    let (states, incomplete) = states(&raw, opts, cx);
     let names: Vec<&str> = states.iter().map(|s| s.name.as_str()).collect();
     let lookup: HashMap<&str, StateId> = names
         .iter()
@@ -238,7 +237,7 @@ fn initial(
 /// The states, and for each whether it was read only in part (an unknown
 /// kind, or an emit rule that had to be dropped): the graph checks do not
 /// judge what such a state emits.
-fn states(raw: &RawFile, cx: &mut Ctx) -> (Vec<State>, Vec<bool>) {
+fn states(raw: &RawFile, opts: &CompileOptions, cx: &mut Ctx) -> (Vec<State>, Vec<bool>) {
     let mut incomplete = Vec::with_capacity(raw.states.len());
     let states = raw
         .states
@@ -260,7 +259,7 @@ fn states(raw: &RawFile, cx: &mut Ctx) -> (Vec<State>, Vec<bool>) {
                     n.get_ref().to_string()
                 })
                 .collect();
-            let (kind, partly) = state_kind(name.get_ref(), st, cx);
+            let (kind, partly) = state_kind(name.get_ref(), st, opts, cx);
             incomplete.push(partly);
             State {
                 name: name.get_ref().to_string(),
@@ -286,7 +285,7 @@ fn nonempty(s: &Text, what: &str, cx: &mut Ctx) {
 
 // The placeholder keeps going after an error so later checks still run;
 // `true` when the state was read only in part.
-fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> (StateKind, bool) {
+fn state_kind(name: &str, st: &RawState, opts: &CompileOptions, cx: &mut Ctx) -> (StateKind, bool) {
     let kind = *st.kind.get_ref();
     let allowed: &[&str] = match kind {
         "input" => &["event"],
@@ -352,7 +351,7 @@ fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> (StateKind, bool) {
         "agent" => {
             let agent = required(&st.agent, "agent", cx);
             let output = required(&st.output, "output", cx);
-            let schema = st.output.as_ref().and_then(|o| output_schema(o, cx));
+            let schema = st.output.as_ref().and_then(|o| output_schema(o, opts, cx));
             let checked = schema.as_ref().map(|s| (output.as_str(), s));
             let (emit, dropped) = emit_rules(st, checked, cx);
             let state = StateKind::Agent(AgentState {
@@ -410,26 +409,23 @@ fn timeout(st: &RawState, cx: &mut Ctx) -> Option<u64> {
 }
 
 /// The output schema a state names, parsed for checking its conditions;
-/// `None` for `any` (unchecked), an empty name, or an unknown id (reported).
-fn output_schema(output: &Text, cx: &mut Ctx) -> Option<serde_json::Value> {
+/// `None` for `any` (unchecked), an empty name, a project schema with
+/// errors (reported with its file), or an unknown id (reported).
+fn output_schema(output: &Text, opts: &CompileOptions, cx: &mut Ctx) -> Option<serde_json::Value> {
     let id = *output.get_ref();
-    if id == "any" || id.trim().is_empty() {
+    if id == crate::schema::ANY || id.trim().is_empty() || opts.schemas.is_broken(id) {
         return None;
     }
-    let text = OUTPUT_SCHEMAS
-        .contains(&id)
-        .then(|| crate::schema::text(id).ok())
-        .flatten();
-    let Some(text) = text else {
+    let value = opts.schemas.value(id);
+    if value.is_none() {
         cx.error(
             "fsm::unknown-output",
             output.span(),
             format!("unknown output schema `{id}`"),
-            unknown_name_help(id, "output schema", OUTPUT_SCHEMAS),
+            unknown_name_help(id, "output schema", opts.schemas.output_ids()),
         );
-        return None;
-    };
-    serde_json::from_str(text).ok()
+    }
+    value
 }
 
 /// The emit rules of an agent state; each `when` is checked against the

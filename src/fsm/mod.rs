@@ -32,15 +32,20 @@ pub use lifecycle::{Lifecycle, Role};
 pub use machine::{Ending, FireError, Fired, Machine, Position, Source, StateId, StateKind};
 
 /// Settings that shape compilation but do not live in the FSM file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CompileOptions {
+#[derive(Debug, Clone, Copy)]
+pub struct CompileOptions<'a> {
     /// `max` for a transition that names `exhausted` but no `max` (the project's loop bound).
     pub default_max: u32,
+    /// The output schemas states may name, with the project's own.
+    pub schemas: &'a crate::schema::Schemas,
 }
 
-impl Default for CompileOptions {
+impl Default for CompileOptions<'_> {
     fn default() -> Self {
-        CompileOptions { default_max: 3 }
+        CompileOptions {
+            default_max: 3,
+            schemas: crate::schema::Schemas::shipped(),
+        }
     }
 }
 
