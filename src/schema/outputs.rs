@@ -361,3 +361,209 @@ fn list_json(dir: &Path) -> std::io::Result<Vec<String>> {
     names.sort();
     Ok(names)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A project folder holding these `.modix/schemas/` files.
+    fn project(files: &[(&str, &str)]) -> (tempfile::TempDir, ProjectPaths) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let paths = ProjectPaths::at(tmp.path());
+        std::fs::create_dir_all(paths.file("schemas")).expect("mkdir");
+        for (name, text) in files {
+            std::fs::write(paths.file(&format!("schemas/{name}")), text).expect("write");
+        }
+        (tmp, paths)
+    }
+
+    const PLAN: &str = r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "required": ["steps"],
+  "properties": {
+    "steps": { "type": "array", "items": { "type": "string" } },
+    "risk": { "enum": ["low", "high"] }
+  },
+  "additionalProperties": false
+}
+"#;
+
+    fn load(files: &[(&str, &str)]) -> (Schemas, Diagnostics) {
+        let (_tmp, paths) = project(files);
+        let mut diags = Diagnostics::new();
+        let schemas = Schemas::load(&paths, &mut diags);
+        (schemas, diags)
+    }
+
+    fn codes(diags: &Diagnostics) -> Vec<(String, Option<usize>)> {
+        diags
+            .items()
+            .iter()
+            .map(|d| (d.code.clone(), d.line))
+            .collect()
+    }
+
+    #[test]
+    fn a_project_schema_is_an_output_like_the_shipped_ones() {
+        let (s, diags) = load(&[("plan.schema.json", PLAN)]);
+        assert!(diags.is_empty(), "{:?}", diags.items());
+        assert!(s.knows("plan") && s.knows("task_spec") && s.knows(ANY));
+        assert!(!s.knows("plans"));
+        assert_eq!(s.own_ids().collect::<Vec<_>>(), ["plan"]);
+        assert!(s.output_ids().ends_with(&["plan", "any"]));
+        assert!(s.text("plan").expect("text").contains("\"steps\""));
+        assert!(
+            s.path("plan")
+                .is_some_and(|p| p.ends_with("plan.schema.json"))
+        );
+        assert!(
+            s.validate("plan", &json!({"steps": ["a"]}))
+                .expect("ok")
+                .is_empty()
+        );
+        let v = s
+            .validate("plan", &json!({"steps": [1], "risks": 2}))
+            .expect("ok");
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!(v[0].pointer, "/risks");
+        assert_eq!(v[0].allowed_keys, ["risk", "steps"]);
+        // The shipped ones and `any` go through the same value.
+        assert!(s.validate(ANY, &json!(3)).expect("ok").is_empty());
+        assert!(
+            !s.validate("test_result", &json!({}))
+                .expect("ok")
+                .is_empty()
+        );
+        assert!(s.validate("nope", &json!({})).is_err());
+        // Another project (or none) does not see it.
+        assert!(!Schemas::shipped().knows("plan"));
+    }
+
+    #[test]
+    fn a_schema_that_is_not_a_schema_is_reported_where_it_breaks() {
+        let broken = "{\n  \"type\": \"object\",\n  \"properties\": {\n    \"a\": { \"type\": 12 }\n  }\n}\n";
+        let (s, diags) = load(&[("bad.schema.json", broken)]);
+        assert_eq!(codes(&diags), [("schema::invalid".to_owned(), Some(4))]);
+        assert_eq!(diags.items()[0].file, ".modix/schemas/bad.schema.json");
+        assert_eq!(
+            diags.items()[0].pointer.as_deref(),
+            Some("/properties/a/type")
+        );
+        // Known, so nobody reports it again as unknown; never used.
+        assert!(s.knows("bad") && s.is_broken("bad") && s.value("bad").is_none());
+    }
+
+    #[test]
+    fn what_a_schema_file_may_not_be() {
+        let draft7 = r#"{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}"#;
+        let remote = r#"{"$ref": "https://example.com/other.json"}"#;
+        let bad_regex = r#"{"type": "string", "pattern": "("}"#;
+        let (s, diags) = load(&[
+            ("task_spec.schema.json", "{}"),
+            ("any.schema.json", "{}"),
+            ("old.schema.json", draft7),
+            ("net.schema.json", remote),
+            ("re.schema.json", bad_regex),
+            ("syntax.schema.json", "{ \"type\": }"),
+            ("notes.json", "{}"),
+            ("sp ace.schema.json", "{}"),
+        ]);
+        let found: Vec<(&str, &str)> = diags
+            .items()
+            .iter()
+            .map(|d| (d.file.rsplit('/').next().unwrap_or(""), d.code.as_str()))
+            .collect();
+        let expected = [
+            ("any.schema.json", "schema::reserved-id"),
+            ("net.schema.json", "schema::invalid"),
+            ("notes.json", "schema::file-name"),
+            ("old.schema.json", "schema::draft"),
+            ("re.schema.json", "schema::invalid"),
+            ("sp ace.schema.json", "schema::file-name"),
+            ("syntax.schema.json", "config::syntax"),
+            ("task_spec.schema.json", "schema::reserved-id"),
+        ];
+        for e in expected {
+            assert!(found.contains(&e), "{e:?} not in {found:?}");
+        }
+        assert_eq!(found.len(), expected.len(), "{found:?}");
+        let warning = diags
+            .items()
+            .iter()
+            .find(|d| d.code == "schema::file-name" && d.file.ends_with("notes.json"));
+        assert!(warning.is_some_and(|d| d.severity == crate::diagnostics::Severity::Warning));
+        assert!(s.own_ids().next().is_none());
+    }
+
+    #[test]
+    fn emit_rules_are_checked_against_a_project_schema() {
+        let (s, _) = load(&[("plan.schema.json", PLAN), ("bad.schema.json", "{ oops")]);
+        let fsm = |output: &str, when: &str| {
+            format!(
+                r#"id = "p"
+version = "1.0.0"
+initial = "A"
+[states.A]
+kind = "agent"
+agent = "x"
+output = "{output}"
+emit = [
+  {{ on = "output", when = '{when}', event = "ok" }},
+  {{ on = "output", event = "ok" }},
+  {{ on = "invalid_output", event = "ok" }},
+  {{ on = "process_error", event = "ok" }},
+  {{ on = "timeout", event = "ok" }},
+]
+[states.B]
+kind = "terminal"
+outcome = "success"
+[[transitions]]
+from = "A"
+event = "ok"
+to = "B"
+"#
+            )
+        };
+        let opts = crate::fsm::CompileOptions {
+            default_max: 3,
+            schemas: &s,
+        };
+        let errors = |text: &str| {
+            let (_, d) = crate::fsm::compile_str(text, "p.toml", &opts);
+            d.items()
+                .iter()
+                .filter(|d| d.severity == crate::diagnostics::Severity::Error)
+                .map(|d| {
+                    format!(
+                        "{} {} {}",
+                        d.code,
+                        d.message,
+                        d.help.clone().unwrap_or_default()
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert!(errors(&fsm("plan", r#"risk == "high""#)).is_empty());
+        let e = errors(&fsm("plan", r#"riks == "high""#));
+        assert!(
+            e.len() == 1
+                && e[0].starts_with("fsm::unknown-field")
+                && e[0].contains("did you mean `risk`?"),
+            "{e:?}"
+        );
+        let e = errors(&fsm("plan", r#"risk == "medium""#));
+        assert!(
+            e.len() == 1 && e[0].starts_with("fsm::type-mismatch"),
+            "{e:?}"
+        );
+        // A broken project schema was reported with its file: nothing more here.
+        assert!(errors(&fsm("bad", r#"anything == 1"#)).is_empty());
+        let e = errors(&fsm("plna", r#"risk == "high""#));
+        assert!(
+            e.len() == 1 && e[0].contains("did you mean `plan`?"),
+            "{e:?}"
+        );
+    }
+}
