@@ -517,4 +517,12 @@ fn shipped_workflows_have_retries_and_no_warnings() {
         let id = pet.state_id(name).expect("state");
         assert!(pet.has_transition(id, super::NO_PROGRESS), "{name}");
     }
+    let looper = cat.get("looper").expect("shipped");
+    let w = looper.worst_case();
+    assert_eq!((w.transitions, w.invocations), (18, 85));
+    let visits = |n: &str| looper.bound_for_visits(looper.state_id(n).expect("state"));
+    assert_eq!(
+        (visits("CODING"), visits("REVIEWING"), visits("JUDGING")),
+        (Some(7), Some(5), Some(5))
+    );
 }

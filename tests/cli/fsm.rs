@@ -472,7 +472,7 @@ fn list_shows_builtins_outside_a_project() {
         .iter()
         .filter_map(|m| m["id"].as_str())
         .collect();
-    assert_eq!(ids, ["execution_fsm_v1", "plan_execute_test"]);
+    assert_eq!(ids, ["execution_fsm_v1", "looper", "plan_execute_test"]);
     assert_eq!(v["machines"][1]["source"], "built-in");
 }
 
