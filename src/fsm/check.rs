@@ -586,14 +586,16 @@ fn emit_rules(
     (out, dropped)
 }
 
-/// Span of the first emit rule (or input `event`) of state `index` that emits
+/// Span of the first emit rule (input `event`, gate event) of state `index` that emits
 /// `event`; looked up only when a check reports it.
 pub(crate) fn emit_event_span(raw: &RawFile, index: usize, event: &str) -> Option<Range<usize>> {
     let (_, st) = raw.states.get(index)?;
     let rules = st.emit.iter().flat_map(|r| r.get_ref());
+    let gate = st.events.iter().flat_map(|e| e.get_ref());
     rules
         .map(|r| &r.get_ref().event)
         .chain(&st.event)
+        .chain(gate)
         .find(|e| *e.get_ref() == event)
         .map(Spanned::span)
 }

@@ -176,7 +176,7 @@ fn classes(
                 "fsm::unknown-class",
                 name.span(),
                 format!("unknown failure class `{}`", name.get_ref()),
-                unknown_name_help(name.get_ref(), "failure class", names),
+                unknown_name_help(name.get_ref(), "failure class name", names),
             );
             continue;
         };
