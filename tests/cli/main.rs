@@ -4,6 +4,7 @@
 mod conventions;
 mod doctor;
 mod fsm;
+mod fsm_language;
 mod go;
 mod graph;
 mod history;
