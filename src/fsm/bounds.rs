@@ -397,3 +397,32 @@ fn upper_bound(m: &Input) -> (WorstCase, Paths) {
     };
     (worst, paths)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Paths;
+
+    #[test]
+    fn weighted_paths_exact_and_bounded() {
+        // 0 → 1 → 3, 0 → 2 → 3: the costlier branch, the start counted.
+        let exact = Paths::Exact {
+            state: vec![0, 1, 2, 3],
+            succ: vec![vec![1, 2], vec![3], vec![3], vec![]],
+            order: vec![0, 1, 2, 3],
+        };
+        assert_eq!(exact.longest(&[1, 5, 7, 2]), (10, true));
+        // Three stretches through the acyclic graph 0 → 1 → 2, each at most 6.
+        let bound = Paths::Bound {
+            stretches: 3,
+            next: vec![vec![1], vec![2], vec![]],
+            order: Some(vec![0, 1, 2]),
+        };
+        assert_eq!(bound.longest(&[1, 2, 3]), (18, false));
+        let cyclic = Paths::Bound {
+            stretches: 1,
+            next: vec![vec![0]],
+            order: None,
+        };
+        assert_eq!(cyclic.longest(&[1]), (u64::MAX, false));
+    }
+}
