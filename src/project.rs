@@ -22,11 +22,17 @@ use crate::config::{
 use crate::diagnostics::{Diagnostic, Diagnostics, Severity, shown, unknown_name_help};
 use crate::error::Error;
 use crate::fsm::{Catalog, CompileOptions, Lifecycle, Machine, Role, Source, StateId, StateKind};
+use crate::schema::Schemas;
 
 /// Config plus the machines it can run, resolved.
 pub struct Project {
     pub config: Config,
     pub catalog: Catalog,
+    /// The output schemas its agents answer to, the project's own
+    /// (`.modix/schemas/`) included: what a run validates outputs with
+    /// (`schemas.validate(id, &output)`) and hands agents (`schemas.text(id)`).
+    #[allow(dead_code)] // The orchestrator's to use (not wired yet).
+    pub schemas: Schemas,
     /// Every lifecycle FSM an agent names, by id, checked.
     lifecycles: BTreeMap<String, Arc<Lifecycle>>,
 }
@@ -138,6 +144,8 @@ pub fn load_for(
 ) -> (Option<Project>, Diagnostics) {
     let mut diags = settings_diags.clone();
     let files = config::read(paths, &mut diags);
+    // Before the FSMs: their emit rules are checked against these.
+    let schemas = Schemas::load(paths, &mut diags);
     let opts = CompileOptions {
         default_max: files
             .runtimes
@@ -145,12 +153,13 @@ pub fn load_for(
             .map_or(CompileOptions::default().default_max, |r| {
                 r.loops.default_max
             }),
+        schemas: &schemas,
     };
     let (catalog, fsm_diags) = Catalog::load(Some(&paths.modix_dir.join("fsm")), &opts);
     let fsm_ids: Vec<&str> = catalog.ids().collect();
     // The config's own errors decide whether there is a config; the FSM
     // files' problems join after, and do not stop the checks below.
-    let checked = config::check(paths, files, settings, &fsm_ids, &mut diags);
+    let checked = config::check(paths, files, settings, &fsm_ids, &schemas, &mut diags);
     diags.append(fsm_diags);
     let lifecycles = resolve(&checked, &catalog, &mut diags);
     if let Purpose::Run { workflow } = purpose {
@@ -163,6 +172,7 @@ pub fn load_for(
     let project = checked.into_config().map(|config| Project {
         config,
         catalog,
+        schemas,
         lifecycles,
     });
     (project, diags)

@@ -1,6 +1,11 @@
 //! The JSON Schemas embedded from `schemas/`: one registry, built once, that
 //! resolves every `$ref` locally (never over the network), and a cache of
 //! compiled validators by schema id (`shells`, `task_spec`, …).
+//!
+//! The output schemas a project can name — the shipped ones and its own
+//! `.modix/schemas/<id>.schema.json` — are a [`Schemas`] value the project
+//! holds: loaded and checked with the project, passed to whatever needs
+//! them (the FSM checks, the manifest checks, the run), never global.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -9,6 +14,11 @@ use jsonschema::{Registry, Validator, error::ValidationErrorKind};
 use serde_json::Value;
 
 use crate::embedded::SCHEMAS;
+
+mod outputs;
+
+#[allow(unused_imports)] // SHIPPED_OUTPUTS: for the orchestrator and tests.
+pub use outputs::{ANY, SHIPPED_OUTPUTS, Schemas};
 
 /// Base URI of every embedded schema's `$id`.
 pub const BASE_URI: &str = "https://modix.dev/schemas/";
@@ -36,18 +46,18 @@ pub struct Violation {
     pub message: String,
 }
 
-struct Schemas {
+struct Embedded {
     registry: Registry<'static>,
     texts: HashMap<String, &'static str>,
     validators: Mutex<HashMap<String, Arc<Validator>>>,
 }
 
-fn schemas() -> &'static Result<Schemas, SchemaError> {
-    static SCHEMAS_CELL: OnceLock<Result<Schemas, SchemaError>> = OnceLock::new();
+fn schemas() -> &'static Result<Embedded, SchemaError> {
+    static SCHEMAS_CELL: OnceLock<Result<Embedded, SchemaError>> = OnceLock::new();
     SCHEMAS_CELL.get_or_init(load)
 }
 
-fn load() -> Result<Schemas, SchemaError> {
+fn load() -> Result<Embedded, SchemaError> {
     let mut texts = HashMap::new();
     let mut resources = Vec::new();
     for file in SCHEMAS.files() {
@@ -66,7 +76,7 @@ fn load() -> Result<Schemas, SchemaError> {
         .extend(resources)
         .and_then(|b| b.prepare())
         .map_err(|e| broken("registry", e))?;
-    Ok(Schemas {
+    Ok(Embedded {
         registry,
         texts,
         validators: Mutex::new(HashMap::new()),
@@ -80,7 +90,7 @@ fn broken(id: &str, reason: impl ToString) -> SchemaError {
     }
 }
 
-fn loaded() -> Result<&'static Schemas, SchemaError> {
+fn loaded() -> Result<&'static Embedded, SchemaError> {
     schemas().as_ref().map_err(|e| match e {
         SchemaError::Unknown { id, known } => SchemaError::Unknown {
             id: id.clone(),
@@ -136,15 +146,25 @@ pub fn validator(id: &str) -> Result<Arc<Validator>, SchemaError> {
 /// Every way `instance` breaks schema `id` (empty when valid).
 pub fn validate(id: &str, instance: &Value) -> Result<Vec<Violation>, SchemaError> {
     let validator = validator(id)?;
+    Ok(violations(&validator, instance, || schema_root(id)))
+}
+
+/// Every way `instance` breaks `validator`; `root` gives the schema
+/// document, read only to list the keys allowed where an unknown one is.
+fn violations(
+    validator: &Validator,
+    instance: &Value,
+    root: impl Fn() -> Option<Value>,
+) -> Vec<Violation> {
     if validator.is_valid(instance) {
-        return Ok(Vec::new());
+        return Vec::new();
     }
     let mut out = Vec::new();
     for err in validator.iter_errors(instance) {
         let pointer = err.instance_path().as_str().to_owned();
         match err.kind() {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
-                let allowed = allowed_keys(err.schema_path().as_str(), schema_root(id));
+                let allowed = allowed_keys(err.schema_path().as_str(), root());
                 for key in unexpected {
                     out.push(Violation {
                         pointer: format!("{pointer}/{}", escape_pointer(key)),
@@ -164,7 +184,7 @@ pub fn validate(id: &str, instance: &Value) -> Result<Vec<Violation>, SchemaErro
     }
     out.sort_by(|a, b| a.pointer.cmp(&b.pointer));
     out.dedup();
-    Ok(out)
+    out
 }
 
 fn schema_root(id: &str) -> Option<Value> {

@@ -10,7 +10,10 @@ use super::{Ctx, Output, runs};
 use crate::diagnostics::{Diagnostics, unknown_name_help};
 use crate::error::{Error, Exit};
 use crate::fsm::render::{self, Format, RunPath};
-use crate::fsm::{Catalog, CompileOptions, Machine, Source, StateKind, compile_file};
+use crate::fsm::{
+    Catalog, CompileOptions, DEFAULT_TIMEOUT_SECS, Machine, Source, StateKind, compile_file,
+};
+use crate::schema::Schemas;
 use crate::store::Store;
 
 /// What `modix fsm graph` draws in.
@@ -93,14 +96,22 @@ pub fn run(ctx: &Ctx, cmd: &FsmCommand) -> Result<Exit, Error> {
         std::env::current_dir().map_err(|e| Error::io("cannot read the current directory", e))?;
     let project = crate::config::find_project(ctx.cli.project.as_deref(), &cwd);
     let fsm_dir = project.as_ref().map(|p| p.modix_dir.join("fsm"));
-    // The project's loop bound, as `validate` and `go` compile with it;
-    // problems in runtimes.json are `validate`'s to report.
-    let opts = project
+    // The project's loop bound and output schemas, as `validate` and `go`
+    // compile with them; problems in runtimes.json or in a schema file
+    // are `validate`'s to report.
+    let schemas = project.as_ref().map_or_else(Schemas::default, |p| {
+        Schemas::load(p, &mut Diagnostics::new())
+    });
+    let default_max = project
         .as_ref()
         .and_then(|p| crate::config::read_runtimes(p, &mut Diagnostics::new()))
-        .map_or_else(CompileOptions::default, |r| CompileOptions {
-            default_max: r.loops.default_max,
+        .map_or(CompileOptions::default().default_max, |r| {
+            r.loops.default_max
         });
+    let opts = CompileOptions {
+        default_max,
+        schemas: &schemas,
+    };
     let (catalog, diags) = Catalog::load(fsm_dir.as_deref(), &opts);
     let shown = |m: &Machine| match m.source() {
         Source::Builtin(_) => "built-in".to_owned(),
@@ -177,6 +188,10 @@ fn kind_cells(kind: &StateKind) -> (String, String) {
     match kind {
         StateKind::Input { event } => ("input".into(), format!("event {event}")),
         StateKind::Agent(a) => ("agent".into(), format!("{} → {}", a.agent, a.output)),
+        StateKind::Human { question, events } => (
+            "human".into(),
+            format!("{question} → {}", events.join(" | ")),
+        ),
         StateKind::Terminal { outcome } => {
             ("terminal".into(), format!("{outcome:?}").to_lowercase())
         }
@@ -194,6 +209,7 @@ fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Outpu
                 json!({
                     "from": name(t.from), "event": t.event, "to": name(t.to),
                     "max": t.max, "exhausted": t.exhausted.map(name),
+                    "caught": t.caught(),
                 })
             })
             .collect();
@@ -223,8 +239,12 @@ fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Outpu
         ]);
     }
     out.table(&st);
+    if let Some(rt) = recovery_table(m) {
+        out.table(&rt);
+    }
     let mut tt = Table::new(["from", "event", "to", "max", "exhausted"]);
-    for t in m.transitions() {
+    // A catch's transitions (one per class) are its row above.
+    for t in m.transitions().iter().filter(|t| t.caught().is_none()) {
         tt.row([
             name(t.from),
             t.event.clone(),
@@ -238,17 +258,71 @@ fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Outpu
     Exit::Ok
 }
 
-fn worst_json(m: &Machine) -> serde_json::Value {
-    let w = m.worst_case();
-    let visits: serde_json::Map<_, _> = w
-        .visits
-        .iter()
-        .map(|(s, n)| (m.state(*s).name.clone(), json!(n)))
-        .collect();
-    json!({ "transitions": w.transitions, "exact": w.exact, "agent_invocations": visits })
+/// One row per `retry` and `catch` rule; `None` when no state has one.
+fn recovery_table(m: &Machine) -> Option<Table> {
+    let mut t = Table::new(["state", "on", "then"]);
+    let mut any = false;
+    for (_, s) in m.states() {
+        let Some(a) = s.agent() else { continue };
+        let classes = |on: &[crate::fsm::FailureClass]| {
+            on.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+        };
+        for r in &a.retry {
+            let cap = r
+                .max_delay_secs
+                .map(|c| format!(", at most {c} s"))
+                .unwrap_or_default();
+            let then = format!(
+                "retry up to {} times, waiting {} s ×{} each time{cap}, jitter {}",
+                r.max_attempts, r.interval_secs, r.backoff_rate, r.jitter
+            );
+            t.row([s.name.clone(), classes(&r.on), then]);
+            any = true;
+        }
+        for c in &a.catch {
+            let then = format!("catch → {} (events catch:<class>)", c.next);
+            t.row([s.name.clone(), classes(&c.on), then]);
+            any = true;
+        }
+    }
+    any.then_some(t)
 }
 
-/// `exactly 12 transitions; agent invocations at most: PLANNING 1, ...`
+/// Per state, as `{"NAME": n}`.
+fn per_state(
+    m: &Machine,
+    list: impl IntoIterator<Item = (crate::fsm::StateId, u64)>,
+) -> serde_json::Value {
+    let map: serde_json::Map<_, _> = list
+        .into_iter()
+        .map(|(s, n)| (m.state(s).name.clone(), json!(n)))
+        .collect();
+    serde_json::Value::Object(map)
+}
+
+fn worst_json(m: &Machine) -> serde_json::Value {
+    let w = m.worst_case();
+    let retried = w
+        .visits
+        .iter()
+        .map(|(s, _)| (*s, m.worst_invocations(*s).unwrap_or(0)));
+    let wall = m.worst_wall_time_with_default(DEFAULT_TIMEOUT_SECS);
+    json!({
+        "transitions": w.transitions, "exact": w.exact,
+        "agent_invocations": per_state(m, w.visits.iter().copied()),
+        "agent_invocations_with_retries": per_state(m, retried),
+        "invocations_with_retries": w.invocations,
+        "human_gates": per_state(m, w.gates.iter().copied()),
+        "wall_time": {
+            "secs": wall.total.as_secs(), "exact": wall.exact,
+            "default_timeout_secs": DEFAULT_TIMEOUT_SECS,
+            "human_waits_excluded": wall.human_waits,
+        },
+    })
+}
+
+/// `exactly 12 transitions; agent invocations at most: PLANNING 1, ...`,
+/// then (when there are any) retries and gates, and the wall time.
 pub fn worst_text(m: &Machine) -> String {
     let w = m.worst_case();
     let how = if w.exact {
@@ -256,18 +330,47 @@ pub fn worst_text(m: &Machine) -> String {
     } else {
         "at most (upper bound)"
     };
-    let visits: Vec<String> = w
-        .visits
-        .iter()
-        .map(|(s, n)| format!("{} {n}", m.state(*s).name))
-        .collect();
+    let listed = |list: &[(crate::fsm::StateId, u64)],
+                  f: &dyn Fn(crate::fsm::StateId, u64) -> u64| {
+        list.iter()
+            .map(|&(s, n)| format!("{} {}", m.state(s).name, f(s, n)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut s = format!("{how} {} transitions", w.transitions);
-    if !visits.is_empty() {
+    if w.visits.is_empty() {
+        return s;
+    }
+    s.push_str(&format!(
+        "; agent invocations at most: {}",
+        listed(&w.visits, &|_, n| n)
+    ));
+    let retries = m
+        .states()
+        .any(|(_, st)| st.agent().is_some_and(|a| !a.retry.is_empty()));
+    if retries {
+        let retried = listed(&w.visits, &|id, _| m.worst_invocations(id).unwrap_or(0));
         s.push_str(&format!(
-            "; agent invocations at most: {}",
-            visits.join(", ")
+            "; with retries at most {} invocations ({retried})",
+            w.invocations
         ));
     }
+    if !w.gates.is_empty() {
+        s.push_str(&format!(
+            "; human gates at most: {}",
+            listed(&w.gates, &|_, n| n)
+        ));
+    }
+    let wall = m.worst_wall_time_with_default(DEFAULT_TIMEOUT_SECS);
+    let waits = if wall.human_waits {
+        " plus human waits"
+    } else {
+        ""
+    };
+    s.push_str(&format!(
+        "; wall time at most {}{waits} ({DEFAULT_TIMEOUT_SECS} s per invocation unless the state sets timeout_secs)",
+        crate::text::duration(u64::try_from(wall.total.as_millis()).unwrap_or(u64::MAX))
+    ));
     s
 }
 

@@ -376,6 +376,8 @@ pub struct Known<'a> {
     pub brains: Named<'a, Brain>,
     pub fsm_ids: &'a [&'a str],
     pub settings: &'a Settings,
+    /// The output schemas a manifest's `output_schema` may name.
+    pub outputs: &'a schema::Schemas,
 }
 
 /// The agents of `agents.json` after their checks.
@@ -412,12 +414,12 @@ pub fn agents(file: &Entries<AgentEntry>, known: &Known, diags: &mut Diagnostics
                     file: src,
                     pointer: format!("{ptr}/manifest"),
                 };
-                check_manifest(&place, known.paths, m, &mut templates, diags);
+                check_manifest(&place, known, m, &mut templates, diags);
                 Some(m.clone())
             }
             Some(ManifestRef::Path(p)) => {
                 let at = format!("{ptr}/manifest");
-                load_manifest(src, &at, known.paths, p, &mut templates, diags)
+                load_manifest(src, &at, known, p, &mut templates, diags)
             }
         };
         // A broken agent's manifest may lack fields that have errors: its
@@ -626,13 +628,13 @@ fn path_problem(file: &SourceFile, pointer: &str, what: &str, p: &PathProblem) -
 fn load_manifest(
     src: &SourceFile,
     ptr: &str,
-    paths: &ProjectPaths,
+    known: &Known,
     rel: &str,
     templates: &mut Templates,
     diags: &mut Diagnostics,
 ) -> Option<Manifest> {
     let what = format!("manifest file `{}`", shown(rel));
-    let resolved = match confine::resolve(&paths.modix_dir, rel) {
+    let resolved = match confine::resolve(&known.paths.modix_dir, rel) {
         Ok(r) => r,
         Err(p) => {
             let d = path_problem(src, ptr, &what, &p);
@@ -650,13 +652,13 @@ fn load_manifest(
         file: &file,
         pointer: String::new(),
     };
-    check_manifest(&place, paths, &manifest, templates, diags);
+    check_manifest(&place, known, &manifest, templates, diags);
     Some(manifest)
 }
 
 fn check_manifest(
     place: &Place,
-    paths: &ProjectPaths,
+    known: &Known,
     m: &Manifest,
     templates: &mut Templates,
     diags: &mut Diagnostics,
@@ -664,11 +666,20 @@ fn check_manifest(
     for (field, value) in [("prompt", &m.prompt), ("system_prompt", &m.system_prompt)] {
         if let Some(rel) = value {
             let pointer = format!("{}/{field}", place.pointer);
-            check_template(place.file, &pointer, field, paths, rel, templates, diags);
+            check_template(
+                place.file,
+                &pointer,
+                field,
+                known.paths,
+                rel,
+                templates,
+                diags,
+            );
         }
     }
+    // A project schema with errors is known (its file reports them).
     if let Some(id) = &m.output_schema
-        && !OUTPUT_SCHEMAS.contains(&id.as_str())
+        && !known.outputs.knows(id)
     {
         diags.push(
             at(
@@ -677,7 +688,11 @@ fn check_manifest(
                 &format!("{}/output_schema", place.pointer),
                 format!("unknown output schema `{id}`"),
             )
-            .with_help(unknown_name_help(id, "output schema", OUTPUT_SCHEMAS)),
+            .with_help(unknown_name_help(
+                id,
+                "output schema",
+                known.outputs.output_ids(),
+            )),
         );
     }
 }

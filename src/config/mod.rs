@@ -280,7 +280,8 @@ impl Checked {
 }
 
 /// Phase 2: checks the references between the files (agents name shells,
-/// brains and lifecycle FSMs — `fsm_ids`), the files agents name (manifests,
+/// brains and lifecycle FSMs — `fsm_ids` — and output schemas —
+/// `outputs`, the project's own included), the files agents name (manifests,
 /// prompt templates) and settles every agent's binding. `diags` must hold
 /// only the config's problems so far (settings included): any error there
 /// means there is no [`Config`].
@@ -289,6 +290,7 @@ pub fn check(
     files: Files,
     settings: &Settings,
     fsm_ids: &[&str],
+    outputs: &crate::schema::Schemas,
     diags: &mut Diagnostics,
 ) -> Checked {
     let shells = files.shells.as_ref().map(|e| check::shells(e, diags));
@@ -300,6 +302,7 @@ pub fn check(
         brains: check::Named::of(files.brains.as_ref(), brains.as_ref().unwrap_or(&no_brains)),
         fsm_ids,
         settings,
+        outputs,
     };
     let agents = match &files.agents {
         Some(file) => check::agents(file, &known, diags),

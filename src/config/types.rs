@@ -315,10 +315,6 @@ impl<'de> Deserialize<'de> for ManifestRef {
     }
 }
 
-/// The output schemas a manifest or an agent state may name (`any`
-/// accepts every output, unchecked).
-pub const OUTPUT_SCHEMAS: [&str; 4] = ["task_spec", "execution_result", "test_result", "any"];
-
 /// How an agent is invoked: its prompt, its output contract, its limits.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

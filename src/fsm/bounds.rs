@@ -1,5 +1,7 @@
 //! The worst case of a checked machine: the most transitions any run can take,
-//! and the most times a run can enter each agent state (= agent invocations).
+//! the most times a run can enter each agent state (= agent invocations, or
+//! up to 1 + its retries each) and each human gate, and — weighted by
+//! what a state costs — the most invocations and the longest wall time.
 //!
 //! Exact: a longest path over configurations (state × bounded-transition
 //! counters), which form a DAG once the termination check passed. Counters of
@@ -26,6 +28,76 @@ pub struct WorstCase {
     pub exact: bool,
     /// Per agent state, the most times a run can enter it.
     pub visits: Vec<(StateId, u64)>,
+    /// Most agent invocations one run can make, every retry included (each
+    /// visit of an agent state costs up to 1 + its largest `max_attempts`).
+    pub invocations: u64,
+    /// Per human gate, the most times a run can stop there.
+    pub gates: Vec<(StateId, u64)>,
+}
+
+/// The longest a run can take ([`super::Machine::worst_wall_time`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WallTime {
+    pub total: std::time::Duration,
+    /// `false` when it is an upper bound rather than the exact maximum.
+    pub exact: bool,
+    /// The machine has human gates, whose waits are not counted.
+    pub human_waits: bool,
+}
+
+/// What a weighted longest path is computed over, kept with the machine so
+/// the wall time can be asked for with the timeouts known at run time.
+#[derive(Debug)]
+pub(crate) enum Paths {
+    /// The DAG of configurations: each one's state, its successors, and a
+    /// topological order (sources first).
+    Exact {
+        state: Vec<u32>,
+        succ: Vec<Vec<u32>>,
+        order: Vec<usize>,
+    },
+    /// Too many configurations: at most `stretches` paths through the
+    /// acyclic graph of unbounded transitions and redirects (`next`, in
+    /// topological `order`; `None` if it had a cycle, which the checks rule out).
+    Bound {
+        stretches: u64,
+        next: Vec<Vec<usize>>,
+        order: Option<Vec<usize>>,
+    },
+}
+
+impl Paths {
+    /// The largest total `cost` (per state entered, the initial state
+    /// included) of any run; and whether that is exact.
+    pub fn longest(&self, cost: &[u64]) -> (u64, bool) {
+        let w = |s: usize| cost.get(s).copied().unwrap_or(0);
+        match self {
+            Paths::Exact { state, succ, order } => {
+                let mut dist = vec![0u64; state.len()];
+                for &v in order.iter().rev() {
+                    let best = succ[v].iter().map(|&s| dist[s as usize]).max();
+                    dist[v] = w(state[v] as usize).saturating_add(best.unwrap_or(0));
+                }
+                (dist.first().copied().unwrap_or(0), true)
+            }
+            Paths::Bound {
+                stretches,
+                next,
+                order,
+            } => {
+                let Some(order) = order else {
+                    return (u64::MAX, false);
+                };
+                let mut d = vec![0u64; next.len()];
+                for &n in order.iter().rev() {
+                    let best = next[n].iter().map(|&s| d[s]).max();
+                    d[n] = w(n).saturating_add(best.unwrap_or(0));
+                }
+                let longest = d.into_iter().max().unwrap_or(0);
+                (stretches.saturating_mul(longest), false)
+            }
+        }
+    }
 }
 
 pub(crate) struct Input<'a> {
@@ -37,8 +109,15 @@ pub(crate) struct Input<'a> {
     pub slots: usize,
 }
 
-pub(crate) fn compute(m: &Input) -> WorstCase {
-    exact(m).unwrap_or_else(|| upper_bound(m))
+pub(crate) fn compute(m: &Input) -> (WorstCase, Paths) {
+    let (mut worst, paths) = exact(m).unwrap_or_else(|| upper_bound(m));
+    let attempts: Vec<u64> = m
+        .states
+        .iter()
+        .map(|s| s.agent().map_or(0, |a| a.attempts_per_visit()))
+        .collect();
+    worst.invocations = paths.longest(&attempts).0;
+    (worst, paths)
 }
 
 /// A state and the non-zero counters of the bounded transitions still
@@ -49,7 +128,7 @@ type Config = (u32, Box<[(u32, u32)]>);
 
 /// One breadth-first search over configurations, then one longest-path pass
 /// over their DAG; kept together because both share the index.
-fn exact(m: &Input) -> Option<WorstCase> {
+fn exact(m: &Input) -> Option<(WorstCase, Paths)> {
     let (relevant, groups) = relevant_slots(m);
     let start: Config = (m.initial.0, Box::new([]));
     let mut index: HashMap<Config, u32> = HashMap::new();
@@ -121,43 +200,64 @@ fn exact(m: &Input) -> Option<WorstCase> {
             .max()
             .unwrap_or(0);
     }
+    let state: Vec<u32> = configs.iter().map(|c| c.0).collect();
+    let (visits, gates) = visits(m, &state, &succ, &order, &groups);
+    let worst = WorstCase {
+        transitions: dist[0],
+        exact: true,
+        visits,
+        invocations: 0,
+        gates,
+    };
+    Some((worst, Paths::Exact { state, succ, order }))
+}
+
+/// Per agent state and per human gate, the most times a run enters it,
+/// over the configuration DAG (`state` of each configuration, `succ`,
+/// topological `order`).
+#[allow(clippy::type_complexity)]
+fn visits(
+    m: &Input,
+    state: &[u32],
+    succ: &[Vec<u32>],
+    order: &[usize],
+    groups: &Groups,
+) -> (Vec<(StateId, u64)>, Vec<(StateId, u64)>) {
     // A run cannot come back into a strongly connected group of states once it
     // left it, so a state's visits all happen in one stay there: the DP only
     // needs the configurations of that group, and a state in no cycle is entered once.
     let mut by_group: Vec<Vec<usize>> = vec![Vec::new(); groups.count];
     for &v in order.iter().rev() {
-        by_group[groups.of[configs[v].0 as usize]].push(v);
+        by_group[groups.of[state[v] as usize]].push(v);
     }
-    let mut visits = Vec::new();
-    let mut dv = vec![0u64; configs.len()];
+    let (mut visits, mut gates) = (Vec::new(), Vec::new());
+    let mut dv = vec![0u64; state.len()];
     for (sid, st) in m.states.iter().enumerate() {
-        if st.agent().is_none() {
-            continue;
-        }
+        let list = match () {
+            _ if st.agent().is_some() => &mut visits,
+            _ if st.is_human() => &mut gates,
+            _ => continue,
+        };
         let group = groups.of[sid];
         if !groups.cyclic[group] {
-            visits.push((StateId(sid as u32), 1));
+            list.push((StateId(sid as u32), 1));
             continue;
         }
         let mut best = 0;
         for &v in &by_group[group] {
-            let here = u64::from(configs[v].0 as usize == sid);
+            let here = u64::from(state[v] as usize == sid);
             let inside = succ[v]
                 .iter()
-                .filter(|&&s| groups.of[configs[s as usize].0 as usize] == group)
+                .filter(|&&s| groups.of[state[s as usize] as usize] == group)
                 .map(|&s| dv[s as usize])
                 .max()
                 .unwrap_or(0);
             dv[v] = here + inside;
             best = best.max(dv[v]);
         }
-        visits.push((StateId(sid as u32), best));
+        list.push((StateId(sid as u32), best));
     }
-    Some(WorstCase {
-        transitions: dist[0],
-        exact: true,
-        visits,
-    })
+    (visits, gates)
 }
 
 /// Kahn's algorithm; `None` on a cycle (which the checks rule out).
@@ -232,7 +332,7 @@ fn relevant_slots(m: &Input) -> (Vec<Vec<u64>>, Groups) {
 
 /// Between two bounded firings a run follows the acyclic graph of unbounded
 /// transitions and redirects, so it has at most (Σmax + 1) such stretches.
-fn upper_bound(m: &Input) -> WorstCase {
+fn upper_bound(m: &Input) -> (WorstCase, Paths) {
     let sum_max: u64 = m
         .transitions
         .iter()
@@ -254,31 +354,75 @@ fn upper_bound(m: &Input) -> WorstCase {
             (),
         );
     }
-    let longest = match toposort(&gu, None) {
-        Ok(order) => {
+    let order: Option<Vec<usize>> = toposort(&gu, None)
+        .ok()
+        .map(|o| o.into_iter().map(NodeIndex::index).collect());
+    let longest = match &order {
+        Some(order) => {
             let mut d = vec![0u64; m.states.len()];
-            for n in order.iter().rev() {
-                d[n.index()] = gu
-                    .neighbors(*n)
+            for &n in order.iter().rev() {
+                d[n] = gu
+                    .neighbors(NodeIndex::new(n))
                     .map(|s| d[s.index()] + 1)
                     .max()
                     .unwrap_or(0);
             }
             d.into_iter().max().unwrap_or(0)
         }
-        Err(_) => u64::MAX,
+        None => u64::MAX,
     };
     let stretches = sum_max.saturating_add(1);
-    let visits = m
-        .states
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| s.agent().is_some())
-        .map(|(i, _)| (StateId(i as u32), stretches))
-        .collect();
-    WorstCase {
+    let each = |keep: fn(&State) -> bool| -> Vec<(StateId, u64)> {
+        m.states
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| keep(s))
+            .map(|(i, _)| (StateId(i as u32), stretches))
+            .collect()
+    };
+    let worst = WorstCase {
         transitions: stretches.saturating_mul(longest).saturating_add(sum_max),
         exact: false,
-        visits,
+        visits: each(|s| s.agent().is_some()),
+        invocations: 0,
+        gates: each(State::is_human),
+    };
+    let next = (0..m.states.len())
+        .map(|n| gu.neighbors(NodeIndex::new(n)).map(|s| s.index()).collect())
+        .collect();
+    let paths = Paths::Bound {
+        stretches,
+        next,
+        order,
+    };
+    (worst, paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Paths;
+
+    #[test]
+    fn weighted_paths_exact_and_bounded() {
+        // 0 → 1 → 3, 0 → 2 → 3: the costlier branch, the start counted.
+        let exact = Paths::Exact {
+            state: vec![0, 1, 2, 3],
+            succ: vec![vec![1, 2], vec![3], vec![3], vec![]],
+            order: vec![0, 1, 2, 3],
+        };
+        assert_eq!(exact.longest(&[1, 5, 7, 2]), (10, true));
+        // Three stretches through the acyclic graph 0 → 1 → 2, each at most 6.
+        let bound = Paths::Bound {
+            stretches: 3,
+            next: vec![vec![1], vec![2], vec![]],
+            order: Some(vec![0, 1, 2]),
+        };
+        assert_eq!(bound.longest(&[1, 2, 3]), (18, false));
+        let cyclic = Paths::Bound {
+            stretches: 1,
+            next: vec![vec![0]],
+            order: None,
+        };
+        assert_eq!(cyclic.longest(&[1]), (u64::MAX, false));
     }
 }

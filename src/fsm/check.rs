@@ -16,10 +16,12 @@ use toml::Spanned;
 use super::CompileOptions;
 use super::bounds;
 use super::emit::{AgentState, Condition, EmitRule, Outcome};
+use super::failure::CATCH_PREFIX;
+use super::gates;
 use super::graph_checks::{self, Dropped, Partial};
 use super::machine::{Edge, Ending, Machine, Source, State, StateId, StateKind, Transition};
+use super::recovery;
 use super::spec::{RawFile, RawState, Text};
-use crate::config::OUTPUT_SCHEMAS;
 use crate::diagnostics::{Diagnostic, Diagnostics, LineIndex, unknown_name_help};
 
 /// Where diagnostics go, with the text they point into.
@@ -63,7 +65,7 @@ pub(crate) fn compile(
     let errors_before = cx.diags.error_count();
     let id = header_id(&raw, cx);
     let version = header_version(&raw, cx);
-    let (states, incomplete) = states(&raw, cx);
+    let (states, incomplete) = states(&raw, opts, cx);
     let names: Vec<&str> = states.iter().map(|s| s.name.as_str()).collect();
     let lookup: HashMap<&str, StateId> = names
         .iter()
@@ -71,32 +73,15 @@ pub(crate) fn compile(
         .map(|(i, n)| (*n, StateId(i as u32)))
         .collect();
     let initial = initial(&raw, &lookup, &names, cx);
-    let (transitions, partial) = transitions(&raw, &states, &lookup, &names, opts, cx);
+    if let Some(initial) = initial {
+        gates::inputs_only_first(&states, initial, cx);
+    }
+    let (mut transitions, mut partial) = transitions(&raw, &states, &lookup, &names, opts, cx);
+    // After the file's own transitions, so a run's record and `fsm show`
+    // list those first; none is bounded, so the counters keep their slots.
+    recovery::catch_transitions(&states, &lookup, &names, &mut transitions, &mut partial, cx);
 
-    let mut outgoing = vec![Vec::new(); states.len()];
-    let mut graph: DiGraph<StateId, Edge> = DiGraph::new();
-    for i in 0..states.len() {
-        graph.add_node(StateId(i as u32));
-    }
-    for (i, t) in transitions.iter().enumerate() {
-        outgoing[t.from.index()].push(i);
-        let (from, to) = (NodeIndex::new(t.from.index()), NodeIndex::new(t.to.index()));
-        graph.add_edge(
-            from,
-            to,
-            Edge {
-                transition: i,
-                redirect: false,
-            },
-        );
-        if let Some(ex) = t.exhausted {
-            let edge = Edge {
-                transition: i,
-                redirect: true,
-            };
-            graph.add_edge(from, NodeIndex::new(ex.index()), edge);
-        }
-    }
+    let (outgoing, graph) = graph_of(states.len(), &transitions);
     let g = graph_checks::Graph {
         states: &states,
         transitions: &transitions,
@@ -114,6 +99,7 @@ pub(crate) fn compile(
     graph_checks::completeness(&g, cx);
     graph_checks::dead_transitions(&g, cx);
     graph_checks::termination(&g, cx);
+    graph_checks::uncaught_permanent(&g, cx);
 
     if cx.diags.error_count() > errors_before {
         return None;
@@ -121,7 +107,7 @@ pub(crate) fn compile(
     let (id, id_span) = id?;
     let slots = transitions.iter().filter(|t| t.slot.is_some()).count();
     let initial = initial?;
-    let worst = bounds::compute(&bounds::Input {
+    let (worst, paths) = bounds::compute(&bounds::Input {
         states: &states,
         transitions: &transitions,
         outgoing: &outgoing,
@@ -146,7 +132,38 @@ pub(crate) fn compile(
         outgoing,
         slots,
         worst,
+        paths,
     })
+}
+
+/// Outgoing transitions per state, and the graph the checks and the worst
+/// case walk: every transition, plus each bounded one's redirect edge.
+fn graph_of(n: usize, transitions: &[Transition]) -> (Vec<Vec<usize>>, DiGraph<StateId, Edge>) {
+    let mut outgoing = vec![Vec::new(); n];
+    let mut graph: DiGraph<StateId, Edge> = DiGraph::new();
+    for i in 0..n {
+        graph.add_node(StateId(i as u32));
+    }
+    for (i, t) in transitions.iter().enumerate() {
+        outgoing[t.from.index()].push(i);
+        let (from, to) = (NodeIndex::new(t.from.index()), NodeIndex::new(t.to.index()));
+        graph.add_edge(
+            from,
+            to,
+            Edge {
+                transition: i,
+                redirect: false,
+            },
+        );
+        if let Some(ex) = t.exhausted {
+            let edge = Edge {
+                transition: i,
+                redirect: true,
+            };
+            graph.add_edge(from, NodeIndex::new(ex.index()), edge);
+        }
+    }
+    (outgoing, graph)
 }
 
 pub(crate) fn sha256_hex(text: &str) -> String {
@@ -238,7 +255,7 @@ fn initial(
 /// The states, and for each whether it was read only in part (an unknown
 /// kind, or an emit rule that had to be dropped): the graph checks do not
 /// judge what such a state emits.
-fn states(raw: &RawFile, cx: &mut Ctx) -> (Vec<State>, Vec<bool>) {
+fn states(raw: &RawFile, opts: &CompileOptions, cx: &mut Ctx) -> (Vec<State>, Vec<bool>) {
     let mut incomplete = Vec::with_capacity(raw.states.len());
     let states = raw
         .states
@@ -260,7 +277,7 @@ fn states(raw: &RawFile, cx: &mut Ctx) -> (Vec<State>, Vec<bool>) {
                     n.get_ref().to_string()
                 })
                 .collect();
-            let (kind, partly) = state_kind(name.get_ref(), st, cx);
+            let (kind, partly) = state_kind(name.get_ref(), st, opts, cx);
             incomplete.push(partly);
             State {
                 name: name.get_ref().to_string(),
@@ -284,113 +301,185 @@ fn nonempty(s: &Text, what: &str, cx: &mut Ctx) {
     }
 }
 
-// The placeholder keeps going after an error so later checks still run;
-// `true` when the state was read only in part.
-fn state_kind(name: &str, st: &RawState, cx: &mut Ctx) -> (StateKind, bool) {
-    let kind = *st.kind.get_ref();
-    let allowed: &[&str] = match kind {
+/// The keys each kind of state takes (besides `kind` and `on_enter`).
+fn kind_keys(kind: &str) -> Option<&'static [&'static str]> {
+    Some(match kind {
         "input" => &["event"],
-        "agent" => &["agent", "output", "timeout_secs", "emit"],
+        "agent" => &["agent", "output", "timeout_secs", "emit", "retry", "catch"],
+        "human" => &["question", "events"],
         "terminal" => &["outcome"],
-        other => {
-            cx.error(
-                "fsm::invalid-field",
-                st.kind.span(),
-                format!("state `{name}` has unknown kind `{other}`"),
-                "use `input`, `agent` or `terminal`".into(),
-            );
-            &[]
-        }
-    };
-    let present: [(&str, Option<Range<usize>>); 6] = [
-        ("event", st.event.as_ref().map(Spanned::span)),
-        ("agent", st.agent.as_ref().map(Spanned::span)),
-        ("output", st.output.as_ref().map(Spanned::span)),
+        _ => return None,
+    })
+}
+
+/// Keys present that do not belong to the state's kind.
+fn misplaced_keys(name: &str, kind: &str, allowed: &[&str], st: &RawState, cx: &mut Ctx) {
+    let span = |v: Option<&Text>| v.map(Spanned::span);
+    let present: [(&str, Option<Range<usize>>); 10] = [
+        ("event", span(st.event.as_ref())),
+        ("agent", span(st.agent.as_ref())),
+        ("output", span(st.output.as_ref())),
         ("timeout_secs", st.timeout_secs.as_ref().map(Spanned::span)),
         ("emit", st.emit.as_ref().map(Spanned::span)),
-        ("outcome", st.outcome.as_ref().map(Spanned::span)),
+        ("outcome", span(st.outcome.as_ref())),
+        ("retry", st.retry.as_ref().map(Spanned::span)),
+        ("catch", st.catch.as_ref().map(Spanned::span)),
+        ("question", span(st.question.as_ref())),
+        ("events", st.events.as_ref().map(Spanned::span)),
     ];
-    if !allowed.is_empty() {
-        for (key, span) in present {
-            if let Some(span) = span.filter(|_| !allowed.contains(&key)) {
-                cx.error(
-                    "fsm::invalid-field",
-                    span,
-                    format!("`{key}` is not allowed in {kind} state `{name}`"),
-                    format!(
-                        "remove `{key}`; a {kind} state takes: {}",
-                        allowed.join(", ")
-                    ),
-                );
-            }
+    for (key, span) in present {
+        if let Some(span) = span.filter(|_| !allowed.contains(&key)) {
+            let help = match (kind, key) {
+                ("input", "question" | "events") => {
+                    "a gate mid-workflow is `kind = \"human\"`, with `question` and `events`".into()
+                }
+                _ => format!(
+                    "remove `{key}`; a {kind} state takes: {}",
+                    allowed.join(", ")
+                ),
+            };
+            cx.error(
+                "fsm::invalid-field",
+                span,
+                format!("`{key}` is not allowed in {kind} state `{name}`"),
+                help,
+            );
         }
     }
-    let kind_span = st.kind.span();
-    let required = |field: &Option<Text>, key: &str, cx: &mut Ctx| -> String {
-        match field {
-            Some(v) => {
-                if v.get_ref().trim().is_empty() {
-                    nonempty(v, &format!("`{key}`"), cx);
-                }
-                v.get_ref().to_string()
+}
+
+/// A key a state of this kind must have: its value (reported when missing
+/// or empty, then `""` so the checks go on).
+pub(crate) fn required_text(
+    field: Option<&Text>,
+    key: &str,
+    name: &str,
+    kind: &Text,
+    cx: &mut Ctx,
+) -> String {
+    match field {
+        Some(v) => {
+            if v.get_ref().trim().is_empty() {
+                nonempty(v, &format!("`{key}`"), cx);
             }
-            None => {
-                cx.error(
-                    "fsm::invalid-field",
-                    kind_span.clone(),
-                    format!("{kind} state `{name}` has no `{key}`"),
-                    format!("add `{key} = ...` to state `{name}`"),
-                );
-                String::new()
+            v.get_ref().to_string()
+        }
+        None => {
+            cx.error(
+                "fsm::invalid-field",
+                kind.span(),
+                format!("{} state `{name}` has no `{key}`", kind.get_ref()),
+                format!("add `{key} = ...` to state `{name}`"),
+            );
+            String::new()
+        }
+    }
+}
+
+// The placeholder keeps going after an error so later checks still run;
+// `true` when the state was read only in part.
+fn state_kind(name: &str, st: &RawState, opts: &CompileOptions, cx: &mut Ctx) -> (StateKind, bool) {
+    let kind = *st.kind.get_ref();
+    let Some(allowed) = kind_keys(kind) else {
+        cx.error(
+            "fsm::invalid-field",
+            st.kind.span(),
+            format!("state `{name}` has unknown kind `{kind}`"),
+            "use `input`, `agent`, `human` or `terminal`".into(),
+        );
+        let placeholder = StateKind::Input {
+            event: String::new(),
+        };
+        return (placeholder, true);
+    };
+    misplaced_keys(name, kind, allowed, st, cx);
+    match kind {
+        "input" => {
+            if let Some(e) = &st.event {
+                reserved(e, cx);
             }
+            let event = required_text(st.event.as_ref(), "event", name, &st.kind, cx);
+            (StateKind::Input { event }, false)
         }
-    };
-    let kind = match kind {
-        "input" => StateKind::Input {
-            event: required(&st.event, "event", cx),
-        },
-        "agent" => {
-            let agent = required(&st.agent, "agent", cx);
-            let output = required(&st.output, "output", cx);
-            let schema = st.output.as_ref().and_then(|o| output_schema(o, cx));
-            let checked = schema.as_ref().map(|s| (output.as_str(), s));
-            let (emit, dropped) = emit_rules(st, checked, cx);
-            let state = StateKind::Agent(AgentState {
-                agent,
-                timeout_secs: timeout(st, cx),
-                emit,
-                output,
-            });
-            return (state, dropped);
+        "agent" => agent_state(name, st, opts, cx),
+        "human" => (gates::human(name, st, cx), false),
+        _ => (
+            StateKind::Terminal {
+                outcome: ending(name, st, cx),
+            },
+            false,
+        ),
+    }
+}
+
+fn agent_state(
+    name: &str,
+    st: &RawState,
+    opts: &CompileOptions,
+    cx: &mut Ctx,
+) -> (StateKind, bool) {
+    let agent = required_text(st.agent.as_ref(), "agent", name, &st.kind, cx);
+    let output = required_text(st.output.as_ref(), "output", name, &st.kind, cx);
+    let schema = st.output.as_ref().and_then(|o| output_schema(o, opts, cx));
+    let checked = schema.as_ref().map(|s| (output.as_str(), s));
+    let (emit, dropped) = emit_rules(st, checked, cx);
+    let retry = recovery::retry_rules(st.retry.as_ref(), name, cx);
+    let catch = recovery::catch_rules(st.catch.as_ref(), cx);
+    if agent == super::lifecycle::SELF_AGENT
+        && let Some(span) =
+            (st.retry.as_ref().map(Spanned::span)).or_else(|| st.catch.as_ref().map(Spanned::span))
+    {
+        cx.error(
+            "fsm::invalid-field",
+            span,
+            format!("lifecycle state `{name}` has `retry` or `catch`"),
+            "retries and catches belong to the workflow's agent states; a lifecycle follows one invocation".into(),
+        );
+    }
+    let state = StateKind::Agent(AgentState {
+        agent,
+        timeout_secs: timeout(st, cx),
+        emit,
+        output,
+        retry,
+        catch,
+    });
+    (state, dropped)
+}
+
+fn ending(name: &str, st: &RawState, cx: &mut Ctx) -> Ending {
+    match st.outcome.as_ref().map(|o| (*o.get_ref(), o.span())) {
+        Some(("success", _)) => Ending::Success,
+        Some(("failure", _)) => Ending::Failure,
+        Some((other, span)) => {
+            cx.error(
+                "fsm::invalid-field",
+                span,
+                format!("terminal state `{name}` has unknown outcome `{other}`"),
+                "use `success` or `failure`".into(),
+            );
+            Ending::Failure
         }
-        "terminal" => {
-            let outcome = match st.outcome.as_ref().map(|o| (*o.get_ref(), o.span())) {
-                Some(("success", _)) => Ending::Success,
-                Some(("failure", _)) => Ending::Failure,
-                Some((other, span)) => {
-                    cx.error(
-                        "fsm::invalid-field",
-                        span,
-                        format!("terminal state `{name}` has unknown outcome `{other}`"),
-                        "use `success` or `failure`".into(),
-                    );
-                    Ending::Failure
-                }
-                None => {
-                    required(&None, "outcome", cx);
-                    Ending::Failure
-                }
-            };
-            StateKind::Terminal { outcome }
+        None => {
+            required_text(None, "outcome", name, &st.kind, cx);
+            Ending::Failure
         }
-        _ => {
-            let placeholder = StateKind::Input {
-                event: String::new(),
-            };
-            return (placeholder, true);
-        }
-    };
-    (kind, false)
+    }
+}
+
+/// An event a file may not name: `catch:…` is what `check` calls the
+/// transitions it synthesises from `catch` rules.
+pub(crate) fn reserved(event: &Text, cx: &mut Ctx) -> bool {
+    let taken = event.get_ref().starts_with(CATCH_PREFIX);
+    if taken {
+        cx.error(
+            "fsm::reserved-event",
+            event.span(),
+            format!("event `{}` uses the reserved prefix `{CATCH_PREFIX}`", event.get_ref()),
+            "modix names the transitions of `catch` rules `catch:<class>`; write a `catch` rule on the state instead, or rename the event".into(),
+        );
+    }
+    taken
 }
 
 fn timeout(st: &RawState, cx: &mut Ctx) -> Option<u64> {
@@ -410,26 +499,23 @@ fn timeout(st: &RawState, cx: &mut Ctx) -> Option<u64> {
 }
 
 /// The output schema a state names, parsed for checking its conditions;
-/// `None` for `any` (unchecked), an empty name, or an unknown id (reported).
-fn output_schema(output: &Text, cx: &mut Ctx) -> Option<serde_json::Value> {
+/// `None` for `any` (unchecked), an empty name, a project schema with
+/// errors (reported with its file), or an unknown id (reported).
+fn output_schema(output: &Text, opts: &CompileOptions, cx: &mut Ctx) -> Option<serde_json::Value> {
     let id = *output.get_ref();
-    if id == "any" || id.trim().is_empty() {
+    if id == crate::schema::ANY || id.trim().is_empty() || opts.schemas.is_broken(id) {
         return None;
     }
-    let text = OUTPUT_SCHEMAS
-        .contains(&id)
-        .then(|| crate::schema::text(id).ok())
-        .flatten();
-    let Some(text) = text else {
+    let value = opts.schemas.value(id);
+    if value.is_none() {
         cx.error(
             "fsm::unknown-output",
             output.span(),
             format!("unknown output schema `{id}`"),
-            unknown_name_help(id, "output schema", OUTPUT_SCHEMAS),
+            unknown_name_help(id, "output schema", opts.schemas.output_ids()),
         );
-        return None;
-    };
-    serde_json::from_str(text).ok()
+    }
+    value
 }
 
 /// The emit rules of an agent state; each `when` is checked against the
@@ -447,6 +533,7 @@ fn emit_rules(
     for r in rules.get_ref() {
         let r = r.get_ref();
         nonempty(&r.event, "emitted event", cx);
+        reserved(&r.event, cx);
         let Some(on) = r.on.get_ref().parse::<Outcome>().ok() else {
             cx.error(
                 "fsm::invalid-field",
@@ -499,14 +586,16 @@ fn emit_rules(
     (out, dropped)
 }
 
-/// Span of the first emit rule (or input `event`) of state `index` that emits
+/// Span of the first emit rule (input `event`, gate event) of state `index` that emits
 /// `event`; looked up only when a check reports it.
 pub(crate) fn emit_event_span(raw: &RawFile, index: usize, event: &str) -> Option<Range<usize>> {
     let (_, st) = raw.states.get(index)?;
     let rules = st.emit.iter().flat_map(|r| r.get_ref());
+    let gate = st.events.iter().flat_map(|e| e.get_ref());
     rules
         .map(|r| &r.get_ref().event)
         .chain(&st.event)
+        .chain(gate)
         .find(|e| *e.get_ref() == event)
         .map(Spanned::span)
 }
@@ -626,6 +715,11 @@ fn transitions(
         nonempty(&t.event, "transition event", cx);
         let max = bound(t, exhausted, opts, cx);
         let event = *t.event.get_ref();
+        if reserved(&t.event, cx) {
+            let event = event.to_owned();
+            partial.dropped.push(Dropped { from, to, event });
+            continue;
+        }
         let (Some(from), Some(to)) = (from, to) else {
             let meant = |s: &Text| {
                 let near = crate::diagnostics::closest(s.get_ref(), names.iter().copied());

@@ -4,8 +4,13 @@
 //! agent's free text). A rule names the outcome kind it handles and, for
 //! validated output, an optional condition on one field of the JSON output.
 
+use std::time::Duration;
+
 use serde::Serialize;
 use serde_json::Value;
+
+use super::failure::FailureClass;
+use super::recovery::{CatchRule, RetryRule};
 
 /// What one agent invocation came to, as the emit rules see it (`on = ...`
 /// in TOML), as the store records it and as `history` shows it: one
@@ -296,9 +301,63 @@ pub struct AgentState {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<u64>,
     pub emit: Vec<EmitRule>,
+    /// Tried first when an invocation fails: run it again after a wait.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retry: Vec<RetryRule>,
+    /// Tried once no retry is left: leave the state on `catch:<class>`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub catch: Vec<CatchRule>,
 }
 
 impl AgentState {
+    /// Whether to run the failed invocation again, and after how long.
+    /// `retried` counts the retries this visit already made, of any class
+    /// (the first retry is 0); `fraction` is a random number in [0, 1] for
+    /// the jitter. `None`: no rule retries `class`, or its `max_attempts`
+    /// are used up — then ask [`AgentState::caught`].
+    #[allow(dead_code)] // The orchestrator's to call (not wired yet).
+    pub fn retry_after(
+        &self,
+        class: FailureClass,
+        retried: u32,
+        fraction: f64,
+    ) -> Option<Duration> {
+        let rule = self.retry.iter().find(|r| r.on.contains(&class))?;
+        (retried < rule.max_attempts).then(|| rule.delay(retried, fraction))
+    }
+
+    /// The event to fire when a failure of `class` is caught (`catch:auth`);
+    /// `None` when no catch rule names the class (then the emit rules
+    /// decide, from the class's [`Outcome`]).
+    pub fn caught(&self, class: FailureClass) -> Option<&'static str> {
+        self.catch
+            .iter()
+            .any(|c| c.on.contains(&class))
+            .then(|| class.catch_event())
+    }
+
+    /// Most retries one visit can make (the largest `max_attempts`).
+    pub fn max_retries(&self) -> u32 {
+        self.retry.iter().map(|r| r.max_attempts).max().unwrap_or(0)
+    }
+
+    /// Most invocations one visit can cost: the first and every retry.
+    pub fn attempts_per_visit(&self) -> u64 {
+        1 + u64::from(self.max_retries())
+    }
+
+    /// The longest one visit can spend waiting between its attempts.
+    pub fn worst_retry_wait(&self) -> Duration {
+        super::recovery::worst_wait(&self.retry)
+    }
+
+    /// The catch events this state's transitions are synthesised for.
+    pub fn catch_events(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.catch
+            .iter()
+            .flat_map(|c| c.on.iter().map(|class| class.catch_event()))
+    }
+
     /// The event of the first rule that matches, if any.
     pub fn derive_event(&self, outcome: Outcome, output: Option<&Value>) -> Option<&str> {
         self.emit
@@ -619,6 +678,8 @@ mod tests {
             agent: "tester".into(),
             output: "test_result".into(),
             timeout_secs: None,
+            retry: Vec::new(),
+            catch: Vec::new(),
             emit: vec![
                 EmitRule {
                     on: Outcome::Output,

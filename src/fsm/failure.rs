@@ -76,7 +76,53 @@ impl FailureClass {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+
+    /// Whether a failure of this class will happen again however often the
+    /// invocation is repeated, until a person changes something (a key, the
+    /// command line, the program, the budget). An agent state of a workflow
+    /// without a `catch` for each of these is warned about (`fsm::uncaught-permanent`):
+    /// its emit rules would see a plain `process_error` and could send the
+    /// run round a loop that cannot succeed.
+    pub fn permanent(self) -> bool {
+        PERMANENT.contains(&self)
+    }
+
+    /// The event of the transition a `catch` of this class takes
+    /// (`catch:auth`): synthesised at compile time from the state's `catch`
+    /// rules, spelled so no FSM file can write it.
+    pub fn catch_event(self) -> &'static str {
+        match self {
+            FailureClass::Auth => "catch:auth",
+            FailureClass::RateLimited => "catch:rate_limited",
+            FailureClass::Overloaded => "catch:overloaded",
+            FailureClass::Network => "catch:network",
+            FailureClass::Timeout => "catch:timeout",
+            FailureClass::Idle => "catch:idle",
+            FailureClass::BudgetExceeded => "catch:budget_exceeded",
+            FailureClass::BadInvocation => "catch:bad_invocation",
+            FailureClass::NotFound => "catch:not_found",
+            FailureClass::Crashed => "catch:crashed",
+            FailureClass::InvalidOutput => "catch:invalid_output",
+            FailureClass::AgentError => "catch:agent_error",
+        }
+    }
+
+    /// The class a catch event names (`catch:auth` → `Auth`).
+    pub fn from_catch_event(event: &str) -> Option<FailureClass> {
+        event.strip_prefix(CATCH_PREFIX)?.parse().ok()
+    }
 }
+
+/// The prefix of every synthesised catch event; reserved (`fsm::reserved-event`).
+pub const CATCH_PREFIX: &str = "catch:";
+
+/// The classes [`FailureClass::permanent`] names, in the order warnings list them.
+pub const PERMANENT: [FailureClass; 4] = [
+    FailureClass::Auth,
+    FailureClass::NotFound,
+    FailureClass::BadInvocation,
+    FailureClass::BudgetExceeded,
+];
 
 #[cfg(test)]
 mod tests {
@@ -89,5 +135,17 @@ mod tests {
         assert!(FailureClass::Overloaded.transient());
         assert!(!FailureClass::Auth.transient());
         assert_eq!(FailureClass::Idle.outcome(), Outcome::Timeout);
+    }
+
+    #[test]
+    fn catch_events_name_their_class() {
+        use strum::VariantArray as _;
+        for &c in FailureClass::VARIANTS {
+            assert_eq!(c.catch_event(), format!("{CATCH_PREFIX}{c}"));
+            assert_eq!(FailureClass::from_catch_event(c.catch_event()), Some(c));
+            assert!(!(c.permanent() && c.transient()), "{c}");
+        }
+        assert_eq!(FailureClass::from_catch_event("catch:nope"), None);
+        assert_eq!(FailureClass::from_catch_event("auth"), None);
     }
 }

@@ -19,6 +19,7 @@ use super::check::{Ctx, emit_event_span};
 use strum::VariantArray as _;
 
 use super::emit::Outcome;
+use super::failure::PERMANENT;
 use super::machine::{Edge, State, StateId, StateKind, Transition};
 use super::spec::RawFile;
 
@@ -149,6 +150,7 @@ pub(crate) fn completeness(g: &Graph, cx: &mut Ctx) {
         let events: Vec<&str> = match &s.kind {
             StateKind::Input { event } if !event.is_empty() => vec![event.as_str()],
             StateKind::Agent(a) => a.events(),
+            StateKind::Human { events, .. } => events.iter().map(String::as_str).collect(),
             _ => Vec::new(),
         };
         for ev in events {
@@ -197,7 +199,9 @@ pub(crate) fn completeness(g: &Graph, cx: &mut Ctx) {
 }
 
 /// A transition no rule of its state can raise never fires: a warning, as
-/// it is most likely a misspelled event (the run still ends).
+/// it is most likely a misspelled event (the run still ends). An agent
+/// state also raises the engine's own events ([`super::ENGINE_EVENTS`])
+/// and its catch events; a gate raises its `events`.
 pub(crate) fn dead_transitions(g: &Graph, cx: &mut Ctx) {
     // By state, the events its rules raise (`None`: not judged).
     let raised_by: Vec<Option<Vec<&str>>> = g
@@ -208,12 +212,25 @@ pub(crate) fn dead_transitions(g: &Graph, cx: &mut Ctx) {
             _ if incomplete => None,
             StateKind::Agent(a) => Some(a.events()),
             StateKind::Input { event } => Some(vec![event.as_str()]),
+            StateKind::Human { events, .. } => Some(events.iter().map(String::as_str).collect()),
             StateKind::Terminal { .. } => None,
         })
         .collect();
-    let sets: Vec<Option<HashSet<&str>>> = raised_by
+    // Also raised, but not offered as "did you mean": nobody writes them.
+    let sets: Vec<Option<HashSet<&str>>> = g
+        .states
         .iter()
-        .map(|r| r.as_ref().map(|r| r.iter().copied().collect()))
+        .zip(&raised_by)
+        .map(|(s, r)| {
+            let mut set: HashSet<&str> = r.as_ref()?.iter().copied().collect();
+            if let Some(a) = s.agent() {
+                // One by one: `insert` shortens the 'static names to the set's lifetime.
+                for e in super::ENGINE_EVENTS.into_iter().chain(a.catch_events()) {
+                    set.insert(e);
+                }
+            }
+            Some(set)
+        })
         .collect();
     for t in g.transitions {
         let from = t.from.index();
@@ -253,6 +270,57 @@ pub(crate) fn dead_transitions(g: &Graph, cx: &mut Ctx) {
                 t.event
             ),
             help,
+        );
+    }
+}
+
+/// A workflow's agent state without a `catch` for every permanent failure
+/// class ([`FailureClass::permanent`]): such a failure would reach the
+/// emit rules as a plain `process_error`, and often a loop that repeats
+/// it. A warning per state, naming the classes; lifecycles (whose `self`
+/// state follows one invocation) are not judged.
+pub(crate) fn uncaught_permanent(g: &Graph, cx: &mut Ctx) {
+    let lifecycle = g.states.iter().any(|s| {
+        s.agent()
+            .is_some_and(|a| a.agent == super::lifecycle::SELF_AGENT)
+    });
+    if lifecycle {
+        return;
+    }
+    let failure = g.states.iter().find(|s| {
+        matches!(
+            s.kind,
+            StateKind::Terminal {
+                outcome: super::Ending::Failure
+            }
+        )
+    });
+    let next = failure.map_or("<FAILURE STATE>", |s| s.name.as_str());
+    for (i, s) in g.states.iter().enumerate() {
+        let Some(a) = s.agent().filter(|_| !g.incomplete[i]) else {
+            continue;
+        };
+        let missing: Vec<&str> = PERMANENT
+            .iter()
+            .filter(|c| a.caught(**c).is_none())
+            .map(|c| c.as_str())
+            .collect();
+        if missing.is_empty() {
+            continue;
+        }
+        let quoted: Vec<String> = missing.iter().map(|c| format!("\"{c}\"")).collect();
+        cx.warning(
+            "fsm::uncaught-permanent",
+            s.span.clone(),
+            format!(
+                "agent state `{}` has no catch for {}: retrying cannot fix these, and its emit rules would treat them as any process error",
+                s.name,
+                missing.join(", ")
+            ),
+            format!(
+                "add `catch = [{{ on = [{}], next = \"{next}\" }}]` (or route them to a state where a person can step in)",
+                quoted.join(", ")
+            ),
         );
     }
 }
@@ -350,7 +418,10 @@ fn report_cycle(g: &Graph, mut cycle: Vec<usize>, cx: &mut Ctx) {
         .collect();
     names.push(&g.states[head.from.index()].name);
     let redirect = cycle.iter().any(|&e| g.transitions[e].exhausted.is_some());
-    let help = if redirect {
+    let caught = cycle.iter().any(|&e| g.transitions[e].caught().is_some());
+    let help = if caught {
+        "a `catch` leads back into the loop: send it out of the cycle (e.g. to a failure state), or bound another transition of the cycle"
+    } else if redirect {
         "an `exhausted` target leads back into the loop: point it out of the cycle (e.g. to a failure state), or bound another transition of the cycle"
     } else {
         "add `max = N` and `exhausted = \"<STATE>\"` to one transition of the cycle"

@@ -128,6 +128,8 @@ impl Lifecycle {
                 StateKind::Terminal { outcome } => return (steps, *outcome == Ending::Success),
                 StateKind::Agent(a) => a.derive_event(outcome, output).map(str::to_owned),
                 StateKind::Input { event } => Some(event.clone()),
+                // Nobody answers inside one invocation.
+                StateKind::Human { .. } => None,
             };
             let Some(event) = event else { break };
             let Ok(fired) = self.machine.fire(&pos, &event) else {

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::bounds::WorstCase;
+use std::time::Duration;
+
+use super::bounds::{WallTime, WorstCase};
 use super::emit::AgentState;
 
 /// Index of a state in its machine (file order).
@@ -44,11 +46,19 @@ pub enum Ending {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum StateKind {
-    /// Waits for human input, which produces `event`.
+    /// The run's first state only: the epic it was started with produces
+    /// `event` (the checks refuse an input state anywhere else).
     Input {
         event: String,
     },
     Agent(AgentState),
+    /// A gate: the run waits for a person to answer `question`; `modix
+    /// approve` raises `events[0]`, `modix reject` `events[1]`. Every
+    /// event is handled by a transition (checked).
+    Human {
+        question: String,
+        events: Vec<String>,
+    },
     Terminal {
         outcome: Ending,
     },
@@ -76,6 +86,10 @@ impl State {
             _ => None,
         }
     }
+
+    pub fn is_human(&self) -> bool {
+        matches!(self.kind, StateKind::Human { .. })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -93,6 +107,14 @@ pub struct Transition {
     /// Index of this transition's counter in [`Position`], when bounded.
     #[serde(skip)]
     pub(crate) slot: Option<usize>,
+}
+
+impl Transition {
+    /// The failure class this transition catches, when `check` synthesised
+    /// it from a `catch` rule (its event is `catch:<class>`).
+    pub fn caught(&self) -> Option<super::FailureClass> {
+        super::FailureClass::from_catch_event(&self.event)
+    }
 }
 
 /// A run's place in a machine: the current state and the bounded-transition counters.
@@ -156,6 +178,8 @@ pub struct Machine {
     /// Number of bounded transitions (= counters in a position).
     pub(crate) slots: usize,
     pub(crate) worst: WorstCase,
+    /// What the weighted worst cases (wall time) walk.
+    pub(crate) paths: super::bounds::Paths,
 }
 
 /// Edge weight of the graph the checks and the worst case walk: nodes are
@@ -288,6 +312,55 @@ impl Machine {
     /// The longest run the bounds allow, and agent invocations per agent state.
     pub fn worst_case(&self) -> &WorstCase {
         &self.worst
+    }
+
+    /// Whether `state` has a transition on `event` (e.g. before raising the
+    /// engine event [`super::NO_PROGRESS`], which a state may not handle).
+    #[allow(dead_code)] // The orchestrator's to call (not wired yet).
+    pub fn has_transition(&self, state: StateId, event: &str) -> bool {
+        self.outgoing
+            .get(state.index())
+            .is_some_and(|out| out.iter().any(|&i| self.transitions[i].event == event))
+    }
+
+    /// Most invocations of agent state `state` in one run, retries
+    /// included: its visits × (1 + its largest `max_attempts`).
+    pub fn worst_invocations(&self, state: StateId) -> Option<u64> {
+        let a = self.state(state).agent()?;
+        let visits = self.bound_for_visits(state)?;
+        Some(visits.saturating_mul(a.attempts_per_visit()))
+    }
+
+    /// The longest a run can take, human waits excluded: every agent visit
+    /// costs (1 + its retries) × `timeout(state)` plus its longest retry
+    /// waits, along the costliest path the bounds allow. `timeout` is the
+    /// per-invocation limit the run will apply to that state (its own
+    /// `timeout_secs`, the agent's, the project's default), kill grace
+    /// included if the caller wants it counted.
+    pub fn worst_wall_time(&self, timeout: impl Fn(StateId, &AgentState) -> Duration) -> WallTime {
+        let cost: Vec<u64> = self
+            .states()
+            .map(|(id, s)| match s.agent() {
+                Some(a) => {
+                    let run = timeout(id, a).saturating_mul(a.attempts_per_visit() as u32);
+                    let ms = (run + a.worst_retry_wait()).as_millis();
+                    u64::try_from(ms).unwrap_or(u64::MAX)
+                }
+                None => 0,
+            })
+            .collect();
+        let (ms, exact) = self.paths.longest(&cost);
+        WallTime {
+            total: Duration::from_millis(ms),
+            exact,
+            human_waits: self.states.iter().any(State::is_human),
+        }
+    }
+
+    /// [`Machine::worst_wall_time`] with each state's own `timeout_secs`,
+    /// else `default_secs` (e.g. [`super::DEFAULT_TIMEOUT_SECS`]).
+    pub fn worst_wall_time_with_default(&self, default_secs: u64) -> WallTime {
+        self.worst_wall_time(|_, a| Duration::from_secs(a.timeout_secs.unwrap_or(default_secs)))
     }
 
     /// Most times a run can enter `state` (agent states only).

@@ -11,12 +11,16 @@ mod catalog;
 mod check;
 mod emit;
 mod failure;
+mod gates;
 mod graph_checks;
 mod lifecycle;
 mod machine;
+mod recovery;
 pub mod render;
 mod spec;
 
+#[cfg(test)]
+mod language_tests;
 #[cfg(test)]
 mod proptests;
 
@@ -31,16 +35,47 @@ pub use failure::FailureClass;
 pub use lifecycle::{Lifecycle, Role};
 pub use machine::{Ending, FireError, Fired, Machine, Position, Source, StateId, StateKind};
 
+// The language's run-time vocabulary (retry, catch, gates, worst case),
+// for the orchestrator to call; not all of it is wired yet.
+#[allow(unused_imports)]
+pub use bounds::{WallTime, WorstCase};
+#[allow(unused_imports)]
+pub use failure::{CATCH_PREFIX, PERMANENT};
+#[allow(unused_imports)]
+pub use machine::{State, Transition};
+#[allow(unused_imports)]
+pub use recovery::{CatchRule, Jitter, MAX_DELAY_SECS, MAX_RETRY_ATTEMPTS, RetryRule};
+
+/// The event the orchestrator raises when an agent state's invocation made
+/// no progress (an executor that changed nothing, the same test failure
+/// again). No emit rule produces it; a state that does not handle it never
+/// sees it.
+pub const NO_PROGRESS: &str = "no_progress";
+
+/// Events the engine raises itself, not an emit rule: a transition on one
+/// from an agent state is not dead (`fsm::dead-transition`).
+pub const ENGINE_EVENTS: [&str; 1] = [NO_PROGRESS];
+
+/// The per-invocation timeout the worst-case wall time assumes for an agent
+/// state that sets no `timeout_secs`, when no project config says otherwise
+/// (`runtimes.json`'s `timeouts.default_secs` ships with the same value).
+pub const DEFAULT_TIMEOUT_SECS: u64 = 900;
+
 /// Settings that shape compilation but do not live in the FSM file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CompileOptions {
+#[derive(Debug, Clone, Copy)]
+pub struct CompileOptions<'a> {
     /// `max` for a transition that names `exhausted` but no `max` (the project's loop bound).
     pub default_max: u32,
+    /// The output schemas states may name, with the project's own.
+    pub schemas: &'a crate::schema::Schemas,
 }
 
-impl Default for CompileOptions {
+impl Default for CompileOptions<'_> {
     fn default() -> Self {
-        CompileOptions { default_max: 3 }
+        CompileOptions {
+            default_max: 3,
+            schemas: crate::schema::Schemas::shipped(),
+        }
     }
 }
 

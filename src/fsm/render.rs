@@ -1,14 +1,16 @@
 //! Diagrams of a machine: Mermaid (flowchart) and Graphviz dot.
 //!
 //! Bounded edges carry their bound (`tests_fail (max 3)`), the redirect taken
-//! once the bound is used up is dashed (`tests_fail (after 3)`), and terminal
+//! once the bound is used up is dashed (`tests_fail (after 3)`), the
+//! transitions of a state's `catch` rules are one dotted edge per target
+//! (`catch: auth, not_found`), human gates are hexagons, and terminal
 //! states are styled by outcome. A run's path, when given, is drawn over
 //! it: the states it visited and the edges it took (thick and blue), each
 //! edge taken more than once labelled with how often (`×2`).
 
 use std::fmt::Write as _;
 
-use super::machine::{Ending, Machine, StateKind, Transition};
+use super::machine::{Ending, Machine, StateId, StateKind, Transition};
 
 /// A diagram language (`--format` of `modix fsm graph`).
 #[derive(
@@ -71,9 +73,76 @@ fn redirect_label(t: &Transition) -> String {
     format!("{} (after {})", t.event, t.max.unwrap_or(0))
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Style {
+    Plain,
+    /// Where a bounded transition goes once its bound is used up.
+    Redirect,
+    /// The synthesised transitions of `catch` rules.
+    Catch,
+}
+
+/// One arrow of a diagram: a transition, its redirect, or every catch
+/// transition between two states (one arrow, so a state catching four
+/// classes does not draw four).
+struct Arrow<'m> {
+    from: StateId,
+    to: StateId,
+    label: String,
+    style: Style,
+    events: Vec<&'m str>,
+}
+
+impl Arrow<'_> {
+    /// How often the run took this arrow.
+    fn taken(&self, m: &Machine, path: &RunPath) -> usize {
+        let (from, to) = (&m.state(self.from).name, &m.state(self.to).name);
+        self.events.iter().map(|e| path.count(from, e, to)).sum()
+    }
+}
+
+fn arrows(m: &Machine) -> Vec<Arrow<'_>> {
+    let mut out: Vec<Arrow> = Vec::new();
+    for t in m.transitions() {
+        if let Some(class) = t.caught() {
+            let same = |a: &&mut Arrow| a.style == Style::Catch && a.from == t.from && a.to == t.to;
+            match out.iter_mut().find(|a| same(a)) {
+                Some(a) => {
+                    a.label.push_str(&format!(", {class}"));
+                    a.events.push(&t.event);
+                }
+                None => out.push(Arrow {
+                    from: t.from,
+                    to: t.to,
+                    label: format!("catch: {class}"),
+                    style: Style::Catch,
+                    events: vec![&t.event],
+                }),
+            }
+            continue;
+        }
+        out.push(Arrow {
+            from: t.from,
+            to: t.to,
+            label: label(t),
+            style: Style::Plain,
+            events: vec![&t.event],
+        });
+        if let Some(ex) = t.exhausted {
+            out.push(Arrow {
+                from: t.from,
+                to: ex,
+                label: redirect_label(t),
+                style: Style::Redirect,
+                events: vec![&t.event],
+            });
+        }
+    }
+    out
+}
+
 pub fn mermaid(m: &Machine, path: &RunPath) -> String {
     let esc = |s: &str| s.replace('"', "#quot;");
-    let name = |id: super::machine::StateId| m.state(id).name.as_str();
     let mut out = String::from("flowchart LR\n");
     let _ = writeln!(out, "    start_((\"start\")) --> s{}", m.initial().index());
     // Mermaid styles links by their index in order of appearance.
@@ -88,34 +157,27 @@ pub fn mermaid(m: &Machine, path: &RunPath) -> String {
             StateKind::Terminal { .. } => format!("((\"{name}\"))"),
             StateKind::Input { .. } => format!("[/\"{name}\"/]"),
             StateKind::Agent(a) => format!("[\"{name}<br/>{}\"]", esc(&a.agent)),
+            StateKind::Human { .. } => format!("{{{{\"{name}<br/>human\"}}}}"),
         };
         let _ = writeln!(out, "    s{}{node}", id.index());
     }
-    for t in m.transitions() {
-        let (from, to) = (t.from.index(), t.to.index());
-        let taken = path.count(name(t.from), &t.event, name(t.to));
+    for a in arrows(m) {
+        let taken = a.taken(m, path);
+        let arrow = match a.style {
+            Style::Plain => "-->",
+            Style::Redirect | Style::Catch => "-.->",
+        };
         let _ = writeln!(
             out,
-            "    s{from} -->|\"{}\"| s{to}",
-            esc(&counted(label(t), taken))
+            "    s{} {arrow}|\"{}\"| s{}",
+            a.from.index(),
+            esc(&counted(a.label, taken)),
+            a.to.index()
         );
         if taken > 0 {
             taken_links.push(link);
         }
         link += 1;
-        if let Some(ex) = t.exhausted {
-            let taken = path.count(name(t.from), &t.event, name(ex));
-            let _ = writeln!(
-                out,
-                "    s{from} -.->|\"{}\"| s{}",
-                esc(&counted(redirect_label(t), taken)),
-                ex.index()
-            );
-            if taken > 0 {
-                taken_links.push(link);
-            }
-            link += 1;
-        }
     }
     out.push_str("    classDef success fill:#d4edda,stroke:#2e7d32,stroke-width:2px\n");
     out.push_str("    classDef failure fill:#f8d7da,stroke:#c62828,stroke-width:2px\n");
@@ -194,6 +256,9 @@ pub fn dot(m: &Machine, path: &RunPath) -> String {
             } => "shape=doublecircle, style=filled, fillcolor=\"#f8d7da\", color=\"#c62828\""
                 .to_owned(),
             StateKind::Input { .. } => "shape=parallelogram".to_owned(),
+            StateKind::Human { .. } => {
+                format!("shape=hexagon, label=\"{}\\nhuman\"", escape(&s.name))
+            }
             // `\n` is dot's own line break inside a label.
             StateKind::Agent(a) => format!("label=\"{}\\n{}\"", escape(&s.name), escape(&a.agent)),
         };
@@ -206,26 +271,23 @@ pub fn dot(m: &Machine, path: &RunPath) -> String {
         }
         let _ = writeln!(out, "    {} [{attrs}];", quote(&s.name));
     }
-    for t in m.transitions() {
-        let from = quote(name(t.from));
-        let taken = path.count(name(t.from), &t.event, name(t.to));
+    for a in arrows(m) {
+        let taken = a.taken(m, path);
+        let style = match a.style {
+            Style::Plain => "",
+            Style::Redirect => ", style=dashed",
+            // A taken catch is drawn in the path's colour like any edge.
+            Style::Catch if taken > 0 => ", style=dotted",
+            Style::Catch => ", style=dotted, color=\"#c62828\", fontcolor=\"#c62828\"",
+        };
         let _ = writeln!(
             out,
-            "    {from} -> {} [label={}{}];",
-            quote(name(t.to)),
-            quote(&counted(label(t), taken)),
+            "    {} -> {} [label={}{style}{}];",
+            quote(name(a.from)),
+            quote(name(a.to)),
+            quote(&counted(a.label, taken)),
             taken_attrs(taken)
         );
-        if let Some(ex) = t.exhausted {
-            let taken = path.count(name(t.from), &t.event, name(ex));
-            let _ = writeln!(
-                out,
-                "    {from} -> {} [label={}, style=dashed{}];",
-                quote(name(ex)),
-                quote(&counted(redirect_label(t), taken)),
-                taken_attrs(taken)
-            );
-        }
     }
     out.push_str("}\n");
     out

@@ -42,6 +42,30 @@ pub(crate) struct RawState<'a> {
     pub emit: Option<Spanned<Vec<Spanned<RawEmit<'a>>>>>,
     pub outcome: Option<Text<'a>>,
     pub on_enter: Vec<Text<'a>>,
+    pub retry: Option<Spanned<Vec<Spanned<RawRetry<'a>>>>>,
+    pub catch: Option<Spanned<Vec<Spanned<RawCatch<'a>>>>>,
+    pub question: Option<Text<'a>>,
+    pub events: Option<Spanned<Vec<Text<'a>>>>,
+}
+
+/// One `retry` entry; every value but `on` is optional here, so `check`
+/// can say what is missing in its own words (a retry without
+/// `max_attempts` is unbounded, not just incomplete).
+#[derive(Debug)]
+pub(crate) struct RawRetry<'a> {
+    pub on: Spanned<Vec<Text<'a>>>,
+    pub max_attempts: Option<Spanned<i64>>,
+    pub interval_secs: Option<Spanned<i64>>,
+    pub backoff_rate: Option<Spanned<f64>>,
+    pub max_delay_secs: Option<Spanned<i64>>,
+    pub jitter: Option<Text<'a>>,
+}
+
+/// One `catch` entry.
+#[derive(Debug)]
+pub(crate) struct RawCatch<'a> {
+    pub on: Spanned<Vec<Text<'a>>>,
+    pub next: Text<'a>,
 }
 
 #[derive(Debug)]
@@ -109,7 +133,20 @@ const STATE_KEYS: &[&str] = &[
     "emit",
     "outcome",
     "on_enter",
+    "retry",
+    "catch",
+    "question",
+    "events",
 ];
+const RETRY_KEYS: &[&str] = &[
+    "on",
+    "max_attempts",
+    "interval_secs",
+    "backoff_rate",
+    "max_delay_secs",
+    "jitter",
+];
+const CATCH_KEYS: &[&str] = &["on", "next"];
 const EMIT_KEYS: &[&str] = &["on", "when", "event"];
 const TRANSITION_KEYS: &[&str] = &["from", "event", "to", "max", "exhausted"];
 
@@ -161,6 +198,10 @@ fn raw_state<'a>(v: &'a Value<'_>) -> Shaped<RawState<'a>> {
         emit: None,
         outcome: None,
         on_enter: Vec::new(),
+        retry: None,
+        catch: None,
+        question: None,
+        events: None,
     };
     for (key, v) in table(v)? {
         match key.get_ref().as_ref() {
@@ -169,20 +210,13 @@ fn raw_state<'a>(v: &'a Value<'_>) -> Shaped<RawState<'a>> {
             "agent" => st.agent = Some(string(v)?),
             "output" => st.output = Some(string(v)?),
             "timeout_secs" => st.timeout_secs = Some(integer(v)?),
-            "emit" => {
-                let rules = array(v, "an array of inline tables")?
-                    .iter()
-                    .map(|r| Ok(Spanned::new(r.span(), raw_emit(r)?)))
-                    .collect::<Shaped<_>>()?;
-                st.emit = Some(Spanned::new(v.span(), rules));
-            }
+            "emit" => st.emit = Some(tables(v, raw_emit)?),
             "outcome" => st.outcome = Some(string(v)?),
-            "on_enter" => {
-                st.on_enter = array(v, "an array of strings")?
-                    .iter()
-                    .map(string)
-                    .collect::<Shaped<_>>()?;
-            }
+            "on_enter" => st.on_enter = strings(v)?.into_inner(),
+            "retry" => st.retry = Some(tables(v, raw_retry)?),
+            "catch" => st.catch = Some(tables(v, raw_catch)?),
+            "question" => st.question = Some(string(v)?),
+            "events" => st.events = Some(strings(v)?),
             _ => return Err(unknown_key(key, STATE_KEYS)),
         }
     }
@@ -204,6 +238,46 @@ fn raw_emit<'a>(v: &'a Value<'_>) -> Shaped<RawEmit<'a>> {
         on: required(on, "on", v)?,
         when,
         event: required(event, "event", v)?,
+    })
+}
+
+fn raw_retry<'a>(v: &'a Value<'_>) -> Shaped<RawRetry<'a>> {
+    let mut on = None;
+    let mut r = RawRetry {
+        on: Spanned::new(0..0, Vec::new()),
+        max_attempts: None,
+        interval_secs: None,
+        backoff_rate: None,
+        max_delay_secs: None,
+        jitter: None,
+    };
+    for (key, v) in table(v)? {
+        match key.get_ref().as_ref() {
+            "on" => on = Some(strings(v)?),
+            "max_attempts" => r.max_attempts = Some(integer(v)?),
+            "interval_secs" => r.interval_secs = Some(integer(v)?),
+            "backoff_rate" => r.backoff_rate = Some(number(v)?),
+            "max_delay_secs" => r.max_delay_secs = Some(integer(v)?),
+            "jitter" => r.jitter = Some(string(v)?),
+            _ => return Err(unknown_key(key, RETRY_KEYS)),
+        }
+    }
+    r.on = required(on, "on", v)?;
+    Ok(r)
+}
+
+fn raw_catch<'a>(v: &'a Value<'_>) -> Shaped<RawCatch<'a>> {
+    let (mut on, mut next) = (None, None);
+    for (key, v) in table(v)? {
+        match key.get_ref().as_ref() {
+            "on" => on = Some(strings(v)?),
+            "next" => next = Some(string(v)?),
+            _ => return Err(unknown_key(key, CATCH_KEYS)),
+        }
+    }
+    Ok(RawCatch {
+        on: required(on, "on", v)?,
+        next: required(next, "next", v)?,
     })
 }
 
@@ -265,6 +339,44 @@ fn integer(v: &Value) -> Shaped<Spanned<i64>> {
             span: v.span(),
         }),
     }
+}
+
+/// An integer or a float, as a float (`backoff_rate = 2` means 2.0).
+fn number(v: &Value) -> Shaped<Spanned<f64>> {
+    let parsed = match v.get_ref() {
+        DeValue::Integer(_) => integer(v).map(|i| *i.get_ref() as f64).ok(),
+        DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
+        _ => return Err(wrong_type(v, "a number")),
+    };
+    parsed
+        .map(|n| Spanned::new(v.span(), n))
+        .ok_or_else(|| ShapeError {
+            code: "fsm::syntax",
+            message: "the number is out of range".into(),
+            help: "fix the TOML syntax or value type at this position",
+            span: v.span(),
+        })
+}
+
+/// An array of strings, spanned as a whole.
+fn strings<'a>(v: &'a Value<'_>) -> Shaped<Spanned<Vec<Text<'a>>>> {
+    let items = array(v, "an array of strings")?
+        .iter()
+        .map(string)
+        .collect::<Shaped<_>>()?;
+    Ok(Spanned::new(v.span(), items))
+}
+
+/// An array of (inline) tables, each read by `each` and spanned.
+fn tables<'a, T>(
+    v: &'a Value<'_>,
+    each: impl Fn(&'a Value<'_>) -> Shaped<T>,
+) -> Shaped<Spanned<Vec<Spanned<T>>>> {
+    let items = array(v, "an array of inline tables")?
+        .iter()
+        .map(|r| Ok(Spanned::new(r.span(), each(r)?)))
+        .collect::<Shaped<_>>()?;
+    Ok(Spanned::new(v.span(), items))
 }
 
 fn string<'a>(v: &'a Value<'_>) -> Shaped<Text<'a>> {

@@ -573,6 +573,14 @@ impl Driver<'_> {
                 StateKind::Input { event } => {
                     invoke::input_turn(event, &state.name, &self.info.run.epic)
                 }
+                // Only so this compiles: the fsm-language branch adds gates;
+                // running them (`modix approve`/`reject`) is the lead's.
+                StateKind::Human { .. } => {
+                    return Err(RunError::Internal(format!(
+                        "state {} is a human gate, which this version cannot run yet",
+                        state.name
+                    )));
+                }
                 StateKind::Agent(spec) => {
                     let agent = self.info.workflow.agent(id).cloned().ok_or_else(|| {
                         RunError::Internal(format!("state {} has no resolved agent", state.name))

@@ -5,6 +5,7 @@ mod conventions;
 mod doctor;
 mod doctor_login;
 mod fsm;
+mod fsm_language;
 mod go;
 mod graph;
 mod history;

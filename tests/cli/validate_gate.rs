@@ -313,7 +313,7 @@ const EMIT_RULES: &[Case] = &[
             })
         },
         expect: &[
-            ".modix/fsm/plan_execute_test.toml:30:27",
+            ".modix/fsm/plan_execute_test.toml:40:27",
             "fsm::unknown-field",
             "field `outcom` does not exist",
             "did you mean `outcome`?",
@@ -328,7 +328,7 @@ const EMIT_RULES: &[Case] = &[
             })
         },
         expect: &[
-            ".modix/fsm/plan_execute_test.toml:43:27",
+            ".modix/fsm/plan_execute_test.toml:59:27",
             "fsm::type-mismatch",
             "`passed` in test_result is a boolean, but \"true\" is a string",
             "write `passed == true`",
