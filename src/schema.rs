@@ -288,13 +288,10 @@ const NOT_STRICT: [&str; 15] = [
 /// `type` beside every `enum`, and no `$schema` (Claude Code's
 /// `--json-schema` silently drops its StructuredOutput tool for a
 /// draft 2020-12 `$schema`).
-// The orchestrator writes this for `--output-schema`/`--json-schema`; until
-// it does, only the tests call it.
-#[allow(dead_code)]
-pub fn strict(id: &str) -> Result<Value, SchemaError> {
-    let mut v: Value = serde_json::from_str(text(id)?).map_err(|e| broken(id, e))?;
+pub fn strict(schema: &Value) -> Value {
+    let mut v = schema.clone();
     make_strict(&mut v);
-    Ok(v)
+    v
 }
 
 fn make_strict(node: &mut Value) {
@@ -410,14 +407,9 @@ fn make_nullable(prop: &mut Value) {
 
 /// Removes the `null`s a strict-mode model gave for optional properties
 /// its schema does not let be `null` (see [`strict`]), so the answer is
-/// judged against schema `id` as if they had been left out.
-// The orchestrator calls this before validating; until it does, only the
-// tests call it.
-#[allow(dead_code)]
-pub fn drop_optional_nulls(id: &str, value: &mut Value) -> Result<(), SchemaError> {
-    let schema: Value = serde_json::from_str(text(id)?).map_err(|e| broken(id, e))?;
-    drop_nulls(&schema, value);
-    Ok(())
+/// judged against `schema` as if they had been left out.
+pub fn drop_optional_nulls(schema: &Value, value: &mut Value) {
+    drop_nulls(schema, value);
 }
 
 fn drop_nulls(schema: &Value, value: &mut Value) {
@@ -521,18 +513,22 @@ mod tests {
         }
     }
 
+    fn shipped(id: &str) -> Value {
+        serde_json::from_str(text(id).unwrap()).unwrap()
+    }
+
     #[test]
     fn strict_schemas_are_strict_everywhere() {
         for id in ["task_spec", "execution_result", "test_result"] {
-            assert_strict(&strict(id).unwrap(), id);
+            assert_strict(&strict(&shipped(id)), id);
         }
-        let task = strict("task_spec").unwrap();
+        let task = strict(&shipped("task_spec"));
         assert_eq!(task["properties"]["complexity"]["type"], "string");
         let item = &task["properties"]["tasks"]["items"]["properties"];
         // Optional before: nullable now; required ones stay as they were.
         assert_eq!(item["description"]["type"], json!(["string", "null"]));
         assert_eq!(item["id"]["type"], "string");
-        let result = strict("execution_result").unwrap();
+        let result = strict(&shipped("execution_result"));
         assert_eq!(
             result["properties"]["error"]["type"],
             json!(["string", "null"])
@@ -553,20 +549,20 @@ mod tests {
         let mut spec = json!({"title": "t", "summary": "s", "complexity": "low", "tasks": [
             {"id": "T1", "title": "x", "description": null, "files": ["a.py"], "acceptance": ["ok"]}]});
         assert!(!validate("task_spec", &spec).unwrap().is_empty());
-        drop_optional_nulls("task_spec", &mut spec).unwrap();
+        drop_optional_nulls(&shipped("task_spec"), &mut spec);
         assert!(validate("task_spec", &spec).unwrap().is_empty(), "{spec}");
         assert!(spec["tasks"][0].get("description").is_none());
 
         // A null the schema allows stays; a null of a required field is left for validation to refuse.
         let mut result =
             json!({"outcome": "success", "summary": "s", "files_changed": null, "error": null});
-        drop_optional_nulls("execution_result", &mut result).unwrap();
+        drop_optional_nulls(&shipped("execution_result"), &mut result);
         assert_eq!(
             result,
             json!({"outcome": "success", "summary": "s", "error": null})
         );
         let mut bad = json!({"passed": null, "summary": "s", "failures": null});
-        drop_optional_nulls("test_result", &mut bad).unwrap();
+        drop_optional_nulls(&shipped("test_result"), &mut bad);
         assert_eq!(bad, json!({"passed": null, "summary": "s"}));
         assert!(!validate("test_result", &bad).unwrap().is_empty());
     }

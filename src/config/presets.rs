@@ -163,6 +163,8 @@ fn claude() -> Shell {
             "{max_turns}",
             "--max-budget-usd",
             "{max_budget_usd}",
+            "--json-schema",
+            "{json_schema}",
             "--no-session-persistence",
         ]),
         output: OutputSpec {
@@ -272,6 +274,8 @@ fn codex() -> Shell {
             "{permission_mode}",
             "-c",
             "openai_base_url={endpoint}",
+            "--output-schema",
+            "{output_schema_strict}",
             "--ephemeral",
             "-",
         ]),

@@ -15,7 +15,6 @@ use crate::config::{
     Agent, Binding, Brain, Commands, Config, OutputMode, OutputSpec, PromptMode, Runtimes, Shell,
 };
 use crate::fsm::{AgentState, FailureClass, Outcome};
-use crate::schema;
 use crate::shell::{
     self, CaptureLimits, EchoFn, EndReason, Placeholders, ProcessOutcome, ProcessSpec, Redactor,
     last_lines,
@@ -357,6 +356,8 @@ fn placeholders(
         system_prompt: system_prompt.map(str::to_owned),
         workdir: Some(call.workdir.display().to_string()),
         output_schema: (call.output != "any").then(|| call.schema_path.display().to_string()),
+        output_schema_strict: (call.output != "any")
+            .then(|| call.strict_schema_path.display().to_string()),
         endpoint: brain.endpoint.clone(),
         role: Some(agent.role.clone()),
         permission_mode: shell.permission_modes.as_ref().map(|m| {
@@ -366,11 +367,7 @@ fn placeholders(
                 m.read_only.clone()
             }
         }),
-        json_schema: (call.output != "any")
-            .then(|| schema::text(call.output).ok())
-            .flatten()
-            .and_then(|t| serde_json::from_str::<Value>(t).ok())
-            .map(|v| v.to_string()),
+        json_schema: call.schemas.strict(call.output).map(|v| v.to_string()),
         max_turns: max_turns.map(|n| n.to_string()),
         max_budget_usd: budget.invocation_max_cost_usd.map(|c| c.to_string()),
         allowed_tools: allowed_tools(setup.commands),
@@ -452,12 +449,9 @@ const TAIL_LINES: usize = 40;
 
 /// Turns a finished process into a verdict, by the agent's output contract
 /// and its shell's failure rules.
-pub(super) fn judge(
-    agent: &Agent,
-    rules: Option<&Rules>,
-    output_schema: &str,
-    out: &ProcessOutcome,
-) -> Verdict {
+pub(super) fn judge(call: &Call, out: &ProcessOutcome) -> Verdict {
+    let (agent, rules, output_schema) = (call.agent, call.rules.as_deref(), call.output);
+    let validated = |value| validated(call.schemas, output_schema, value);
     let secs = out.duration.as_secs_f64();
     match out.end {
         EndReason::Cancelled => return Verdict::Cancelled,
@@ -476,7 +470,7 @@ pub(super) fn judge(
         EndReason::Stopped | EndReason::Exited => {}
     }
     if agent.manifest.output_mode == OutputMode::ExitStatus && out.end == EndReason::Exited {
-        return validated(output_schema, synthesize(output_schema, agent, out));
+        return validated(synthesize(output_schema, agent, out));
     }
     let spec = agent.binding.shell().map(|s| &s.output);
     let reported = spec
@@ -491,7 +485,7 @@ pub(super) fn judge(
     }
     let fallback = OutputSpec::default();
     match shell::extract(&out.stdout.text(), spec.unwrap_or(&fallback)) {
-        Ok(value) => validated(output_schema, value),
+        Ok(value) => validated(value),
         // The answer may well be fine: it was cut to fit the capture limit.
         Err(_) if out.stdout.is_truncated() => Verdict::Failed(Failure::invalid(vec![format!(
             "the answer was cut: the agent printed {} on stdout and modix keeps {} \
@@ -530,11 +524,14 @@ fn failure(rules: Option<&Rules>, out: &ProcessOutcome, how: String) -> Failure 
     )
 }
 
-fn validated(output_schema: &str, value: Value) -> Verdict {
+/// The answer judged against its schema, after dropping the `null`s a
+/// strict-mode model gives for the optional fields it would leave out.
+fn validated(schemas: &crate::schema::Schemas, output_schema: &str, mut value: Value) -> Verdict {
     if output_schema == "any" {
         return Verdict::Output(value);
     }
-    let errors: Vec<String> = match schema::validate(output_schema, &value) {
+    schemas.drop_optional_nulls(output_schema, &mut value);
+    let errors: Vec<String> = match schemas.validate(output_schema, &value) {
         Ok(v) if v.is_empty() => return Verdict::Output(value),
         Ok(v) => v
             .into_iter()

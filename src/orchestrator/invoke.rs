@@ -36,6 +36,10 @@ pub(super) struct Call<'a> {
     pub workdir: &'a Path,
     pub context_path: PathBuf,
     pub schema_path: PathBuf,
+    /// The same schema in strict form (see `schema::strict`).
+    pub strict_schema_path: PathBuf,
+    /// The project's output schemas: what the answer is validated with.
+    pub schemas: &'a crate::schema::Schemas,
     /// Where the prompt goes for a shell that reads it from a file.
     pub prompt_path: PathBuf,
     /// The invocation's own temporary folder (its `TMPDIR`).
@@ -265,7 +269,7 @@ impl Driver<'_> {
         let process = *seen.lock().unwrap_or_else(|p| p.into_inner());
         match result {
             Ok(out) => Ran {
-                verdict: agent::judge(call.agent, call.rules.as_deref(), call.output, &out),
+                verdict: agent::judge(call, &out),
                 out: Some(out),
                 process,
                 error: None,
@@ -337,6 +341,8 @@ impl super::RunInfo<'_> {
             workdir: &info.workdir,
             context_path: info.files.context(),
             schema_path: info.files.schema(&spec.output),
+            strict_schema_path: info.files.strict_schema(&spec.output),
+            schemas: &info.project.schemas,
             prompt_path: info.files.dir.join("prompt.txt"),
             tmp_dir: info.files.dir.join("tmp"),
             timeout: agent::timeout_for(

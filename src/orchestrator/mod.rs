@@ -36,7 +36,6 @@ pub use context::TemplateError;
 pub use events::{ChangeSummary, EventSink, RunEvent, RunReport, SCHEMA_VERSION, Silent};
 pub use work::{StepWork, line_counts};
 
-use crate::config::ProjectPaths;
 use crate::error::Exit;
 use crate::fsm::{Ending, FireError, StateKind};
 use crate::fsutil::write_replace;
@@ -500,7 +499,7 @@ fn drive(
     });
     let workdir = ws.workdir().to_path_buf();
     let stored_commit = ws.last_commit().to_owned();
-    let prepared = prepare_run(&workflow, &store, &run, &project.config.paths);
+    let prepared = prepare_run(&workflow, &store, &run, project);
     let (files, cursor) = match prepared {
         Ok(p) => p,
         Err(e) => return Err(give_up(&mut store, &run.id, e)),
@@ -549,9 +548,9 @@ fn prepare_run(
     workflow: &Workflow,
     store: &Store,
     run: &Run,
-    paths: &ProjectPaths,
+    project: &Project,
 ) -> Result<(RunFiles, Cursor), RunError> {
-    let files = RunFiles::create(paths, &run.id, workflow)?;
+    let files = RunFiles::create(project, &run.id, workflow)?;
     let cursor = Cursor::replay(&workflow.machine, &store.transitions(&run.id)?)?;
     Ok((files, cursor))
 }
@@ -757,21 +756,29 @@ struct RunFiles {
 }
 
 impl RunFiles {
-    fn create(paths: &ProjectPaths, run_id: &str, workflow: &Workflow) -> Result<Self, RunError> {
-        let dir = paths.run_dir(run_id);
+    fn create(project: &Project, run_id: &str, workflow: &Workflow) -> Result<Self, RunError> {
+        let dir = project.config.paths.run_dir(run_id);
         let files = RunFiles { dir };
         let schemas = files.dir.join("schemas");
         std::fs::create_dir_all(&schemas)
             .map_err(|e| RunError::io(format!("cannot create {}", schemas.display()), e))?;
+        let write = |path: PathBuf, text: &str| {
+            write_replace(&path, text.as_bytes())
+                .map_err(|e| RunError::io(format!("cannot write {}", path.display()), e))
+        };
         for (_, state) in workflow.machine.states() {
             let Some(a) = state.agent() else { continue };
-            let text = match a.output.as_str() {
-                "any" => "{}",
-                id => crate::schema::text(id).map_err(|e| RunError::Internal(e.to_string()))?,
-            };
-            let path = files.schema(&a.output);
-            write_replace(&path, text.as_bytes())
-                .map_err(|e| RunError::io(format!("cannot write {}", path.display()), e))?;
+            let text = project
+                .schemas
+                .text(&a.output)
+                .map_err(|e| RunError::Internal(e.to_string()))?;
+            write(files.schema(&a.output), text)?;
+            // The form strict structured-output APIs take (Codex's
+            // --output-schema): every property required, optional ones nullable.
+            if let Some(strict) = project.schemas.strict(&a.output) {
+                let text = serde_json::to_string_pretty(&strict).unwrap_or_default() + "\n";
+                write(files.strict_schema(&a.output), &text)?;
+            }
         }
         Ok(files)
     }
@@ -784,6 +791,12 @@ impl RunFiles {
 
     fn schema(&self, id: &str) -> PathBuf {
         self.dir.join("schemas").join(format!("{id}.schema.json"))
+    }
+
+    fn strict_schema(&self, id: &str) -> PathBuf {
+        self.dir
+            .join("schemas")
+            .join(format!("{id}.strict.schema.json"))
     }
 
     fn context(&self) -> PathBuf {

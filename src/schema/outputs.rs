@@ -10,7 +10,7 @@
 //! process never see each other's.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use jsonschema::{Draft, Validator};
@@ -54,7 +54,6 @@ struct UserSchema {
     text: String,
     value: Value,
     validator: Validator,
-    path: PathBuf,
 }
 
 impl Schemas {
@@ -133,7 +132,6 @@ impl Schemas {
                 text: file.text,
                 value,
                 validator,
-                path: resolved.path,
             })
         });
         match schema {
@@ -177,18 +175,11 @@ impl Schemas {
     }
 }
 
-// What a run calls: the orchestrator validates outputs and hands agents
-// their schema through these (not wired yet).
-#[allow(dead_code)]
 impl Schemas {
     /// The ids of the project's own schemas that loaded, sorted.
+    #[cfg(test)]
     pub fn own_ids(&self) -> impl Iterator<Item = &str> {
         self.user.keys().map(String::as_str)
-    }
-
-    /// Where a project schema was read from (`None` for shipped ones).
-    pub fn path(&self, id: &str) -> Option<&Path> {
-        self.user.get(id).map(|s| s.path.as_path())
     }
 
     /// The schema's text, e.g. to hand an agent the schema its output must
@@ -214,6 +205,20 @@ impl Schemas {
             .contains(&id)
             .then(|| serde_json::from_str(super::text(id).ok()?).ok())
             .flatten()
+    }
+
+    /// Schema `id` as strict structured output takes it (see
+    /// [`super::strict`]); `None` for `any` and unknown ids.
+    pub fn strict(&self, id: &str) -> Option<Value> {
+        self.value(id).map(|v| super::strict(&v))
+    }
+
+    /// An answer judged as if the `null`s a strict-mode model gives for
+    /// optional fields had been left out (see [`super::drop_optional_nulls`]).
+    pub fn drop_optional_nulls(&self, id: &str, value: &mut Value) {
+        if let Some(schema) = self.value(id) {
+            super::drop_optional_nulls(&schema, value);
+        }
     }
 
     /// Every way `instance` breaks output schema `id` (empty when valid;
@@ -414,10 +419,8 @@ mod tests {
         assert_eq!(s.own_ids().collect::<Vec<_>>(), ["plan"]);
         assert!(s.output_ids().ends_with(&["plan", "any"]));
         assert!(s.text("plan").expect("text").contains("\"steps\""));
-        assert!(
-            s.path("plan")
-                .is_some_and(|p| p.ends_with("plan.schema.json"))
-        );
+        let strict = s.strict("plan").expect("strict");
+        assert_eq!(strict["additionalProperties"], false, "{strict}");
         assert!(
             s.validate("plan", &json!({"steps": ["a"]}))
                 .expect("ok")

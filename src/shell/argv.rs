@@ -16,6 +16,7 @@ pub const KNOWN_PLACEHOLDERS: &[&str] = &[
     "system_prompt",
     "workdir",
     "output_schema",
+    "output_schema_strict",
     "endpoint",
     "role",
     "permission_mode",
@@ -31,6 +32,7 @@ pub const KNOWN_PLACEHOLDERS: &[&str] = &[
 const OPTIONAL_PLACEHOLDERS: &[&str] = &[
     "system_prompt",
     "output_schema",
+    "output_schema_strict",
     "endpoint",
     "permission_mode",
     "json_schema",
@@ -47,12 +49,16 @@ pub struct Placeholders {
     pub system_prompt: Option<String>,
     pub workdir: Option<String>,
     pub output_schema: Option<String>,
+    /// A file with the output schema in the strict form structured-output
+    /// APIs take (every property required, optional ones nullable).
+    pub output_schema_strict: Option<String>,
     pub endpoint: Option<String>,
     pub role: Option<String>,
     /// The shell's mode for what the agent may do (e.g. Claude's
     /// `acceptEdits` or `plan`), from the manifest's `permissions`.
     pub permission_mode: Option<String>,
-    /// The output schema itself, as compact JSON (for CLIs that take it inline).
+    /// The output schema itself, strict, as compact JSON (for CLIs that
+    /// take it inline).
     pub json_schema: Option<String>,
     /// The brain's `params.max_turns`.
     pub max_turns: Option<String>,
@@ -73,6 +79,7 @@ impl Placeholders {
             "system_prompt" => self.system_prompt.as_deref(),
             "workdir" => self.workdir.as_deref(),
             "output_schema" => self.output_schema.as_deref(),
+            "output_schema_strict" => self.output_schema_strict.as_deref(),
             "endpoint" => self.endpoint.as_deref(),
             "role" => self.role.as_deref(),
             "permission_mode" => self.permission_mode.as_deref(),

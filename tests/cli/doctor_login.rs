@@ -29,7 +29,7 @@ fn fake_claude(sb: &Sandbox, version: &str, logged_in: bool, help_flags: &str) {
 }
 
 /// Every flag the claude preset passes, as its help lists them.
-const CLAUDE_HELP: &str = "'  -p, --print' '  --output-format <format>' '  --verbose' '  --model <model>' '  --append-system-prompt <prompt>' '  --permission-mode <mode> (choices: \"acceptEdits\", \"default\", \"plan\")' '  --allowedTools, --allowed-tools <tools...>' '  --max-budget-usd <amount>' '  --no-session-persistence'";
+const CLAUDE_HELP: &str = "'  -p, --print' '  --output-format <format>' '  --verbose' '  --model <model>' '  --append-system-prompt <prompt>' '  --permission-mode <mode> (choices: \"acceptEdits\", \"default\", \"plan\")' '  --allowedTools, --allowed-tools <tools...>' '  --max-budget-usd <amount>' '  --json-schema <schema>' '  --no-session-persistence'";
 
 fn doctor_json(
     sb: &Sandbox,

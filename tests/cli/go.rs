@@ -32,8 +32,7 @@ esac
     )
 }
 
-const EXECUTOR_OK: &str =
-    r#"    echo '{"outcome":"success","summary":"done","files_changed":[],"error":null}'"#;
+use crate::scenarios::EXECUTOR_OK;
 
 /// A tester that always passes (`true`).
 fn passing_tester(sb: &Sandbox) {
@@ -212,6 +211,11 @@ fn always_failing_tester_visits_executing_bound_plus_one_times() {
     sb.edit_json(".modix/agents.json", |v| {
         v["agents"]["tester"]["command"] = serde_json::json!(["false"])
     });
+    // The same failure every time would be no progress: the bound is what
+    // this is about.
+    sb.edit_json(".modix/runtimes.json", |v| {
+        v["loops"]["no_progress_after"] = 10.into()
+    });
     let r = sb.go_json("never passes");
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     let into_executing = r
@@ -319,7 +323,7 @@ fn timeout_kills_the_agent_and_the_child_it_spawned() {
 fn megabytes_of_output_are_capped_and_the_run_goes_on() {
     let sb = Sandbox::example();
     sb.agent_script(&script(
-        "    head -c 6000000 /dev/zero | tr '\\0' 'x'\n    echo\n    echo '{\"outcome\":\"success\",\"summary\":\"big\",\"files_changed\":[],\"error\":null}'\n",
+        "    echo '# big' >> calc.py\n    head -c 6000000 /dev/zero | tr '\\0' 'x'\n    echo\n    echo '{\"outcome\":\"success\",\"summary\":\"big\",\"files_changed\":[],\"error\":null}'\n",
     ));
     passing_tester(&sb);
     let r = sb.go_json("talk a lot");

@@ -60,9 +60,27 @@ fn claude_preset_plans_through_stream_json() {
     assert_eq!(r.path()[1], "PLANNING -task_spec_valid-> EXECUTING");
 
     let home = sb.dir.path().join("home");
-    let argv: Vec<String> =
+    let mut argv: Vec<String> =
         serde_json::from_str(&std::fs::read_to_string(home.join("claude-argv.json")).unwrap())
             .unwrap();
+    // The schema goes inline, strict (no `$schema`, which would make Claude
+    // Code drop the tool; every property required, the optional ones nullable).
+    let at = argv.iter().position(|a| a == "--json-schema").unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&argv.remove(at + 1)).unwrap();
+    argv.remove(at);
+    assert!(schema.get("$schema").is_none(), "{schema}");
+    let task = &schema["properties"]["tasks"]["items"];
+    assert!(
+        task["required"]
+            .as_array()
+            .unwrap()
+            .contains(&"description".into()),
+        "{task}"
+    );
+    assert_eq!(
+        task["properties"]["description"]["type"],
+        serde_json::json!(["string", "null"])
+    );
     assert_eq!(
         argv,
         [
@@ -113,7 +131,7 @@ fn claude_is_error_with_exit_zero_is_a_failed_invocation() {
 }
 
 #[test]
-fn codex_preset_reads_the_last_agent_message_and_passes_no_loose_schema() {
+fn codex_preset_reads_the_last_agent_message_and_passes_the_strict_schema() {
     let sb = Sandbox::example();
     sb.fake_bin(
         "codex",
@@ -127,9 +145,11 @@ args = sys.argv[1:]
 home = os.environ["HOME"]
 with open(os.path.join(home, "codex-argv.json"), "w") as f:
     json.dump(args, f)
-# Codex sends --output-schema as a strict schema, which modix's are not
-# (docs/agents.md): the API would refuse every request.
-assert "--output-schema" not in args, args
+# Codex sends --output-schema to the API as a strict schema: modix hands it
+# the strict form of the output schema (docs/agents.md).
+schema = args[args.index("--output-schema") + 1]
+with open(schema) as f, open(os.path.join(home, "codex-schema.json"), "w") as out:
+    out.write(f.read())
 assert args[-1] == "-" and "Fix" in sys.stdin.read()
 print(json.dumps({{"type": "thread.started", "thread_id": "t1"}}))
 print(json.dumps({{"type": "item.completed", "item": {{"id": "i0", "type": "reasoning", "text": "thinking"}}}}))
@@ -160,6 +180,12 @@ print(json.dumps({{"type": "turn.completed", "usage": {{"input_tokens": 10, "out
     )
     .unwrap();
     assert_eq!(&argv[..3], ["exec", "--json", "--skip-git-repo-check"]);
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.dir.path().join("home/codex-schema.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(schema["additionalProperties"], false, "{schema}");
+    assert!(schema.get("$schema").is_none(), "{schema}");
     let sandbox = argv.iter().position(|a| a == "-s").unwrap();
     assert_eq!(argv[sandbox + 1], "read-only");
     assert_eq!(

@@ -288,14 +288,19 @@ fn real_claude_through_modix_to_done() {
         return;
     }
     let plan = json!({"title": "Fix mean()", "summary": "Divide by len(values).", "complexity": "low",
-        "tasks": [{"id": "T1", "title": "Fix the divisor", "files": ["calc.py"], "acceptance": ["tests pass"]}]});
+        // Strict: every field present, `null` for the optional ones (modix
+        // drops those nulls before it validates).
+        "tasks": [{"id": "T1", "title": "Fix the divisor", "description": null,
+                   "files": ["calc.py"], "acceptance": ["tests pass"]}]});
     let result = json!({"outcome": "success", "summary": "mean() divides by len(values).",
         "files_changed": ["calc.py"], "error": null});
     let mock = MockAnthropic::start(
         Script::new()
             .route(
                 "You are the planner",
-                Script::new().text(format!("Here is the plan.\n```json\n{plan}\n```")),
+                // The preset passes the strict schema (--json-schema): the
+                // answer comes through Claude Code's StructuredOutput tool.
+                Script::new().tool("StructuredOutput", plan.clone()),
             )
             .route(
                 "You are the executor",
@@ -309,7 +314,7 @@ fn real_claude_through_modix_to_done() {
                         "old_string": "sum(values) / (len(values) + 1)",
                         "new_string": "sum(values) / len(values)"}),
                     )
-                    .text(result.to_string()),
+                    .tool("StructuredOutput", result.clone()),
             )
             .time_limit(LIMIT * 2),
     );
@@ -378,13 +383,22 @@ fn real_claude_through_modix_to_done() {
         4,
         "1 planner turn + 3 executor turns: {reqs:#?}"
     );
+    // Each agent was offered its schema as Claude Code's StructuredOutput tool.
+    for q in &reqs {
+        assert!(
+            q.body["tools"].to_string().contains("StructuredOutput"),
+            "{:#}",
+            q.body["tools"]
+        );
+    }
     assert!(
         reqs.iter()
             .all(|q| q.headers["x-api-key"] == FAKE_ANTHROPIC_KEY)
     );
 
     // What it used is on record: Claude Code's own totals in its result line
-    // (the executor: 3 turns of the mock's 100 in / 10 out).
+    // (the executor: 3 requests of the mock's 100 in / 10 out; Claude Code
+    // counts the StructuredOutput answer as a turn of its own).
     let executor = p.sb.invocation(&run, 2);
     assert_eq!(executor["agent"], "executor");
     let last = executor["stdout"]
@@ -395,7 +409,7 @@ fn real_claude_through_modix_to_done() {
         .find(|l| l.contains("\"type\":\"result\""))
         .unwrap();
     let last: Value = serde_json::from_str(last).unwrap();
-    assert_eq!(last["num_turns"], 3);
+    assert_eq!(last["num_turns"], 4);
     assert_eq!(last["usage"]["output_tokens"], 3 * OUTPUT_TOKENS);
     assert_eq!(last["usage"]["input_tokens"], 3 * INPUT_TOKENS);
     assert!(

@@ -86,6 +86,7 @@ case "$MODIX_STATE:$MODIX_ATTEMPT" in
   EXECUTING:2)
     echo "{{\"outcome\": \"$ANTHROPIC_API_KEY\", \"summary\": \"{unconfigured}\"}}" ;;
   *)
+    echo '# fixed' >> calc.py
     printf '%s %s\n' "{filler}" "$ANTHROPIC_API_KEY"
     printf '%s' "$ANTHROPIC_API_KEY"; head -c {pad} /dev/zero | tr '\0' ' '; echo
     echo '{json}' ;;

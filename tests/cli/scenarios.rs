@@ -24,8 +24,10 @@ esac
     ));
 }
 
-pub const EXECUTOR_OK: &str =
-    r#"    echo '{"outcome":"success","summary":"done","files_changed":[],"error":null}'"#;
+/// An executor that changes a file (one that changes nothing makes no
+/// progress) and says it succeeded.
+pub const EXECUTOR_OK: &str = r##"    echo "# attempt $MODIX_ATTEMPT" >> calc.py
+    echo '{"outcome":"success","summary":"done","files_changed":["calc.py"],"error":null}'"##;
 
 /// A run whose tester always fails: it ends in FAILED, its last step
 /// redirected there once the retry bound was used up.
@@ -33,6 +35,10 @@ pub fn failed_run(sb: &Sandbox, epic: &str) -> GoResult {
     agent(sb, EXECUTOR_OK);
     sb.edit_json(".modix/agents.json", |v| {
         v["agents"]["tester"]["command"] = serde_json::json!(["false"])
+    });
+    // Not cut short as no progress: it is the bound that ends it.
+    sb.edit_json(".modix/runtimes.json", |v| {
+        v["loops"]["no_progress_after"] = 10.into()
     });
     let r = sb.go_json(epic);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
