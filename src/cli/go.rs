@@ -372,6 +372,20 @@ impl EventSink for Progress {
                 }
             }
             RunEvent::Notice { message, .. } => self.say(format!("  Note: {message}")),
+            RunEvent::Retrying {
+                state,
+                agent,
+                class,
+                reason,
+                retry,
+                of,
+                wait_ms,
+                ..
+            } => self.say(format!(
+                "  ↻ {state}: {agent} failed ({class}): {} — retry {retry} of {of} in {}",
+                crate::text::truncate(reason, 200),
+                crate::text::duration(*wait_ms)
+            )),
             RunEvent::Transition(t) => self.transition(t),
             RunEvent::Notification { .. } => {}
             RunEvent::RunFinished(r) => self.summary(r),

@@ -414,6 +414,15 @@ fn show_invocation(
             inv.reason.as_deref().unwrap_or("")
         ));
     }
+    if let Some(r) = &inv.retry {
+        out.line(format!(
+            "run again: retry {} of {} after {} ({} is retried by the state's rule)",
+            r["retry"],
+            r["of"],
+            text::duration(r["wait_ms"].as_u64().unwrap_or(0)),
+            r["class"].as_str().unwrap_or("?")
+        ));
+    }
     if let Some(changes) = &inv.changes {
         show_changes(changes, out);
     }

@@ -315,7 +315,6 @@ impl AgentState {
     /// (the first retry is 0); `fraction` is a random number in [0, 1] for
     /// the jitter. `None`: no rule retries `class`, or its `max_attempts`
     /// are used up — then ask [`AgentState::caught`].
-    #[allow(dead_code)] // The orchestrator's to call (not wired yet).
     pub fn retry_after(
         &self,
         class: FailureClass,

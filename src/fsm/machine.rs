@@ -316,7 +316,6 @@ impl Machine {
 
     /// Whether `state` has a transition on `event` (e.g. before raising the
     /// engine event [`super::NO_PROGRESS`], which a state may not handle).
-    #[allow(dead_code)] // The orchestrator's to call (not wired yet).
     pub fn has_transition(&self, state: StateId, event: &str) -> bool {
         self.outgoing
             .get(state.index())

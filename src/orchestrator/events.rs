@@ -33,6 +33,19 @@ pub enum RunEvent {
         base: String,
         notes: Vec<String>,
     },
+    /// An attempt failed with a class its state retries: it runs again
+    /// after `wait_ms` (the failed attempt is on record).
+    Retrying {
+        run_id: String,
+        state: String,
+        agent: String,
+        class: crate::fsm::FailureClass,
+        reason: String,
+        /// This retry's number (1 for the first) and the most the rule allows.
+        retry: u32,
+        of: u32,
+        wait_ms: u64,
+    },
     /// Something the user should know that is not a step (e.g. an agent
     /// moved the workspace's HEAD, and modix put it back).
     Notice { run_id: String, message: String },

@@ -87,6 +87,7 @@ impl InFlight {
             reason: None,
             usage: None,
             changes: None,
+            retry: None,
         }
     }
 }

@@ -14,10 +14,10 @@ use super::classify::Rules;
 use super::context::{ContextPackage, default_prompt, render_prompt};
 use super::events::RunEvent;
 use super::inflight::InFlight;
-use super::work::{NO_PROGRESS, StepFacts, StepWork};
+use super::work::{StepFacts, StepWork, Work};
 use super::{Driver, RunError, outcome, retry};
 use crate::config::{Agent, Binding, ContextMode};
-use crate::fsm::{AgentState, Ending, FailureClass, StateId, StateKind};
+use crate::fsm::{AgentState, Ending, FailureClass, NO_PROGRESS, StateId, StateKind};
 use crate::shell::{EchoFn, ProcessOutcome, process_start_ticks};
 use crate::store::{InvocationStatus, NewInvocation, NewMessage, ProcessIds};
 
@@ -105,13 +105,35 @@ fn spawn_class(e: &crate::shell::SpawnError) -> FailureClass {
 pub(super) enum Ended {
     /// With a verdict, ready to commit.
     Turn(Box<Turn>),
-    /// Stopped by Ctrl-C or SIGTERM while the agent ran: the invocation is
-    /// recorded as abandoned, and a resume runs it again.
-    Interrupted(Box<NewInvocation>),
+    /// Stopped by Ctrl-C or SIGTERM while the agent ran (the invocation,
+    /// to record as abandoned) or while it waited to run again (nothing
+    /// more to record); a resume runs it again.
+    Interrupted(Option<Box<NewInvocation>>),
+}
+
+/// One attempt of an invocation, judged and settled, not yet recorded.
+struct Tried {
+    verdict: Verdict,
+    record: NewInvocation,
+    work: Option<StepWork>,
+    /// What the agent answered, kept even when its work is rejected.
+    answer: Option<Value>,
+    started: Instant,
+}
+
+/// What an agent state's turn has ready before any attempt: its call and
+/// the texts every attempt gets.
+struct Materials {
+    context: Value,
+    prompt: String,
+    system_prompt: Option<String>,
 }
 
 impl Driver<'_> {
-    /// Runs the agent of an agent state.
+    /// Runs the agent of an agent state: attempts it, runs it again after a
+    /// wait while its state's `retry` rule says so (each failed attempt on
+    /// record; no loop bound spent, no feedback), and turns the last
+    /// attempt into the step.
     pub(super) async fn agent_turn(
         &mut self,
         state: StateId,
@@ -121,17 +143,7 @@ impl Driver<'_> {
         let attempt = self.cursor.visits(state);
         let inputs = self.inputs(agent, attempt)?;
         let call = self.info.call(state, spec, agent, attempt, &inputs);
-        let ctx = ContextPackage::new(&call, &self.info.project.config.project, &inputs);
-        let context = self
-            .info
-            .redactor
-            .redact_json(&serde_json::to_value(&ctx).unwrap_or(Value::Null));
-        self.info.files.write_context(&context)?;
-        let prompt = self.info.prompt(agent, &ctx)?;
-        let system_prompt = match &agent.manifest.system_prompt {
-            Some(rel) => Some(self.info.render_template(rel, &ctx)?),
-            None => None,
-        };
+        let materials = self.materials(&call, &inputs)?;
         self.sink.event(&RunEvent::AgentStarted {
             run_id: call.run_id.to_owned(),
             state: call.state.to_owned(),
@@ -139,143 +151,89 @@ impl Driver<'_> {
             attempt,
             bound: call.bound,
         });
-        let lifecycle = self.info.project.lifecycle(agent);
-        let config = &self.info.project.config;
-        let sys = system_prompt.as_deref();
-        let setup = agent::Setup {
-            root: &config.paths.root,
-            runtimes: &config.runtimes,
-            commands: &config.project.commands,
-        };
-        let prepared = agent::prepare(&call, &setup, &prompt, sys, &self.info.redactor);
-        let flight = InFlight {
-            seq: self.cursor.transitions() + 1,
-            state: call.state.to_owned(),
-            agent: agent.id.clone(),
-            attempt,
-            lifecycle_fsm: lifecycle.id().to_owned(),
-            argv: match &prepared {
-                Ok(p) => p.argv_redacted.clone(),
-                Err(e) => e.argv().to_vec(),
-            },
-            prompt: self.info.redactor.redact(&prompt).into_owned(),
-            started_at: crate::store::now(),
-            process: None,
-        };
-        let started = Instant::now();
-        let ran = match prepared {
-            Err(e) => Ran::failed_to_start(e.class(), e.to_string()),
-            Ok(p) => self.run(p, &call, &flight).await,
-        };
-        // The process group is gone: what it left in its TMPDIR goes.
-        if std::fs::read_dir(&call.tmp_dir).is_ok_and(|mut d| d.next().is_some()) {
-            let _ = std::fs::remove_dir_all(&call.tmp_dir);
-        }
-        let seq = flight.seq;
-        let mut verdict = ran.verdict;
-        // What the agent answered, kept even when its work is rejected.
-        let answer = verdict.output().cloned();
-        // What the step changed, judged before its event is: a change the
-        // agent may not make is a rejection, whatever it answered.
-        let mut work = match verdict {
-            Verdict::Cancelled => None,
-            _ => {
-                let facts = StepFacts {
-                    seq: u64::from(seq),
-                    state: call.state,
-                    attempt,
-                    agent,
-                    task_spec: inputs.task_spec.as_ref(),
-                };
-                Some(self.work.settle(&facts, &mut verdict)?)
-            }
-        };
-        let mut record = self
-            .info
-            .invocation_record(flight, context, &verdict, ran.out.as_ref());
-        record.error = ran.error;
-        record.process = ran.process;
-        let start = lifecycle.start_step().clone();
-        let Some(outcome) = verdict.outcome() else {
-            record.lifecycle = vec![start.clone(), lifecycle.abandoned_step(&start.2)];
-            record.status = InvocationStatus::Abandoned;
-            return Ok(Ended::Interrupted(Box::new(record)));
-        };
-        let judge = Judge {
-            work: &mut self.work,
-            machine: &self.info.workflow.machine,
-            at: self.cursor.position(),
-            seq: u64::from(seq),
-        };
-        let (event, stalled) = judge.decide(spec, call.state, &mut verdict, work.as_mut())?;
-        let outcome = verdict.outcome().unwrap_or(outcome);
-        let (steps, completed) = lifecycle.finish_steps(outcome, verdict.output());
-        record.lifecycle = std::iter::once(start).chain(steps).collect();
-        record.status = if completed {
-            InvocationStatus::Completed
-        } else {
-            InvocationStatus::Failed
-        };
-        record.outcome = Some(outcome);
-        record.duration_ms = Some(started.elapsed().as_millis() as u64);
-        record.class = verdict.failure().map(|f| f.class);
-        record.reason = verdict.failure().map(|f| f.reason.clone());
-        record.parsed_output = answer;
-        let (mut messages, mut reason) = outcome::describe(call.state, call.output, &verdict);
-        if let Some(why) = &stalled {
-            reason = format!("no progress: {why}");
-            messages.push(outcome::feedback_message(
-                call.state,
-                format!("Your last attempt made no progress: {why}."),
-            ));
-        }
-        if let Some(w) = &work {
-            reason = work_reason(reason, w);
-            for note in &w.notes {
-                self.sink.event(&RunEvent::Notice {
-                    run_id: call.run_id.to_owned(),
-                    message: note.clone(),
-                });
+        let mut retried = 0;
+        loop {
+            let seq = self.cursor.transitions() + 1;
+            let mut tried = self
+                .info
+                .attempt(
+                    &mut self.work,
+                    &self.cancel,
+                    seq,
+                    &call,
+                    &inputs,
+                    &materials,
+                )
+                .await?;
+            let Some(outcome) = tried.verdict.outcome() else {
+                let lifecycle = self.info.project.lifecycle(agent);
+                let start = lifecycle.start_step().clone();
+                tried.record.lifecycle = vec![start.clone(), lifecycle.abandoned_step(&start.2)];
+                tried.record.status = InvocationStatus::Abandoned;
+                return Ok(Ended::Interrupted(Some(Box::new(tried.record))));
+            };
+            let retry = tried.verdict.failure().and_then(|f| {
+                let wait = spec.retry_after(f.class, retried, retry::random_fraction())?;
+                Some((f.class, f.reason.clone(), wait))
+            });
+            let Some((class, reason, wait)) = retry else {
+                let sink = &mut *self.sink;
+                let turn = self.info.finish(
+                    &mut self.work,
+                    &self.cursor,
+                    sink,
+                    &call,
+                    spec,
+                    tried,
+                    retried,
+                )?;
+                return Ok(Ended::Turn(Box::new(turn)));
+            };
+            retried += 1;
+            self.info.close_record(&call, &mut tried, outcome);
+            tried.record.retry = Some(serde_json::json!({
+                "retry": retried,
+                "of": spec.max_retries(),
+                "wait_ms": wait.as_millis() as u64,
+                "class": class,
+            }));
+            self.store
+                .record_abandoned(&self.info.run.id, &tried.record)?;
+            self.sink.event(&RunEvent::Retrying {
+                run_id: call.run_id.to_owned(),
+                state: call.state.to_owned(),
+                agent: agent.id.clone(),
+                class,
+                reason,
+                retry: retried,
+                of: spec.max_retries(),
+                wait_ms: wait.as_millis() as u64,
+            });
+            if wait_or_cancel(&self.cancel, wait).await {
+                return Ok(Ended::Interrupted(None));
             }
         }
-        record.changes = work.map(|w| serde_json::to_value(w).unwrap_or(Value::Null));
-        Ok(Ended::Turn(Box::new(Turn {
-            event,
-            invocation: Some(record),
-            messages,
-            reason: crate::text::truncate(&reason, 400).into_owned(),
-            agent: Some(agent.id.clone()),
-        })))
     }
 
-    /// Spawns the agent (noting its process group in the in-flight file the
-    /// moment it exists) and judges what it did.
-    async fn run(&self, mut prepared: agent::Prepared, call: &Call<'_>, flight: &InFlight) -> Ran {
-        let path = InFlight::path(&self.info.files.dir);
-        let flight = flight.clone();
-        let seen = Arc::new(Mutex::new(None));
-        let noted = Arc::clone(&seen);
-        prepared.spec.on_spawn = Some(Arc::new(move |pid| {
-            let process = process_start_ticks(pid).map(|started| ProcessIds { pgid: pid, started });
-            *noted.lock().unwrap_or_else(|p| p.into_inner()) = process;
-            InFlight {
-                process,
-                ..flight.clone()
-            }
-            .write(&path);
-        }));
-        let retry = &self.info.project.config.runtimes.retry;
-        let result = retry::run_with_retry(prepared.spec, self.cancel.clone(), retry).await;
-        let process = *seen.lock().unwrap_or_else(|p| p.into_inner());
-        match result {
-            Ok(out) => Ran {
-                verdict: agent::judge(call, &out),
-                out: Some(out),
-                process,
-                error: None,
-            },
-            Err(e) => Ran::failed_to_start(spawn_class(&e), e.to_string()),
-        }
+    /// The context package (written where the agent reads it) and the
+    /// prompts, the same for every attempt of the turn.
+    fn materials(&self, call: &Call<'_>, inputs: &Inputs) -> Result<Materials, RunError> {
+        let ctx = ContextPackage::new(call, &self.info.project.config.project, inputs);
+        let context = self
+            .info
+            .redactor
+            .redact_json(&serde_json::to_value(&ctx).unwrap_or(Value::Null));
+        self.info.files.write_context(&context)?;
+        let prompt = self.info.prompt(call.agent, &ctx)?;
+        let system_prompt = match &call.agent.manifest.system_prompt {
+            Some(rel) => Some(self.info.render_template(rel, &ctx)?),
+            None => None,
+        };
+        Ok(Materials {
+            context,
+            prompt,
+            system_prompt,
+        })
     }
 
     /// What earlier steps left that this agent is handed.
@@ -319,6 +277,199 @@ impl Driver<'_> {
 }
 
 impl super::RunInfo<'_> {
+    /// One attempt: the process prepared and run, its answer judged, and
+    /// what it changed settled and judged — before its event is decided: a
+    /// change the agent may not make is a rejection, whatever it answered.
+    async fn attempt(
+        &self,
+        work: &mut Work,
+        cancel: &Cancel,
+        seq: u32,
+        call: &Call<'_>,
+        inputs: &Inputs,
+        m: &Materials,
+    ) -> Result<Tried, RunError> {
+        let agent = call.agent;
+        let config = &self.project.config;
+        let setup = agent::Setup {
+            root: &config.paths.root,
+            runtimes: &config.runtimes,
+            commands: &config.project.commands,
+        };
+        let sys = m.system_prompt.as_deref();
+        let prepared = agent::prepare(call, &setup, &m.prompt, sys, &self.redactor);
+        let flight = InFlight {
+            seq,
+            state: call.state.to_owned(),
+            agent: agent.id.clone(),
+            attempt: call.attempt,
+            lifecycle_fsm: self.project.lifecycle(agent).id().to_owned(),
+            argv: match &prepared {
+                Ok(p) => p.argv_redacted.clone(),
+                Err(e) => e.argv().to_vec(),
+            },
+            prompt: self.redactor.redact(&m.prompt).into_owned(),
+            started_at: crate::store::now(),
+            process: None,
+        };
+        let started = Instant::now();
+        let ran = match prepared {
+            Err(e) => Ran::failed_to_start(e.class(), e.to_string()),
+            Ok(p) => self.run(cancel, p, call, &flight).await,
+        };
+        // The process group is gone: what it left in its TMPDIR goes.
+        if std::fs::read_dir(&call.tmp_dir).is_ok_and(|mut d| d.next().is_some()) {
+            let _ = std::fs::remove_dir_all(&call.tmp_dir);
+        }
+        let seq = u64::from(flight.seq);
+        let mut verdict = ran.verdict;
+        let answer = verdict.output().cloned();
+        let work = match verdict {
+            Verdict::Cancelled => None,
+            _ => {
+                let facts = StepFacts {
+                    seq,
+                    state: call.state,
+                    attempt: call.attempt,
+                    agent,
+                    task_spec: inputs.task_spec.as_ref(),
+                };
+                Some(work.settle(&facts, &mut verdict)?)
+            }
+        };
+        let mut record =
+            self.invocation_record(flight, m.context.clone(), &verdict, ran.out.as_ref());
+        record.error = ran.error;
+        record.process = ran.process;
+        Ok(Tried {
+            verdict,
+            record,
+            work,
+            answer,
+            started,
+        })
+    }
+
+    /// Fills in how the attempt's invocation ended: its lifecycle, status,
+    /// outcome, class and what it changed.
+    fn close_record(&self, call: &Call<'_>, tried: &mut Tried, outcome: crate::fsm::Outcome) {
+        let lifecycle = self.project.lifecycle(call.agent);
+        let start = lifecycle.start_step().clone();
+        let (steps, completed) = lifecycle.finish_steps(outcome, tried.verdict.output());
+        let r = &mut tried.record;
+        r.lifecycle = std::iter::once(start).chain(steps).collect();
+        r.status = if completed {
+            InvocationStatus::Completed
+        } else {
+            InvocationStatus::Failed
+        };
+        r.outcome = Some(outcome);
+        r.duration_ms = Some(tried.started.elapsed().as_millis() as u64);
+        r.class = tried.verdict.failure().map(|f| f.class);
+        r.reason = tried.verdict.failure().map(|f| f.reason.clone());
+        r.parsed_output = tried.answer.clone();
+        r.changes = tried
+            .work
+            .as_ref()
+            .map(|w| serde_json::to_value(w).unwrap_or(Value::Null));
+    }
+
+    /// The last attempt as the step to commit: its event (caught, no
+    /// progress, or the emit rules'), messages and reason.
+    #[allow(clippy::too_many_arguments)] // the driver's parts it needs, lent apart
+    fn finish(
+        &self,
+        work: &mut Work,
+        cursor: &super::cursor::Cursor,
+        sink: &mut dyn super::EventSink,
+        call: &Call<'_>,
+        spec: &AgentState,
+        mut tried: Tried,
+        retried: u32,
+    ) -> Result<Turn, RunError> {
+        let judge = Judge {
+            work,
+            machine: &self.workflow.machine,
+            at: cursor.position(),
+            seq: u64::from(cursor.transitions() + 1),
+        };
+        let (event, stalled) =
+            judge.decide(spec, call.state, &mut tried.verdict, tried.work.as_mut())?;
+        let outcome = tried
+            .verdict
+            .outcome()
+            .ok_or_else(|| RunError::Internal("a cancelled attempt reached its step".into()))?;
+        self.close_record(call, &mut tried, outcome);
+        let (mut messages, mut reason) = outcome::describe(call.state, call.output, &tried.verdict);
+        if let Some(why) = &stalled {
+            reason = format!("no progress: {why}");
+            messages.push(outcome::feedback_message(
+                call.state,
+                format!("Your last attempt made no progress: {why}."),
+            ));
+        }
+        if retried > 0 {
+            let n = if retried == 1 {
+                "1 retry".to_owned()
+            } else {
+                format!("{retried} retries")
+            };
+            reason = format!("{reason} (after {n})");
+        }
+        if let Some(w) = &tried.work {
+            reason = work_reason(reason, w);
+            for note in &w.notes {
+                sink.event(&RunEvent::Notice {
+                    run_id: call.run_id.to_owned(),
+                    message: note.clone(),
+                });
+            }
+        }
+        Ok(Turn {
+            event,
+            invocation: Some(tried.record),
+            messages,
+            reason: crate::text::truncate(&reason, 400).into_owned(),
+            agent: Some(call.agent.id.clone()),
+        })
+    }
+
+    /// Spawns the agent (noting its process group in the in-flight file the
+    /// moment it exists) and judges what it did.
+    async fn run(
+        &self,
+        cancel: &Cancel,
+        mut prepared: agent::Prepared,
+        call: &Call<'_>,
+        flight: &InFlight,
+    ) -> Ran {
+        let path = InFlight::path(&self.files.dir);
+        let flight = flight.clone();
+        let seen = Arc::new(Mutex::new(None));
+        let noted = Arc::clone(&seen);
+        prepared.spec.on_spawn = Some(Arc::new(move |pid| {
+            let process = process_start_ticks(pid).map(|started| ProcessIds { pgid: pid, started });
+            *noted.lock().unwrap_or_else(|p| p.into_inner()) = process;
+            InFlight {
+                process,
+                ..flight.clone()
+            }
+            .write(&path);
+        }));
+        let retry = &self.project.config.runtimes.retry;
+        let result = retry::run_with_retry(prepared.spec, cancel.clone(), retry).await;
+        let process = *seen.lock().unwrap_or_else(|p| p.into_inner());
+        match result {
+            Ok(out) => Ran {
+                verdict: agent::judge(call, &out),
+                out: Some(out),
+                process,
+                error: None,
+            },
+            Err(e) => Ran::failed_to_start(spawn_class(&e), e.to_string()),
+        }
+    }
+
     fn call<'a>(
         &'a self,
         state: StateId,
@@ -401,6 +552,7 @@ impl super::RunInfo<'_> {
             reason: None,
             usage: None,
             changes: None,
+            retry: None,
         }
     }
 
@@ -441,6 +593,21 @@ pub(super) fn overwrite(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.set_len(bytes.len() as u64)
 }
 
+/// Ctrl-C and SIGTERM, as the engine hands them to a run.
+type Cancel = tokio::sync::watch::Receiver<bool>;
+
+/// Sleeps `wait`, or less if Ctrl-C or SIGTERM comes first (`true`).
+async fn wait_or_cancel(cancel: &Cancel, wait: std::time::Duration) -> bool {
+    let mut cancel = cancel.clone();
+    if *cancel.borrow() {
+        return true;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => false,
+        _ = cancel.wait_for(|stop| *stop) => true,
+    }
+}
+
 /// What decides a step's event once its work is recorded.
 struct Judge<'a> {
     work: &'a mut super::work::Work,
@@ -472,6 +639,10 @@ impl Judge<'_> {
                     RunError::Internal(format!("state {state}: no emit rule matches the outcome"))
                 })
         };
+        // A class the state catches goes where its catch rule says.
+        if let Some(event) = verdict.failure().and_then(|f| spec.caught(f.class)) {
+            return Ok((event.to_owned(), None));
+        }
         let mut event = derive(verdict)?;
         let Some(work) = work else {
             return Ok((event, None));
@@ -481,7 +652,7 @@ impl Judge<'_> {
             event = derive(verdict)?;
         }
         match self.work.progress(verdict, work) {
-            Some(why) if self.machine.fire(self.at, NO_PROGRESS).is_ok() => {
+            Some(why) if self.machine.has_transition(self.at.state(), NO_PROGRESS) => {
                 Ok((NO_PROGRESS.to_owned(), Some(why)))
             }
             _ => Ok((event, None)),

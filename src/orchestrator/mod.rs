@@ -587,8 +587,10 @@ impl Driver<'_> {
                     match self.agent_turn(id, spec, &agent).await? {
                         Ended::Turn(turn) => *turn,
                         Ended::Interrupted(invocation) => {
-                            self.store
-                                .record_abandoned(&self.info.run.id, &invocation)?;
+                            if let Some(invocation) = invocation {
+                                self.store
+                                    .record_abandoned(&self.info.run.id, &invocation)?;
+                            }
                             self.info.files.forget_in_flight();
                             return self.interrupted(
                                 "interrupted while an agent ran; resume repeats that invocation",

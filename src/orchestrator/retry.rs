@@ -50,6 +50,18 @@ pub fn delay(policy: &RetryPolicy, attempt: u32, fraction: f64) -> Duration {
     Duration::from_millis(ms.max(0.0) as u64)
 }
 
+/// A random number in [0, 1), for the jitter of the workflow's retry
+/// waits: std's per-process random hash keys, mixed with the clock.
+pub(super) fn random_fraction() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(nanos);
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
 fn jitter_fraction() -> f64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -21,10 +21,6 @@ use crate::workspace::{
     WorkspaceRecord,
 };
 
-/// The event a step that made no progress raises (where its state has a
-/// rule for it).
-pub(super) const NO_PROGRESS: &str = "no_progress";
-
 /// modix's own files inside a project: never an agent's change (in place
 /// they sit in the tracked tree).
 const MODIX_FILES: [&str; 4] = [

@@ -208,6 +208,12 @@ ALTER TABLE invocations ADD COLUMN reason TEXT;
 ALTER TABLE invocations ADD COLUMN usage TEXT CHECK (usage IS NULL OR json_valid(usage));
 "#;
 
+/// Version 4: an invocation that failed and was run again under its
+/// state's `retry` rule says so (which retry, of how many, after what wait).
+const V4: &str = r#"
+ALTER TABLE invocations ADD COLUMN retry TEXT CHECK (retry IS NULL OR json_valid(retry));
+"#;
+
 /// One step of the schema's history.
 enum Migration {
     Sql(&'static str),
@@ -226,6 +232,7 @@ const VERSIONS: &[&[Migration]] = &[
         Migration::Sql(V2_SWAP),
     ],
     &[Migration::Sql(V3)],
+    &[Migration::Sql(V4)],
 ];
 
 /// The schema version this binary writes.

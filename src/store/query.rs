@@ -79,6 +79,9 @@ pub struct InvocationRecord {
     pub usage: Option<Value>,
     /// What it did to the workspace (the record, not the agent's claim).
     pub changes: Option<Value>,
+    /// It was run again under its state's `retry` rule: which retry, of how
+    /// many, after what wait.
+    pub retry: Option<Value>,
 }
 
 /// A message produced by a step.
@@ -147,15 +150,15 @@ fn invocation_query(filter: &str) -> String {
         "SELECT i.run_id, i.n, i.state, i.agent, i.attempt, i.lifecycle_fsm, i.argv, \
          i.started_at, i.ended_at, i.status, i.outcome, i.error, i.pgid, i.exit_code, i.signal, \
          i.timed_out, i.duration_ms, i.stdout_bytes, i.stderr_bytes, i.validation_errors, \
-         i.lifecycle, i.class, i.reason, i.usage, i.changes, {} FROM invocations i{from} \
+         i.lifecycle, i.class, i.reason, i.usage, i.changes, i.retry, {} FROM invocations i{from} \
          WHERE {filter}",
         cols.join(", ")
     )
 }
 
 fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
-    // The blob pairs start after the 25 plain columns.
-    let blob = |k: usize| 25 + 2 * k;
+    // The blob pairs start after the 26 plain columns.
+    let blob = |k: usize| 26 + 2 * k;
     let opt_json = |i: usize| -> rusqlite::Result<Option<Value>> {
         match row.get::<_, Option<String>>(i)? {
             None => Ok(None),
@@ -194,6 +197,7 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
         reason: row.get(22)?,
         usage: opt_json(23)?,
         changes: opt_json(24)?,
+        retry: opt_json(25)?,
         prompt: blobs::read(row, blob(0))?,
         context: blobs::read_json(row, blob(1))?.unwrap_or(Value::Null),
         stdout: blobs::read(row, blob(2))?,

@@ -93,6 +93,9 @@ pub struct NewInvocation {
     /// What it did to the workspace: the step's commit and changed paths,
     /// or what was rejected or discarded.
     pub changes: Option<Value>,
+    /// It failed and the state's `retry` rule ran it again: which retry
+    /// followed, of how many, after what wait.
+    pub retry: Option<Value>,
 }
 
 /// The workflow transition of a step.
@@ -176,10 +179,10 @@ impl Writer<'_> {
              lifecycle, argv, prompt, context, started_at, ended_at, status, outcome, error, \
              pgid, process_started, exit_code, signal, timed_out, duration_ms, stdout, stderr, \
              stdout_bytes, stderr_bytes, parsed_output, validation_errors, class, reason, usage, \
-             changes) \
+             changes, retry) \
              VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM invocations WHERE run_id = ?1), \
              ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-             ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)";
+             ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)";
         self.tx
             .prepare_cached(stmt)
             .and_then(|mut s| {
@@ -222,6 +225,11 @@ impl Writer<'_> {
                         .map(|c| self.json(c))
                         .transpose()
                         .map_err(to_sql)?,
+                    inv.retry
+                        .as_ref()
+                        .map(|r| self.json(r))
+                        .transpose()
+                        .map_err(to_sql)?,
                 ])
             })
             .ctx(self.path, "recording an invocation")?;
@@ -253,8 +261,9 @@ impl Store {
         Ok(record)
     }
 
-    /// Record an invocation the run abandoned (Ctrl-C, or a crash found by a
-    /// resume): status abandoned, no outcome, not tied to a transition.
+    /// Record an invocation that is not tied to a transition: one the run
+    /// abandoned (Ctrl-C, or a crash found by a resume), or one that failed
+    /// and is run again under its state's `retry` rule.
     pub fn record_abandoned(
         &mut self,
         run_id: &str,

@@ -84,6 +84,7 @@ fn new_invocation() -> NewInvocation {
         reason: None,
         usage: None,
         changes: None,
+        retry: None,
     }
 }
 

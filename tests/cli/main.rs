@@ -17,6 +17,7 @@ mod readiness;
 mod real_clis;
 mod real_modix;
 mod record;
+mod recovery;
 mod scenarios;
 mod shell_fields;
 mod snapshots;

@@ -42,6 +42,28 @@ impl RealProject {
             v["agents"]["planner"]["shell"] = preset.into();
             v["agents"]["planner"]["brain"] = "real".into();
         });
+        // The shipped workflow without its retries (up to a few minutes of
+        // waits for a network failure): these tests pin how each CLI's own
+        // failure is classified and caught; retrying is tested with
+        // emulators (recovery.rs).
+        let shipped = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("fsm/plan_execute_test.toml"),
+        )
+        .unwrap();
+        let no_retries: String = shipped
+            .split("\nretry = [\n")
+            .enumerate()
+            .map(|(i, part)| match i {
+                0 => part.to_owned(),
+                _ => part
+                    .split_once("\n]\n")
+                    .map_or(part, |(_, rest)| rest)
+                    .to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(!no_retries.contains("retry ="), "{no_retries}");
+        sb.write(".modix/fsm/plan_execute_test.toml", &no_retries);
         RealProject { sb }
     }
 
@@ -149,13 +171,20 @@ fn go_fails_with(p: &RealProject, class: &str, reason: &str) -> String {
     let (r, took) = p.go(epic);
     assert!(took < LIMIT, "go took {took:?}: {}", r.stderr);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
+    // A failure no retry can fix is caught to FAILED; the others go by the
+    // emit rules (a process error: the plan is invalid, FAILED).
+    let caught = ["auth", "not_found", "bad_invocation", "budget_exceeded"].contains(&class);
+    let event = if caught {
+        format!("catch:{class}")
+    } else {
+        "task_spec_invalid".to_owned()
+    };
     assert_eq!(
         r.path()[1],
-        "PLANNING -task_spec_invalid-> FAILED",
+        format!("PLANNING -{event}-> FAILED"),
         "{}",
         r.stderr
     );
-    // Today the class is in the reason text; a `class` field is coming.
     let want = format!("agent failed ({class}): {reason}");
     let said = r.transitions[1]["reason"].as_str().unwrap();
     assert!(said.contains(&want), "{said}");
@@ -164,6 +193,10 @@ fn go_fails_with(p: &RealProject, class: &str, reason: &str) -> String {
     let history: Value = serde_json::from_slice(&out.stdout).unwrap();
     let recorded = history["transitions"][1]["reason"].as_str().unwrap();
     assert!(recorded.contains(&want), "{recorded}");
+    let n = history["transitions"][1]["invocation"].as_u64().unwrap() as u32;
+    let inv = p.sb.invocation(&run, n);
+    assert_eq!(inv["class"], class, "{inv}");
+    assert!(inv["reason"].as_str().unwrap().contains(reason), "{inv}");
     nothing_left(p, &run, epic);
     run
 }

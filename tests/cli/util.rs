@@ -252,7 +252,7 @@ impl GoResult {
                     v["state"].as_str().unwrap_or_default(),
                     v["name"].as_str().unwrap_or_default()
                 )),
-                Some("run_started" | "agent_started" | "workspace" | "notice") => {}
+                Some("run_started" | "agent_started" | "workspace" | "notice" | "retrying") => {}
                 _ => panic!("unexpected line {line}"),
             }
             events.push(v);
