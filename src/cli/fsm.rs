@@ -121,7 +121,11 @@ pub fn run(ctx: &Ctx, cmd: &FsmCommand) -> Result<Exit, Error> {
     };
     match cmd {
         FsmCommand::List { json } => Ok(list(&catalog, &diags, *json, &shown, out)),
-        FsmCommand::Show { id, json } => Ok(show(lookup(&catalog, id)?, *json, &shown, out)),
+        FsmCommand::Show { id, json } => {
+            let machine = lookup(&catalog, id)?;
+            let ceiling = project.as_ref().and_then(|p| project_ceiling(ctx, p, id));
+            Ok(show(machine, ceiling.as_ref(), *json, &shown, out))
+        }
         FsmCommand::Graph { id, format, run } => {
             graph(ctx, &catalog, id.as_deref(), *format, run.as_deref())
         }
@@ -198,7 +202,28 @@ fn kind_cells(kind: &StateKind) -> (String, String) {
     }
 }
 
-fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Output) -> Exit {
+/// The pre-flight ceiling `go` would print for workflow `id` in this
+/// project (its timeouts, retries and budget), when the project loads and
+/// can run it; `None` otherwise (`validate` says why).
+fn project_ceiling(
+    ctx: &Ctx,
+    paths: &crate::config::ProjectPaths,
+    id: &str,
+) -> Option<crate::orchestrator::Ceiling> {
+    let purpose = crate::project::Purpose::Run { workflow: Some(id) };
+    let (project, _) = crate::project::load_for(paths, &ctx.settings, &ctx.settings_diags, purpose);
+    let project = project?;
+    let workflow = project.workflow(Some(id)).ok()?;
+    Some(crate::orchestrator::ceiling(&project, &workflow))
+}
+
+fn show(
+    m: &Machine,
+    ceiling: Option<&crate::orchestrator::Ceiling>,
+    json: bool,
+    shown: &dyn Fn(&Machine) -> String,
+    out: &Output,
+) -> Exit {
     let name = |id: crate::fsm::StateId| m.state(id).name.clone();
     if json {
         let states: Vec<_> = m.states().map(|(_, s)| s).collect();
@@ -217,6 +242,7 @@ fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Outpu
             "id": m.id(), "version": m.version().to_string(), "description": m.description(),
             "source": shown(m), "initial": name(m.initial()), "content_hash": m.content_hash(),
             "states": states, "transitions": transitions, "worst_case": worst_json(m),
+            "ceiling": ceiling,
         }));
         return Exit::Ok;
     }
@@ -255,6 +281,12 @@ fn show(m: &Machine, json: bool, shown: &dyn Fn(&Machine) -> String, out: &Outpu
     }
     out.table(&tt);
     out.line(format!("worst case: {}", worst_text(m)));
+    if let Some(c) = ceiling {
+        out.line(format!(
+            "with this project's timeouts and budget (what `modix go` checks): {}",
+            c.text()
+        ));
+    }
     Exit::Ok
 }
 

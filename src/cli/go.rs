@@ -37,6 +37,14 @@ pub struct GoArgs {
     /// Start an in-place run even though the tree has uncommitted changes.
     #[arg(long)]
     pub allow_dirty: bool,
+    /// Refuse to start when the worst case the workflow's bounds allow may
+    /// cost more than USD (default: runtimes.json budget.refuse_above_usd).
+    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    pub max_cost: Option<f64>,
+    /// Start even when the worst case may cost more than --max-cost (or
+    /// budget.refuse_above_usd) allows, or cannot be bounded.
+    #[arg(long)]
+    pub force_cost: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -69,6 +77,7 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
     };
     let project = ctx.project_for("nothing was run", purpose)?;
     let workflow = project.workflow(args.workflow.as_deref())?;
+    preflight(ctx, &project, &workflow, args)?;
     ready(&engine, &project, &workflow)?;
     if engine.interrupted() {
         ctx.out.error(
@@ -124,6 +133,59 @@ fn ready(
             "`modix doctor` says more; set MODIX_SKIP_READINESS=1 to run anyway",
         )
     })
+}
+
+/// The pre-flight ceiling: the worst case a run of `workflow` can take
+/// and cost, from its bounds and the project's limits (what `modix fsm
+/// show` prints), said before the run starts; a run whose worst case may
+/// cost more than `--max-cost` (else `budget.refuse_above_usd`) is refused,
+/// with nothing recorded, unless `--force-cost`.
+fn preflight(
+    ctx: &Ctx,
+    project: &crate::project::Project,
+    workflow: &crate::project::Workflow,
+    args: &GoArgs,
+) -> Result<(), Error> {
+    let ceiling = orchestrator::ceiling(project, workflow);
+    if args.json {
+        let mut line = serde_json::json!({ "schema_version": SCHEMA_VERSION, "type": "ceiling" });
+        if let (Some(map), Ok(serde_json::Value::Object(c))) =
+            (line.as_object_mut(), serde_json::to_value(&ceiling))
+        {
+            map.extend(c);
+        }
+        ctx.out.json_line(&line);
+    } else if !ctx.out.quiet {
+        output::to_stderr(&format!("Worst case: {}\n", ceiling.text()));
+    }
+    let limit = args
+        .max_cost
+        .or(project.config.runtimes.budget.refuse_above_usd);
+    let Some(why) = limit.and_then(|l| ceiling.refusal(l)) else {
+        return Ok(());
+    };
+    if args.force_cost {
+        ctx.out
+            .warn(format!("{why}; starting anyway (--force-cost)"));
+        return Ok(());
+    }
+    Err(Error::usage(
+        format!("refusing to start: {why}; nothing was recorded"),
+        ceiling.remedy(),
+    ))
+}
+
+/// A dollar amount: a number, not negative.
+fn parse_usd(s: &str) -> Result<f64, String> {
+    let x: f64 = s
+        .trim_start_matches('$')
+        .parse()
+        .map_err(|_| format!("`{s}` is not an amount in USD (e.g. 2.50)"))?;
+    if x.is_finite() && x >= 0.0 {
+        Ok(x)
+    } else {
+        Err(format!("`{s}` is not an amount in USD (e.g. 2.50)"))
+    }
 }
 
 /// The id of the run to resume: the one named (`last~N` resolved here, as
@@ -325,6 +387,9 @@ impl Progress {
         ));
         if let Some(c) = &r.changes {
             out.line(changes_line(c));
+        }
+        if let Some(line) = r.usage.as_ref().and_then(super::history::usage_totals) {
+            out.line(line);
         }
     }
 }

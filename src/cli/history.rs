@@ -208,6 +208,7 @@ fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
         out.json(&json!({
             "schema_version": SCHEMA_VERSION,
             "run": runs::run_json(run),
+            "usage": store.run_usage(&run.id)?,
             "transitions": transitions,
             "messages": messages,
         }));
@@ -228,6 +229,9 @@ fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
         run.workflow_id, run.workflow_version
     ));
     out.para(format!("Epic: {}", run.epic));
+    if let Some(used) = usage_totals(&store.run_usage(&run.id)?) {
+        out.para(used);
+    }
     let mut t = Table::new([
         "seq",
         "at",
@@ -414,6 +418,9 @@ fn show_invocation(
             inv.reason.as_deref().unwrap_or("")
         ));
     }
+    if let Some(u) = &inv.usage {
+        out.line(format!("usage: {}", usage_of_invocation(u)));
+    }
     if let Some(r) = &inv.retry {
         out.line(format!(
             "run again: retry {} of {} after {} ({} is retried by the state's rule)",
@@ -452,6 +459,61 @@ fn show_invocation(
         ));
     }
     Ok(())
+}
+
+/// `Usage: 1200 tokens in, 300 out, $0.0123, 5 turns (3 invocations
+/// reported usage, 1 a cost)`: the run's totals as its CLIs reported them.
+pub(super) fn usage_totals(u: &crate::store::RunUsage) -> Option<String> {
+    if u.invocations == 0 {
+        return None;
+    }
+    let mut parts = vec![format!(
+        "{} tokens in, {} out",
+        u.input_tokens, u.output_tokens
+    )];
+    if let Some(c) = u.cost_usd {
+        parts.push(crate::orchestrator::usd(c));
+    }
+    if u.turns > 0 {
+        parts.push(text::plural(u.turns as usize, "turn"));
+    }
+    let priced = match u.priced {
+        p if p == u.invocations => String::new(),
+        0 => ", none a cost".to_owned(),
+        p => format!(", {p} a cost"),
+    };
+    Some(format!(
+        "Usage: {} ({} reported usage{priced})",
+        parts.join(", "),
+        text::plural(u.invocations as usize, "invocation")
+    ))
+}
+
+/// One invocation's recorded usage: `100 tokens in, 10 out, $0.01, 4
+/// turns, model m, session s`.
+fn usage_of_invocation(u: &serde_json::Value) -> String {
+    let mut parts = Vec::new();
+    let n = |k: &str| u.get(k).and_then(serde_json::Value::as_u64);
+    match (n("input_tokens"), n("output_tokens")) {
+        (None, None) => {}
+        (i, o) => parts.push(format!(
+            "{} tokens in, {} out",
+            i.map_or("?".into(), |x| x.to_string()),
+            o.map_or("?".into(), |x| x.to_string())
+        )),
+    }
+    if let Some(c) = u.get("cost_usd").and_then(serde_json::Value::as_f64) {
+        parts.push(crate::orchestrator::usd(c));
+    }
+    if let Some(t) = n("turns") {
+        parts.push(text::plural(t as usize, "turn"));
+    }
+    for (key, label) in [("model", "model"), ("session_id", "session")] {
+        if let Some(v) = u.get(key).and_then(serde_json::Value::as_str) {
+            parts.push(format!("{label} {v}"));
+        }
+    }
+    parts.join(", ")
 }
 
 /// What the step did to the workspace as recorded, beside what the agent

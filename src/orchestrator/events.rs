@@ -84,6 +84,8 @@ pub struct RunReport {
     pub reason: Option<String>,
     /// What the run changed so far, and where it is.
     pub changes: Option<ChangeSummary>,
+    /// What the run used so far, summed from its invocations' CLIs' reports.
+    pub usage: Option<crate::store::RunUsage>,
 }
 
 /// The run's changes against its base, for the last word of `go`.

@@ -154,6 +154,7 @@ impl Driver<'_> {
         let mut retried = 0;
         loop {
             let seq = self.cursor.transitions() + 1;
+            let spent = super::budget::spent(&self.store, &self.info)?;
             let mut tried = self
                 .info
                 .attempt(
@@ -163,6 +164,7 @@ impl Driver<'_> {
                     &call,
                     &inputs,
                     &materials,
+                    spent,
                 )
                 .await?;
             let Some(outcome) = tried.verdict.outcome() else {
@@ -280,6 +282,8 @@ impl super::RunInfo<'_> {
     /// One attempt: the process prepared and run, its answer judged, and
     /// what it changed settled and judged — before its event is decided: a
     /// change the agent may not make is a rejection, whatever it answered.
+    /// With `spent` (why the run's budget is spent), it is not started.
+    #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
         work: &mut Work,
@@ -288,6 +292,7 @@ impl super::RunInfo<'_> {
         call: &Call<'_>,
         inputs: &Inputs,
         m: &Materials,
+        spent: Option<String>,
     ) -> Result<Tried, RunError> {
         let agent = call.agent;
         let config = &self.project.config;
@@ -313,9 +318,10 @@ impl super::RunInfo<'_> {
             process: None,
         };
         let started = Instant::now();
-        let ran = match prepared {
-            Err(e) => Ran::failed_to_start(e.class(), e.to_string()),
-            Ok(p) => self.run(cancel, p, call, &flight).await,
+        let ran = match (spent, prepared) {
+            (Some(why), _) => Ran::failed_to_start(FailureClass::BudgetExceeded, why),
+            (None, Err(e)) => Ran::failed_to_start(e.class(), e.to_string()),
+            (None, Ok(p)) => self.run(cancel, p, call, &flight).await,
         };
         // The process group is gone: what it left in its TMPDIR goes.
         if std::fs::read_dir(&call.tmp_dir).is_ok_and(|mut d| d.next().is_some()) {
@@ -368,6 +374,7 @@ impl super::RunInfo<'_> {
         r.class = tried.verdict.failure().map(|f| f.class);
         r.reason = tried.verdict.failure().map(|f| f.reason.clone());
         r.parsed_output = tried.answer.clone();
+        r.usage = super::budget::usage(call, &r.stdout);
         r.changes = tried
             .work
             .as_ref()
@@ -456,12 +463,13 @@ impl super::RunInfo<'_> {
             }
             .write(&path);
         }));
+        let deadline = super::budget::Deadline::apply(self, &mut prepared.spec);
         let retry = &self.project.config.runtimes.retry;
         let result = retry::run_with_retry(prepared.spec, cancel.clone(), retry).await;
         let process = *seen.lock().unwrap_or_else(|p| p.into_inner());
         match result {
             Ok(out) => Ran {
-                verdict: agent::judge(call, &out),
+                verdict: deadline.judge(agent::judge(call, &out)),
                 out: Some(out),
                 process,
                 error: None,

@@ -18,6 +18,7 @@
 //! whoever watches.
 
 mod agent;
+mod budget;
 mod classify;
 mod context;
 mod cursor;
@@ -32,6 +33,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use budget::{Ceiling, ceiling, usd};
 pub use context::TemplateError;
 pub use events::{ChangeSummary, EventSink, RunEvent, RunReport, SCHEMA_VERSION, Silent};
 pub use work::{StepWork, line_counts};
@@ -689,6 +691,7 @@ impl Driver<'_> {
             duration_ms: self.started.elapsed().as_millis() as u64,
             reason,
             changes: self.change_summary(),
+            usage: budget::reported(&self.store, &self.info.run.id),
         }
     }
 

@@ -12,6 +12,7 @@ mod capture;
 mod extract;
 mod process;
 mod redact;
+mod usage;
 mod version;
 
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ pub use process::{
     process_start_ticks, run_process,
 };
 pub use redact::Redactor;
+pub use usage::parse_usage;
 pub use version::probe_version;
 
 /// A program as an agent or shell names it: looked up on PATH, or — when it

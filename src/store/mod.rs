@@ -19,6 +19,7 @@ mod migrations;
 mod query;
 mod record;
 mod runs;
+mod usage;
 
 #[cfg(test)]
 mod tests;
@@ -35,6 +36,7 @@ pub use migrations::SCHEMA_VERSION;
 pub use query::TransitionRecord;
 pub use record::{InvocationStatus, NewInvocation, NewMessage, NewTransition, ProcessIds, Step};
 pub use runs::{NewRun, Run};
+pub use usage::RunUsage;
 
 /// File name of the database inside `.modix/`.
 pub const DB_FILE: &str = "modix.db";

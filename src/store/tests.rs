@@ -13,7 +13,7 @@ fn db(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join(DB_FILE)
 }
 
-fn new_run() -> NewRun {
+pub(super) fn new_run() -> NewRun {
     NewRun {
         epic: "add login".into(),
         workflow_id: "default".into(),
@@ -39,7 +39,7 @@ fn transition(from: &str, event: &str, to: &str) -> NewTransition {
     }
 }
 
-fn step(from: &str, event: &str, to: &str) -> Step {
+pub(super) fn step(from: &str, event: &str, to: &str) -> Step {
     Step {
         transition: transition(from, event, to),
         invocation: None,
@@ -49,7 +49,7 @@ fn step(from: &str, event: &str, to: &str) -> Step {
     }
 }
 
-fn new_invocation() -> NewInvocation {
+pub(super) fn new_invocation() -> NewInvocation {
     NewInvocation {
         state: "plan".into(),
         agent: "claude".into(),

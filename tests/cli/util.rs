@@ -252,7 +252,10 @@ impl GoResult {
                     v["state"].as_str().unwrap_or_default(),
                     v["name"].as_str().unwrap_or_default()
                 )),
-                Some("run_started" | "agent_started" | "workspace" | "notice" | "retrying") => {}
+                Some(
+                    "ceiling" | "run_started" | "agent_started" | "workspace" | "notice"
+                    | "retrying",
+                ) => {}
                 _ => panic!("unexpected line {line}"),
             }
             events.push(v);
