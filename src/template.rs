@@ -151,6 +151,7 @@ const CONTEXT: &[(&str, Shape)] = &[
     ("workdir", Shape::Scalar),
     ("output_schema", Shape::Scalar),
     ("output_schema_path", Shape::Scalar),
+    ("output_shape", Shape::Scalar),
     ("project", Shape::Fields(PROJECT)),
     ("brain", Shape::Fields(BRAIN)),
     ("task_spec", Shape::Free),

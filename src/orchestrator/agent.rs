@@ -546,7 +546,25 @@ fn validated(schemas: &crate::schema::Schemas, output_schema: &str, mut value: V
             .collect(),
         Err(e) => vec![e.to_string()],
     };
+    // The way every prompt states to give up (`{"error": "why"}`), when the
+    // schema has no way of its own: the agent's failure, not a bad answer.
+    if let Some(why) = reported_failure(&value) {
+        let why = crate::text::truncate(why, 400);
+        return Verdict::Failed(Failure::new(
+            FailureClass::AgentError,
+            format!("the agent reported failure: {why}"),
+        ));
+    }
     Verdict::Failed(Failure::invalid(errors))
+}
+
+/// The reason of an answer that is exactly `{"error": "<why>"}`.
+fn reported_failure(value: &Value) -> Option<&str> {
+    let o = value.as_object().filter(|o| o.len() == 1)?;
+    o.get("error")?
+        .as_str()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
 }
 
 /// True when the last JSON line's `ptr` is `true` (e.g. Claude's `is_error`).

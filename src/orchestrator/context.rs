@@ -11,6 +11,8 @@ use serde_json::Value;
 use super::invoke::{Call, Inputs};
 use crate::config::{Brain, ContextMode, Project};
 
+mod shape;
+
 /// Everything an agent is told about the run it takes part in.
 #[derive(Debug, Serialize)]
 pub(super) struct ContextPackage<'a> {
@@ -27,6 +29,10 @@ pub(super) struct ContextPackage<'a> {
     pub workdir: &'a Path,
     pub output_schema: &'a str,
     pub output_schema_path: &'a Path,
+    /// The exact JSON the agent must end with, as prompt text: an annotated
+    /// example made from the output schema, what may be left out, and how
+    /// to report failure (`{{ output_shape }}` in a template).
+    pub output_shape: String,
     pub project: ProjectContext<'a>,
     /// For shell agents: the brain's name, provider, model, endpoint and
     /// `params` (temperature, max_tokens, …), for CLIs or wrappers that use them.
@@ -77,6 +83,7 @@ impl<'a> ContextPackage<'a> {
             workdir: call.workdir,
             output_schema: call.output,
             output_schema_path: &call.schema_path,
+            output_shape: shape::output_shape(call.schemas, call.output),
             project: ProjectContext {
                 name: &project.name,
                 description: project.description.as_deref(),
@@ -129,18 +136,26 @@ pub(super) fn render_prompt(
     })
 }
 
-/// The prompt when an agent has no template: the package itself, with the contract.
+/// The prompt when an agent has no template: the package itself, with the
+/// contract — the exact JSON to end with, and how to report failure.
 pub(super) fn default_prompt(ctx: &ContextPackage) -> String {
+    let mut package = serde_json::to_value(ctx).unwrap_or_default();
+    // Said below as text, not as an escaped JSON string.
+    if let Some(p) = package.as_object_mut() {
+        p.remove("output_shape");
+    }
     format!(
         "You are the {role} in a modix run (state {state}, attempt {attempt}).\n\
          Epic:\n{epic}\n\nContext package (JSON):\n{json}\n\n\
-         Answer with one JSON object satisfying the JSON Schema in {schema}.\n",
+         End your answer with ONE JSON object of exactly this shape (alone, or in a \
+         ```json block); its JSON Schema is {schema}:\n{shape}",
         role = ctx.role,
         state = ctx.state,
         attempt = ctx.attempt,
         epic = ctx.epic,
-        json = serde_json::to_string_pretty(ctx).unwrap_or_default(),
+        json = serde_json::to_string_pretty(&package).unwrap_or_default(),
         schema = ctx.output_schema_path.display(),
+        shape = ctx.output_shape,
     )
 }
 
@@ -164,6 +179,7 @@ mod tests {
             workdir: Path::new("/w"),
             output_schema: "execution_result",
             output_schema_path: Path::new("/s.json"),
+            output_shape: "{}".into(),
             project: ProjectContext {
                 name: "p",
                 description: None,
@@ -218,6 +234,7 @@ mod tests {
             workdir: Path::new("/w"),
             output_schema: "any",
             output_schema_path: Path::new("/s.json"),
+            output_shape: "{}".into(),
             project: ProjectContext {
                 name: "p",
                 description: Some("d"),
