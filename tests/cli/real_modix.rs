@@ -429,27 +429,28 @@ fn real_claude_through_modix_to_done() {
             .all(|q| q.headers["x-api-key"] == FAKE_ANTHROPIC_KEY)
     );
 
-    // What it used is on record: Claude Code's own totals in its result line
-    // (the executor: 3 requests of the mock's 100 in / 10 out; Claude Code
-    // counts the StructuredOutput answer as a turn of its own).
+    // What it used is on record, parsed from Claude Code's own totals in its
+    // result line (the executor: 3 requests of the mock's 100 in / 10 out;
+    // Claude Code counts the StructuredOutput answer as a turn of its own).
     let executor = p.sb.invocation(&run, 2);
     assert_eq!(executor["agent"], "executor");
-    let last = executor["stdout"]
-        .as_str()
-        .unwrap()
-        .lines()
-        .rev()
-        .find(|l| l.contains("\"type\":\"result\""))
-        .unwrap();
-    let last: Value = serde_json::from_str(last).unwrap();
-    assert_eq!(last["num_turns"], 4);
-    assert_eq!(last["usage"]["output_tokens"], 3 * OUTPUT_TOKENS);
-    assert_eq!(last["usage"]["input_tokens"], 3 * INPUT_TOKENS);
+    let usage = &executor["usage"];
+    assert_eq!(usage["turns"], 4, "{usage}");
+    assert_eq!(usage["output_tokens"], 3 * OUTPUT_TOKENS);
+    assert_eq!(usage["input_tokens"], 3 * INPUT_TOKENS);
     assert!(
-        last["total_cost_usd"].as_f64().is_some_and(|c| c > 0.0),
-        "{last}"
+        usage["cost_usd"].as_f64().is_some_and(|c| c > 0.0),
+        "{usage}"
     );
+    assert!(usage["session_id"].is_string(), "{usage}");
     assert_eq!(executor["parsed_output"], result);
+    // The run's total: the planner's one request and the executor's three,
+    // as history and go's summary say it.
+    let total = &history["usage"];
+    assert_eq!(total["input_tokens"], 4 * INPUT_TOKENS, "{total}");
+    assert_eq!(total["output_tokens"], 4 * OUTPUT_TOKENS, "{total}");
+    assert_eq!(total["invocations"], 2, "{total}");
+    assert_eq!(r.summary["usage"], *total);
     nothing_left(&p, &run, "Fix mean() in calc.py");
 }
 
