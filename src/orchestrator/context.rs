@@ -32,7 +32,8 @@ pub(super) struct ContextPackage<'a> {
     /// The exact JSON the agent must end with, as prompt text: an annotated
     /// example made from the output schema, what may be left out, and how
     /// to report failure (`{{ output_shape }}` in a template).
-    pub output_shape: String,
+    #[serde(serialize_with = "as_text")]
+    pub output_shape: std::sync::Arc<str>,
     pub project: ProjectContext<'a>,
     /// For shell agents: the brain's name, provider, model, endpoint and
     /// `params` (temperature, max_tokens, …), for CLIs or wrappers that use them.
@@ -48,6 +49,10 @@ pub(super) struct ContextPackage<'a> {
     /// (`seq`, `kind`, `state`, `payload`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history: Option<&'a [Value]>,
+}
+
+fn as_text<S: serde::Serializer>(text: &std::sync::Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(text)
 }
 
 #[derive(Debug, Serialize)]

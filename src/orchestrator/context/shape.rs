@@ -5,6 +5,9 @@
 //! is an answer the schema accepts (tested for every shipped schema). Below
 //! it: what may be left out, and how to say the task failed.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use serde_json::{Map, Value};
 
 use crate::schema::Schemas;
@@ -13,8 +16,23 @@ use crate::schema::Schemas;
 const MAX_DEPTH: usize = 8;
 
 /// The statement of output schema `id`'s shape, for the prompt: a ```jsonc
-/// block, then the rules around it.
-pub fn output_shape(schemas: &Schemas, id: &str) -> String {
+/// block, then the rules around it. Made once per schema text in a process
+/// (every invocation of a state states the same shape).
+pub fn output_shape(schemas: &Schemas, id: &str) -> Arc<str> {
+    static MADE: OnceLock<Mutex<HashMap<String, Arc<str>>>> = OnceLock::new();
+    let text = schemas.text(id).unwrap_or("{}");
+    let made = MADE.get_or_init(Default::default);
+    if let Some(shape) = made.lock().unwrap_or_else(|p| p.into_inner()).get(text) {
+        return Arc::clone(shape);
+    }
+    let shape: Arc<str> = make(schemas, id).into();
+    made.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(text.to_owned(), Arc::clone(&shape));
+    shape
+}
+
+fn make(schemas: &Schemas, id: &str) -> String {
     let Some(schema) = schemas.value(id) else {
         return format!("Any JSON object.\n{GIVE_UP}");
     };
@@ -519,7 +537,7 @@ mod tests {
 Leave out the // comments. A field marked optional may be left out or be null.
 If you cannot do the task, answer {"error": "<why, in one line>"} instead.
 "#;
-        assert_eq!(shape, expected);
+        assert_eq!(&*shape, expected);
     }
 
     #[test]
