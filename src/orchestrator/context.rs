@@ -31,8 +31,10 @@ pub(super) struct ContextPackage<'a> {
     pub output_schema_path: &'a Path,
     /// The exact JSON the agent must end with, as prompt text: an annotated
     /// example made from the output schema, what may be left out, and how
-    /// to report failure (`{{ output_shape }}` in a template).
-    #[serde(serialize_with = "as_text")]
+    /// to report failure. Templates see it (`{{ output_shape }}`); the
+    /// package as written and recorded leaves it out (it follows from
+    /// `output_schema`, and every step would record it again).
+    #[serde(skip)]
     pub output_shape: std::sync::Arc<str>,
     pub project: ProjectContext<'a>,
     /// For shell agents: the brain's name, provider, model, endpoint and
@@ -49,10 +51,6 @@ pub(super) struct ContextPackage<'a> {
     /// (`seq`, `kind`, `state`, `payload`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub history: Option<&'a [Value]>,
-}
-
-fn as_text<S: serde::Serializer>(text: &std::sync::Arc<str>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(text)
 }
 
 #[derive(Debug, Serialize)]
@@ -132,7 +130,17 @@ pub(super) fn render_prompt(
     template: &str,
     ctx: &ContextPackage,
 ) -> Result<String, TemplateError> {
-    crate::template::render(template_name, template, ctx).map_err(|e| TemplateError {
+    #[derive(Serialize)]
+    struct Seen<'a> {
+        #[serde(flatten)]
+        ctx: &'a ContextPackage<'a>,
+        output_shape: &'a str,
+    }
+    let seen = Seen {
+        ctx,
+        output_shape: &ctx.output_shape,
+    };
+    crate::template::render(template_name, template, &seen).map_err(|e| TemplateError {
         template: template_name.to_owned(),
         message: match e.line() {
             Some(line) => format!("line {line}: {e}"),
@@ -144,11 +152,6 @@ pub(super) fn render_prompt(
 /// The prompt when an agent has no template: the package itself, with the
 /// contract — the exact JSON to end with, and how to report failure.
 pub(super) fn default_prompt(ctx: &ContextPackage) -> String {
-    let mut package = serde_json::to_value(ctx).unwrap_or_default();
-    // Said below as text, not as an escaped JSON string.
-    if let Some(p) = package.as_object_mut() {
-        p.remove("output_shape");
-    }
     format!(
         "You are the {role} in a modix run (state {state}, attempt {attempt}).\n\
          Epic:\n{epic}\n\nContext package (JSON):\n{json}\n\n\
@@ -158,7 +161,7 @@ pub(super) fn default_prompt(ctx: &ContextPackage) -> String {
         state = ctx.state,
         attempt = ctx.attempt,
         epic = ctx.epic,
-        json = serde_json::to_string_pretty(&package).unwrap_or_default(),
+        json = serde_json::to_string_pretty(ctx).unwrap_or_default(),
         schema = ctx.output_schema_path.display(),
         shape = ctx.output_shape,
     )
@@ -184,7 +187,7 @@ mod tests {
             workdir: Path::new("/w"),
             output_schema: "execution_result",
             output_schema_path: Path::new("/s.json"),
-            output_shape: "{}".into(),
+            output_shape: "{\"shape\": 1}".into(),
             project: ProjectContext {
                 name: "p",
                 description: None,
@@ -205,14 +208,18 @@ mod tests {
     #[test]
     fn renders_fields_and_json() {
         let out = render(
-            "{{ epic }} {{ attempt }}/{{ bound }} {{ task_spec | tojson }} {% if feedback %}{{ feedback }}{% endif %}{{ missing.deep }}",
+            "{{ epic }} {{ attempt }}/{{ bound }} {{ task_spec | tojson }} {% if feedback %}{{ feedback }}{% endif %}{{ missing.deep }} {{ output_shape }}",
         )
         .unwrap();
-        assert_eq!(out, "Fix $(rm -rf x) 2/4 {\"title\": \"t\"} 2 tests failed");
+        assert_eq!(
+            out,
+            "Fix $(rm -rf x) 2/4 {\"title\": \"t\"} 2 tests failed {\"shape\": 1}"
+        );
     }
 
     /// The names `modix validate` lets a template use are exactly the
-    /// package's fields (every optional one filled in here).
+    /// package's fields (every optional one filled in here) and the shape
+    /// its answer must take, which templates see beside them.
     #[test]
     fn template_check_knows_every_field_of_the_package() {
         let commands = Commands::default();
@@ -262,6 +269,7 @@ mod tests {
         }
         let mut fields = Vec::new();
         walk("", &serde_json::to_value(&ctx).unwrap(), &mut fields);
+        fields.push("output_shape".into());
         fields.sort();
         assert_eq!(fields, crate::template::context_fields());
     }
