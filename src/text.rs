@@ -23,6 +23,24 @@ pub fn one_line(s: &str, max: usize) -> String {
 }
 
 /// `1 task`, `2 tasks`.
+/// `s` safe to print to a terminal: control characters (escape sequences,
+/// carriage returns, backspaces, …) shown as `\u{…}` instead of acted on;
+/// newlines and tabs kept.
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(
+        s.chars()
+            .map(|c| match c {
+                '\n' | '\t' => c.to_string(),
+                c if c.is_control() => c.escape_unicode().to_string(),
+                c => c.to_string(),
+            })
+            .collect(),
+    )
+}
+
 pub fn plural(n: usize, word: &str) -> String {
     if n == 1 {
         format!("1 {word}")

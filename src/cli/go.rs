@@ -53,6 +53,14 @@ pub struct ResumeArgs {
     /// record what was there as discarded.
     #[arg(long)]
     pub reset: bool,
+    /// Redrive a failed run from this state (default: the state whose
+    /// failure ended it); its loop bounds start afresh.
+    #[arg(long, value_name = "STATE")]
+    pub from: Option<String>,
+    /// A note for the agents of a redriven run (it reaches their context and
+    /// prompt as a person's word).
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
 }
 
 pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
@@ -89,24 +97,61 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
 }
 
 pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
+    // Before anything else, so a Ctrl-C during start-up is never lost.
     let engine = Engine::new()?;
     // The run's own workflow is checked when it is looked up; other broken
     // files need not stop it.
     let project = ctx.project_for("nothing was run", Purpose::Run { workflow: None })?;
     let run_id = resumable(&project, args.run.as_deref())?;
-    // The run's own workflow, when it is still defined (else resume says why).
-    let workflow_id = Store::open_read_only(&project.config.paths.db())?
+    let failed = Store::open_read_only(&project.config.paths.db())?
         .run(&run_id)?
-        .workflow_id;
-    if let Ok(workflow) = project.workflow(Some(&workflow_id)) {
-        ready(&engine, &project, &workflow)?;
-    }
+        .status
+        == RunStatus::Failed;
+    let redrive = match (failed, &args.from, &args.note) {
+        (true, from, note) => Some(orchestrator::Redrive {
+            from: from.clone(),
+            note: note.clone(),
+            by: super::control::who(),
+        }),
+        (false, None, None) => None,
+        (false, _, _) => {
+            return Err(Error::usage(
+                format!("run {run_id} has not failed: --from and --note redrive a failed run"),
+                "`modix resume <run>` alone continues an interrupted or stopped run",
+            ));
+        }
+    };
     let opts = RunOptions {
         reset: args.reset,
-        ..options(ctx, args.json)
+        redrive,
+        ..RunOptions::default()
     };
-    let mut sink = Progress::new(ctx.out, args.json, opts.stream);
-    let report = orchestrator::resume(&engine, &project, &run_id, &opts, &mut sink);
+    continue_run(ctx, &engine, &project, &run_id, opts, args.json)
+}
+
+/// Drives run `run_id` on from where its record ends (a resume, a redrive,
+/// a gate's answer), with the live view `go` has, once its agents are ready.
+pub(super) fn continue_run(
+    ctx: &Ctx,
+    engine: &Engine,
+    project: &crate::project::Project,
+    run_id: &str,
+    opts: RunOptions,
+    json: bool,
+) -> Result<Exit, Error> {
+    // The run's own workflow, when it is still defined (else resume says why).
+    let workflow_id = Store::open_read_only(&project.config.paths.db())?
+        .run(run_id)?
+        .workflow_id;
+    if let Ok(workflow) = project.workflow(Some(&workflow_id)) {
+        ready(engine, project, &workflow)?;
+    }
+    let opts = RunOptions {
+        stream: options(ctx, json).stream,
+        ..opts
+    };
+    let mut sink = Progress::new(ctx.out, json, opts.stream);
+    let report = orchestrator::resume(engine, project, run_id, &opts, &mut sink);
     finish(report, &mut sink)
 }
 
@@ -149,11 +194,23 @@ fn resumable(project: &crate::project::Project, reference: Option<&str>) -> Resu
     if let Some(reference) = reference {
         return Ok(runs::resolve(&store, reference)?.id);
     }
-    let candidates =
-        store.runs_matching(&[RunStatus::Interrupted, RunStatus::Running], None, None)?;
+    let candidates = store.runs_matching(
+        &[
+            RunStatus::Interrupted,
+            RunStatus::Stopped,
+            RunStatus::Running,
+        ],
+        None,
+        None,
+    )?;
     candidates
         .into_iter()
-        .find(|r| runs::status(&r.run).status == RunStatus::Interrupted)
+        .find(|r| {
+            matches!(
+                runs::status(&r.run).status,
+                RunStatus::Interrupted | RunStatus::Stopped
+            )
+        })
         .map(|r| r.run.id)
         .ok_or_else(nothing)
 }
@@ -172,7 +229,8 @@ fn finish(
     sink.finish_bar();
     Ok(match report?.status {
         RunStatus::Succeeded => Exit::Ok,
-        RunStatus::Interrupted | RunStatus::Running => Exit::Interrupted,
+        RunStatus::Interrupted | RunStatus::Running | RunStatus::Stopped => Exit::Interrupted,
+        RunStatus::Waiting => Exit::Waiting,
         RunStatus::Failed => Exit::Failed,
     })
 }
@@ -312,9 +370,23 @@ impl Progress {
                 r.run_id
             ),
             RunStatus::Failed => format!(
-                "Run {} {}: ended in {state} (a human steps in)",
+                "Run {} {}: ended in {state} (a human steps in: `modix resume {} --from STATE --note TEXT` redrives it)",
                 r.run_id,
-                out.paint("failed", tone)
+                out.paint("failed", tone),
+                r.run_id
+            ),
+            RunStatus::Stopped => format!(
+                "Run {} {} in {state}: `modix resume {}` continues it",
+                r.run_id,
+                out.paint("stopped", Tone::Warn),
+                r.run_id
+            ),
+            RunStatus::Waiting => format!(
+                "Run {} {} at {state}: {} — answer with `modix approve {id}` or `modix reject {id} --note TEXT` (`modix status {id}` shows the latest outputs)",
+                r.run_id,
+                out.paint("is waiting for you", Tone::Warn),
+                r.reason.as_deref().unwrap_or("a human decides"),
+                id = r.run_id
             ),
         };
         out.line(format!(

@@ -43,11 +43,18 @@ pub struct HistoryArgs {
 
 fn status_parser() -> impl clap::builder::TypedValueParser<Value = RunStatus> {
     use clap::builder::TypedValueParser as _;
-    clap::builder::PossibleValuesParser::new(["running", "interrupted", "succeeded", "failed"])
-        .try_map(|s| {
-            s.parse::<RunStatus>()
-                .map_err(|_| format!("unknown status `{s}`"))
-        })
+    clap::builder::PossibleValuesParser::new([
+        "running",
+        "waiting",
+        "interrupted",
+        "stopped",
+        "succeeded",
+        "failed",
+    ])
+    .try_map(|s| {
+        s.parse::<RunStatus>()
+            .map_err(|_| format!("unknown status `{s}`"))
+    })
 }
 
 pub fn run(ctx: &Ctx, args: &HistoryArgs) -> Result<Exit, Error> {
@@ -185,7 +192,8 @@ fn headline(run: &Run, out: &Output) -> String {
     let mut s = match status.status {
         RunStatus::Succeeded => format!("{word}: reached {state} in {took}"),
         RunStatus::Failed => format!("{word}: ended in {state} after {took}"),
-        RunStatus::Interrupted => format!("{word} in {state} after {took}"),
+        RunStatus::Interrupted | RunStatus::Stopped => format!("{word} in {state} after {took}"),
+        RunStatus::Waiting => format!("{word} at {state} after {took}"),
         RunStatus::Running => format!(
             "{word} in {state} for {took}{}",
             run.owner_pid
@@ -193,8 +201,10 @@ fn headline(run: &Run, out: &Output) -> String {
                 .unwrap_or_default()
         ),
     };
-    if status.status == RunStatus::Interrupted
-        && let Some(why) = why
+    if matches!(
+        status.status,
+        RunStatus::Interrupted | RunStatus::Stopped | RunStatus::Waiting
+    ) && let Some(why) = why
     {
         s.push_str(&format!(": {why}"));
     }

@@ -3,6 +3,7 @@
 //! [`Error`]; errors are rendered here, in one place ([`Output::report`]),
 //! as text or — for commands given `--json` — as a JSON object.
 
+mod control;
 mod doctor;
 mod fsm;
 mod go;
@@ -11,6 +12,7 @@ mod init;
 mod meta;
 mod output;
 mod runs;
+mod status_view;
 mod validate;
 mod work;
 
@@ -127,6 +129,42 @@ pub enum Command {
         ("modix resume last~1", "the run before the newest"),
     ]))]
     Resume(go::ResumeArgs),
+    /// What a run is doing now (or every live run): state, agent, gate, last steps.
+    #[command(after_help = examples(&[
+        ("modix status", "every run that is running or waiting for you"),
+        ("modix status last --watch", "follow the newest run until it ends"),
+        ("modix status 9qahxcaw --json", "one run, for tools"),
+    ]))]
+    Status(control::StatusArgs),
+    /// Approve the gate a run waits at (its first event), and continue the run.
+    #[command(after_help = examples(&[
+        ("modix approve last", "go on with the plan"),
+        ("modix approve 9qahxcaw --note \"keep the old API too\"", "with a word for the next agents"),
+        ("modix approve last --later", "record the answer; `modix resume` goes on"),
+    ]))]
+    Approve(control::ApproveArgs),
+    /// Reject the gate a run waits at (its second event), with a note saying why.
+    #[command(after_help = examples(&[
+        ("modix reject last --note \"split the migration out\"", "send it back with the reason"),
+    ]))]
+    Reject(control::RejectArgs),
+    /// Answer a gate with any of its events.
+    #[command(after_help = examples(&[
+        ("modix answer last needs_design --note \"talk to the team first\"", "a gate with more than two ways on"),
+    ]))]
+    Answer(control::AnswerArgs),
+    /// Stop a running run at its next step boundary (or now); it stays resumable.
+    #[command(after_help = examples(&[
+        ("modix stop last", "after the current step"),
+        ("modix stop last --now", "stop the running agent too"),
+    ]))]
+    Stop(control::StopArgs),
+    /// Queue messages for a run's next agent, or list them.
+    #[command(subcommand, after_help = examples(&[
+        ("modix pending add last \"also handle an empty list\"", "for the next judge, planner or executor"),
+        ("modix pending list last", "queued and delivered"),
+    ]))]
+    Pending(control::PendingCommand),
     /// Show recorded runs, or one run's steps.
     #[command(after_help = examples(&[
         ("modix history", "runs, newest first"),
@@ -182,7 +220,12 @@ impl Command {
             Command::Go(a) => a.json,
             Command::Resume(a) => a.json,
             Command::History(a) => a.json,
-            Command::Diff(_) => false,
+            Command::Diff(_) | Command::Stop(_) => false,
+            Command::Status(a) => a.json,
+            Command::Approve(a) => a.json,
+            Command::Reject(a) => a.json,
+            Command::Answer(a) => a.json,
+            Command::Pending(c) => c.json(),
             Command::Apply(a) => a.json,
             Command::Prune(a) => a.json,
         }
@@ -231,6 +274,12 @@ pub fn main() -> ExitCode {
         Command::Go(args) => go::run(&ctx, args),
         Command::Resume(args) => go::resume(&ctx, args),
         Command::History(args) => history::run(&ctx, args),
+        Command::Status(args) => control::status(&ctx, args),
+        Command::Approve(args) => control::approve(&ctx, args),
+        Command::Reject(args) => control::reject(&ctx, args),
+        Command::Answer(args) => control::answer(&ctx, args),
+        Command::Stop(args) => control::stop(&ctx, args),
+        Command::Pending(cmd) => control::pending(&ctx, cmd),
         Command::Diff(args) => work::diff(&ctx, args),
         Command::Apply(args) => work::apply(&ctx, args),
         Command::Prune(args) => work::prune(&ctx, args),

@@ -79,7 +79,7 @@ pub fn status_tone(status: RunStatus) -> Tone {
     match status {
         RunStatus::Succeeded => Tone::Good,
         RunStatus::Failed => Tone::Bad,
-        RunStatus::Interrupted => Tone::Warn,
+        RunStatus::Interrupted | RunStatus::Stopped | RunStatus::Waiting => Tone::Warn,
         RunStatus::Running => Tone::Plain,
     }
 }

@@ -20,9 +20,11 @@
 mod agent;
 mod classify;
 mod context;
+mod control;
 mod cursor;
 mod events;
 mod inflight;
+mod inputs;
 mod invoke;
 mod outcome;
 mod retry;
@@ -178,6 +180,32 @@ impl Engine {
     }
 }
 
+/// The agent a run has running now, as its in-flight note says (the
+/// caller checks the note is current: its `seq` is the run's next step).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AgentNow {
+    pub seq: u32,
+    pub state: String,
+    pub agent: String,
+    pub attempt: u32,
+    pub started_at: String,
+    /// The agent's process group.
+    pub pgid: Option<u32>,
+}
+
+/// See [`AgentNow`].
+pub fn agent_now(paths: &crate::config::ProjectPaths, run_id: &str) -> Option<AgentNow> {
+    let f = inflight::InFlight::read(&inflight::InFlight::path(&paths.run_dir(run_id)))?;
+    Some(AgentNow {
+        seq: f.seq,
+        state: f.state,
+        agent: f.agent,
+        attempt: f.attempt,
+        started_at: f.started_at,
+        pgid: f.process.map(|p| p.pgid),
+    })
+}
+
 /// How to run.
 #[derive(Default, Clone)]
 pub struct RunOptions {
@@ -191,6 +219,30 @@ pub struct RunOptions {
     pub allow_dirty: bool,
     /// Resume: put a moved run branch back at the last recorded step.
     pub reset: bool,
+    /// A person's answer to the gate the run waits at.
+    pub answer: Option<Answer>,
+    /// Continue a run that ended in a failure terminal (`resume --from`).
+    pub redrive: Option<Redrive>,
+    /// Record the gate's answer, then stop (`approve --later`).
+    pub stop_after_answer: bool,
+}
+
+/// A person's answer to a human gate: the event it raises, their note, who.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    pub event: String,
+    pub note: Option<String>,
+    /// `user@host`.
+    pub by: String,
+}
+
+/// Taking a failed run back to a state it visited.
+#[derive(Clone, Debug)]
+pub struct Redrive {
+    /// The state to continue from (default: the one whose failure ended it).
+    pub from: Option<String>,
+    pub note: Option<String>,
+    pub by: String,
 }
 
 /// Starts a new run of `epic` on `workflow` and drives it to a terminal
@@ -258,15 +310,7 @@ pub fn resume(
     let run = store.run(run_ref)?;
     let not_resumable =
         |message: String, help: &'static str| RunError::NotResumable { message, help };
-    if run.status.is_terminal() {
-        return Err(not_resumable(
-            format!(
-                "run {} already ended ({} in {}); nothing to resume",
-                run.id, run.status, run.current_state
-            ),
-            "start a new run with `modix go \"<epic>\"`; `modix history <run>` shows how this one ended",
-        ));
-    }
+    check_resumable(&run, opts)?;
     let workflow = match project.workflow(Some(&run.workflow_id)) {
         Ok(w) => w,
         Err(crate::error::Error::Config { diagnostics, .. }) => {
@@ -298,6 +342,14 @@ pub fn resume(
         ));
     }
     store.claim_run(&run.id, std::process::id())?;
+    // Stops asked of the run before this resume are done with.
+    let old: Vec<i64> = store
+        .open_controls(&run.id)?
+        .into_iter()
+        .filter(|c| c.kind != crate::store::ControlKind::Pending)
+        .map(|c| c.id)
+        .collect();
+    store.take_controls(&old)?;
     let opened = recover(&mut store, project, &run, opts);
     let opened = match opened {
         Ok(o) => o,
@@ -308,6 +360,44 @@ pub fn resume(
     };
     store.set_status(&run.id, RunStatus::Running, Some("resumed"))?;
     drive(engine, project, workflow, store, run, opts, sink, opened)
+}
+
+/// Whether `run` can go on as `opts` asks: an ended run only by a redrive
+/// of a failure, a gate's answer only at a gate.
+fn check_resumable(run: &Run, opts: &RunOptions) -> Result<(), RunError> {
+    let refuse = |message: String, help: &'static str| RunError::NotResumable { message, help };
+    match (run.status, &opts.redrive, &opts.answer) {
+        (RunStatus::Succeeded, Some(_), _) => Err(refuse(
+            format!(
+                "run {} succeeded (in {}); a success is not redriven",
+                run.id, run.current_state
+            ),
+            "start a new run with `modix go`, or `modix fork <run> --at SEQ` to branch off a step",
+        )),
+        (RunStatus::Failed, Some(_), _) => Ok(()),
+        (_, Some(_), _) => Err(refuse(
+            format!(
+                "run {} has not failed (it is {} in {}); only a failed run is redriven",
+                run.id, run.status, run.current_state
+            ),
+            "`modix resume <run>` continues an interrupted or stopped run",
+        )),
+        (status, None, _) if status.is_terminal() => Err(refuse(
+            format!(
+                "run {} already ended ({} in {}); nothing to resume",
+                run.id, run.status, run.current_state
+            ),
+            "a failed run goes on with `modix resume <run> --from STATE --note TEXT`; `modix history <run>` shows how it ended",
+        )),
+        (status, None, Some(_)) if status != RunStatus::Waiting => Err(refuse(
+            format!(
+                "run {} is not waiting at a gate (it is {} in {})",
+                run.id, run.status, run.current_state
+            ),
+            "`modix status <run>` shows where it is",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// What a resume finds: the crashed agent stopped and recorded, and the
@@ -463,6 +553,13 @@ struct Driver<'p> {
     work: work::Work,
     /// The last commit the store's workspace record names.
     stored_commit: String,
+    /// Stops asked by other processes (`modix stop`).
+    controls: control::Controls,
+    /// The task watching for them (ended when the drive ends).
+    watcher: tokio::task::JoinHandle<()>,
+    /// Handed in by the command: the gate's answer, the redrive.
+    answer: Option<Answer>,
+    redrive: Option<Redrive>,
     cancel: tokio::sync::watch::Receiver<bool>,
     sink: &'p mut dyn EventSink,
     started: Instant,
@@ -499,6 +596,19 @@ fn drive(
     });
     let workdir = ws.workdir().to_path_buf();
     let stored_commit = ws.last_commit().to_owned();
+    let (controls, cancel, watcher) = {
+        let _in_runtime = engine.runtime.enter();
+        control::watch(
+            project.config.paths.db(),
+            run.id.clone(),
+            engine.cancel.clone(),
+        )
+    };
+    if opts.stop_after_answer {
+        controls.ask(control::StopAsked::AtBoundary {
+            by: "the answer's --later".into(),
+        });
+    }
     let prepared = prepare_run(&workflow, &store, &run, project);
     let (files, cursor) = match prepared {
         Ok(p) => p,
@@ -519,11 +629,17 @@ fn drive(
         cursor,
         work: opened.work,
         stored_commit,
-        cancel: engine.cancel.clone(),
+        controls,
+        watcher,
+        answer: opts.answer.clone(),
+        redrive: opts.redrive.clone(),
+        cancel,
         sink,
         started: Instant::now(),
     };
-    match engine.runtime.block_on(driver.go()) {
+    let result = engine.runtime.block_on(driver.go());
+    driver.watcher.abort();
+    match result {
         Ok(report) => {
             // The agents' private TMPDIR, empty by now.
             let _ = agent::remove_any(&driver.info.files.dir.join("tmp"));
@@ -561,25 +677,42 @@ impl Driver<'_> {
         if self.cursor.transitions() == 0 {
             self.notify(machine.initial());
         }
+        if let Some(r) = self.redrive.take() {
+            self.commit_redrive(&r)?;
+        }
         loop {
+            // A gate's answer is recorded before any stop is taken.
+            if let Some(stop) = self.controls.stop_asked().filter(|_| self.answer.is_none()) {
+                return self.stopped(&stop);
+            }
             if *self.cancel.borrow() {
                 return self.interrupted("interrupted before the next step");
             }
             let id = self.cursor.state();
             let state = machine.state(id);
             let turn = match &state.kind {
-                StateKind::Terminal { .. } => return Ok(self.report(None)),
+                StateKind::Terminal { .. } => {
+                    let status = status_in(&state.kind);
+                    return Ok(self.report(status, None));
+                }
                 StateKind::Input { event } => {
                     invoke::input_turn(event, &state.name, &self.info.run.epic)
                 }
-                // Only so this compiles: the fsm-language branch adds gates;
-                // running them (`modix approve`/`reject`) is the lead's.
-                StateKind::Human { .. } => {
-                    return Err(RunError::Internal(format!(
-                        "state {} is a human gate, which this version cannot run yet",
-                        state.name
-                    )));
-                }
+                StateKind::Human { question, events } => match self.answer.take() {
+                    Some(a) if events.contains(&a.event) => invoke::human_turn(&a, &state.name),
+                    Some(a) => {
+                        return Err(RunError::NotResumable {
+                            message: format!(
+                                "gate {} takes {}; `{}` is not one of them",
+                                state.name,
+                                events.join(", "),
+                                a.event
+                            ),
+                            help: "`modix status <run>` shows the gate and its answers",
+                        });
+                    }
+                    None => return self.waiting(question),
+                },
                 StateKind::Agent(spec) => {
                     let agent = self.info.workflow.agent(id).cloned().ok_or_else(|| {
                         RunError::Internal(format!("state {} has no resolved agent", state.name))
@@ -592,6 +725,9 @@ impl Driver<'_> {
                                     .record_abandoned(&self.info.run.id, &invocation)?;
                             }
                             self.info.files.forget_in_flight();
+                            if let Some(stop) = self.controls.stop_asked() {
+                                return self.stopped(&stop);
+                            }
                             return self.interrupted(
                                 "interrupted while an agent ran; resume repeats that invocation",
                             );
@@ -639,6 +775,7 @@ impl Driver<'_> {
                 },
                 run_status: status,
                 workspace,
+                delivered: turn.delivered,
             },
         )?;
         self.stored_commit = self.work.workspace().last_commit().to_owned();
@@ -662,23 +799,92 @@ impl Driver<'_> {
     }
 
     fn interrupted(&mut self, why: &str) -> Result<RunReport, RunError> {
+        self.pause(RunStatus::Interrupted, why)
+    }
+
+    /// Stopped as asked (`modix stop`): resumable, like an interruption.
+    fn stopped(&mut self, stop: &control::StopAsked) -> Result<RunReport, RunError> {
+        let why = match stop {
+            control::StopAsked::AtBoundary { by } => {
+                format!("stopped at a step boundary, as {by} asked (`modix stop`)")
+            }
+            control::StopAsked::Now { by } => format!(
+                "stopped now, as {by} asked (`modix stop --now`); resume repeats the agent's invocation"
+            ),
+        };
+        self.pause(RunStatus::Stopped, &why)
+    }
+
+    /// At a human gate: the run waits, with nobody driving it, for
+    /// `modix approve`/`reject`/`answer`.
+    fn waiting(&mut self, question: &str) -> Result<RunReport, RunError> {
+        self.store
+            .set_status(&self.info.run.id, RunStatus::Waiting, Some(question))?;
+        self.write_state_file(RunStatus::Waiting);
+        Ok(self.report(RunStatus::Waiting, Some(question.to_owned())))
+    }
+
+    /// Leaves the run resumable in `status`, for `why`.
+    fn pause(&mut self, status: RunStatus, why: &str) -> Result<RunReport, RunError> {
         abandon_open_invocations(&mut self.store, self.info.project, &self.info.run.id)?;
         self.store
-            .set_status(&self.info.run.id, RunStatus::Interrupted, Some(why))?;
-        self.write_state_file(RunStatus::Interrupted);
-        Ok(self.report(Some(why.to_owned())))
+            .set_status(&self.info.run.id, status, Some(why))?;
+        self.write_state_file(status);
+        Ok(self.report(status, Some(why.to_owned())))
+    }
+
+    /// Takes a run that ended in a failure terminal back to a state it
+    /// visited, recorded as a `redrive` transition with the person's note.
+    fn commit_redrive(&mut self, r: &Redrive) -> Result<(), RunError> {
+        let machine = std::sync::Arc::clone(&self.info.workflow.machine);
+        let from = self.cursor.state();
+        let to = redrive_target(&machine, &self.store.transitions(&self.info.run.id)?, r)?;
+        let note = r
+            .note
+            .as_deref()
+            .map(|n| format!(": {n}"))
+            .unwrap_or_default();
+        let target = machine.state(to);
+        let record = self.store.record_step(
+            &self.info.run.id,
+            &Step {
+                invocation: None,
+                messages: invoke::note_message(
+                    &target.name,
+                    crate::fsm::REDRIVE,
+                    r.note.as_deref(),
+                    &r.by,
+                ),
+                transition: NewTransition {
+                    from: machine.state(from).name.clone(),
+                    event: crate::fsm::REDRIVE.to_owned(),
+                    to: target.name.clone(),
+                    attempt: 1,
+                    bound: None,
+                    agent: None,
+                    reason: Some(format!("redriven by {}{note}", r.by)),
+                    redirected: false,
+                },
+                run_status: status_in(&target.kind),
+                workspace: None,
+                delivered: Vec::new(),
+            },
+        )?;
+        self.cursor
+            .redrive(&machine, to)
+            .ok_or_else(|| RunError::Internal("the machine refused a checked redrive".into()))?;
+        self.write_state_file(status_in(&target.kind));
+        self.sink.event(&RunEvent::Transition(record));
+        self.notify(to);
+        Ok(())
     }
 
     fn state_name(&self) -> &str {
         &self.info.workflow.machine.state(self.cursor.state()).name
     }
 
-    fn report(&self, reason: Option<String>) -> RunReport {
+    fn report(&self, status: RunStatus, reason: Option<String>) -> RunReport {
         let machine = &self.info.workflow.machine;
-        let status = match reason {
-            Some(_) => RunStatus::Interrupted,
-            None => status_in(&machine.state(self.cursor.state()).kind),
-        };
         RunReport {
             run_id: self.info.run.id.clone(),
             workflow: machine.id().to_owned(),
@@ -737,6 +943,39 @@ impl Driver<'_> {
     }
 }
 
+/// The state a redrive continues from: the one asked for, which must be a
+/// state the run visited and not a terminal; by default the state whose
+/// failure ended the run (the last transition's source).
+fn redrive_target(
+    machine: &crate::fsm::Machine,
+    history: &[crate::store::TransitionRecord],
+    r: &Redrive,
+) -> Result<crate::fsm::StateId, RunError> {
+    let refuse = |message: String| RunError::NotResumable {
+        message,
+        help: "name a state the run visited with `--from STATE` (`modix history <run>` lists them)",
+    };
+    let name = match &r.from {
+        Some(name) => name.clone(),
+        None => history
+            .last()
+            .map(|t| t.from.clone())
+            .ok_or_else(|| refuse("the run has no recorded step to redrive from".into()))?,
+    };
+    let id = machine
+        .state_id(&name)
+        .ok_or_else(|| refuse(format!("the workflow has no state `{name}`")))?;
+    if machine.state(id).is_terminal() {
+        return Err(refuse(format!(
+            "{name} is a final state; redrive to a state that works"
+        )));
+    }
+    if !history.iter().any(|t| t.to == name || t.from == name) {
+        return Err(refuse(format!("the run never visited {name}")));
+    }
+    Ok(id)
+}
+
 /// The run's status while it is in a state of this kind: the one place
 /// that decides it.
 fn status_in(kind: &StateKind) -> RunStatus {
@@ -745,6 +984,7 @@ fn status_in(kind: &StateKind) -> RunStatus {
             outcome: Ending::Success,
         } => RunStatus::Succeeded,
         StateKind::Terminal { .. } => RunStatus::Failed,
+        StateKind::Human { .. } => RunStatus::Waiting,
         _ => RunStatus::Running,
     }
 }

@@ -15,6 +15,8 @@
 //! waits into short sleeps instead of "database is locked" errors.
 
 mod blobs;
+mod context;
+mod controls;
 mod migrations;
 mod query;
 mod record;
@@ -31,8 +33,10 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::shell::Redactor;
 
+pub use context::NOT_OUTPUTS;
+pub use controls::{Control, ControlKind};
 pub use migrations::SCHEMA_VERSION;
-pub use query::TransitionRecord;
+pub use query::{MessageRecord, TransitionRecord};
 pub use record::{InvocationStatus, NewInvocation, NewMessage, NewTransition, ProcessIds, Step};
 pub use runs::{NewRun, Run};
 
@@ -329,8 +333,12 @@ impl AtPath for &Path {
 #[strum(serialize_all = "lowercase")]
 pub enum RunStatus {
     Running,
+    /// At a human gate, waiting for `modix approve`/`reject`/`answer`.
+    Waiting,
     /// Stopped before reaching a final state (Ctrl-C, crash); resumable.
     Interrupted,
+    /// Stopped on request (`modix stop`); resumable.
+    Stopped,
     Succeeded,
     Failed,
 }

@@ -206,10 +206,10 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
     })
 }
 
-const MESSAGE_QUERY: &str = "SELECT m.id, m.run_id, m.seq, m.kind, m.state, b.text, b.bytes, \
+pub(super) const MESSAGE_QUERY: &str = "SELECT m.id, m.run_id, m.seq, m.kind, m.state, b.text, b.bytes, \
      m.at FROM messages m JOIN blobs b ON b.id = m.payload";
 
-fn message_from_row(row: &Row<'_>) -> rusqlite::Result<MessageRecord> {
+pub(super) fn message_from_row(row: &Row<'_>) -> rusqlite::Result<MessageRecord> {
     Ok(MessageRecord {
         id: row.get(0)?,
         run_id: row.get(1)?,
