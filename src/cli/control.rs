@@ -193,6 +193,46 @@ fn answer_gate(
 }
 
 #[derive(Debug, clap::Args)]
+pub struct ForkArgs {
+    /// The run to branch off.
+    #[arg(value_name = "RUN")]
+    pub run: String,
+    /// The step to branch off after (its seq, as `modix history RUN` numbers them).
+    #[arg(long, value_name = "SEQ")]
+    pub at: u32,
+    /// A word for the new run's next agents.
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A new run with the source's record up to step `--at`, driven on.
+pub fn fork(ctx: &Ctx, a: &ForkArgs) -> Result<Exit, Error> {
+    let engine = Engine::new()?;
+    let project = ctx.project_for("nothing was forked", Purpose::Run { workflow: None })?;
+    let store = Store::open_read_only(&project.config.paths.db())?;
+    let src = runs::resolve(&store, &a.run)?;
+    if let Ok(workflow) = project.workflow(Some(&src.workflow_id)) {
+        super::go::ready(&engine, &project, &workflow)?;
+    }
+    drop(store);
+    let by = who();
+    super::go::with_progress(ctx, a.json, RunOptions::default(), |opts, sink| {
+        crate::orchestrator::fork(
+            &engine,
+            &project,
+            &src.id,
+            a.at,
+            a.note.as_deref(),
+            &by,
+            opts,
+            sink,
+        )
+    })
+}
+
+#[derive(Debug, clap::Args)]
 pub struct StopArgs {
     #[arg(value_name = "RUN")]
     pub run: String,

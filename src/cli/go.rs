@@ -146,19 +146,31 @@ pub(super) fn continue_run(
     if let Ok(workflow) = project.workflow(Some(&workflow_id)) {
         ready(engine, project, &workflow)?;
     }
+    with_progress(ctx, json, opts, |opts, sink| {
+        orchestrator::resume(engine, project, run_id, opts, sink)
+    })
+}
+
+/// Runs `drive` with the live view `go` has and its exit codes.
+pub(super) fn with_progress(
+    ctx: &Ctx,
+    json: bool,
+    opts: RunOptions,
+    drive: impl FnOnce(&RunOptions, &mut dyn EventSink) -> Result<RunReport, orchestrator::RunError>,
+) -> Result<Exit, Error> {
     let opts = RunOptions {
         stream: options(ctx, json).stream,
         ..opts
     };
     let mut sink = Progress::new(ctx.out, json, opts.stream);
-    let report = orchestrator::resume(engine, project, run_id, &opts, &mut sink);
+    let report = drive(&opts, &mut sink);
     finish(report, &mut sink)
 }
 
 /// Refuses to start (or resume) a run whose agents cannot run: a CLI
 /// missing or at a version its shell rejects, no key or login, a command
 /// agent's probe failing — before anything is recorded.
-fn ready(
+pub(super) fn ready(
     engine: &Engine,
     project: &crate::project::Project,
     workflow: &crate::project::Workflow,

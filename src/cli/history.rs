@@ -206,7 +206,14 @@ fn headline(run: &Run, out: &Output) -> String {
         RunStatus::Interrupted | RunStatus::Stopped | RunStatus::Waiting
     ) && let Some(why) = why
     {
-        s.push_str(&format!(": {why}"));
+        s.push_str(&format!(": {}", text::escape_controls(&why)));
+    }
+    if let Some(f) = &run.forked_from {
+        s.push_str(&format!(
+            " (forked from run {} at step {})",
+            f["run_id"].as_str().unwrap_or("?"),
+            f["seq"]
+        ));
     }
     s
 }

@@ -159,6 +159,13 @@ pub enum Command {
         ("modix stop last --now", "stop the running agent too"),
     ]))]
     Stop(control::StopArgs),
+    /// Start a new run from a step of another (its record up to there, its
+    /// workspace at that step's commit).
+    #[command(after_help = examples(&[
+        ("modix fork last --at 3", "branch off after step 3"),
+        ("modix fork 9qahxcaw --at 5 --note \"try the other approach\"", "with a word for the next agent"),
+    ]))]
+    Fork(control::ForkArgs),
     /// Queue messages for a run's next agent, or list them.
     #[command(subcommand, after_help = examples(&[
         ("modix pending add last \"also handle an empty list\"", "for the next judge, planner or executor"),
@@ -226,6 +233,7 @@ impl Command {
             Command::Reject(a) => a.json,
             Command::Answer(a) => a.json,
             Command::Pending(c) => c.json(),
+            Command::Fork(a) => a.json,
             Command::Apply(a) => a.json,
             Command::Prune(a) => a.json,
         }
@@ -280,6 +288,7 @@ pub fn main() -> ExitCode {
         Command::Answer(args) => control::answer(&ctx, args),
         Command::Stop(args) => control::stop(&ctx, args),
         Command::Pending(cmd) => control::pending(&ctx, cmd),
+        Command::Fork(args) => control::fork(&ctx, args),
         Command::Diff(args) => work::diff(&ctx, args),
         Command::Apply(args) => work::apply(&ctx, args),
         Command::Prune(args) => work::prune(&ctx, args),

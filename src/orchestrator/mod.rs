@@ -341,6 +341,13 @@ pub fn resume(
             "start a new run with `modix go`, or restore the workflow definition the run started with",
         ));
     }
+    // What the command asks is checked before anything changes.
+    if let Some(r) = &opts.redrive {
+        redrive_target(machine, &store.transitions(&run.id)?, r)?;
+    }
+    if let Some(a) = &opts.answer {
+        check_answer(machine, &run.current_state, a)?;
+    }
     store.claim_run(&run.id, std::process::id())?;
     // Stops asked of the run before this resume are done with.
     let old: Vec<i64> = store
@@ -360,6 +367,179 @@ pub fn resume(
     };
     store.set_status(&run.id, RunStatus::Running, Some("resumed"))?;
     drive(engine, project, workflow, store, run, opts, sink, opened)
+}
+
+/// Branches a new run off run `source` at its step `seq` and drives it on
+/// from there: its record is the source's up to that step (linked to it),
+/// its workspace starts at that step's commit (worktree runs), and `note`
+/// reaches its next agents as a person's word.
+#[allow(clippy::too_many_arguments)] // the command's answer, passed on as is
+pub fn fork(
+    engine: &Engine,
+    project: &Project,
+    source: &str,
+    seq: u32,
+    note: Option<&str>,
+    by: &str,
+    opts: &RunOptions,
+    sink: &mut dyn EventSink,
+) -> Result<RunReport, RunError> {
+    let mut store = open_store(project)?;
+    let src = store.run(source)?;
+    let history = store.transitions(&src.id)?;
+    let refuse = |message: String| RunError::NotResumable {
+        message,
+        help: "`modix history <run>` numbers its steps; fork at one that did not end the run",
+    };
+    let Some(step) = history.iter().find(|t| t.seq == seq) else {
+        return Err(refuse(format!(
+            "run {} has no step {seq} (it has {})",
+            src.id,
+            history.len()
+        )));
+    };
+    let workflow = project.workflow(Some(&src.workflow_id)).map_err(|_| {
+        refuse(format!(
+            "run {} used workflow `{}`, which is no longer defined",
+            src.id, src.workflow_id
+        ))
+    })?;
+    let machine = &workflow.machine;
+    if machine.content_hash() != src.workflow_hash {
+        return Err(refuse(format!(
+            "workflow `{}` changed since run {} started",
+            src.workflow_id, src.id
+        )));
+    }
+    if machine
+        .state_id(&step.to)
+        .is_none_or(|id| machine.state(id).is_terminal())
+    {
+        return Err(refuse(format!(
+            "step {seq} ended run {} in {}",
+            src.id, step.to
+        )));
+    }
+    let id = Store::new_run_id();
+    let (ws, notes) = fork_workspace(&store, project, &src, seq, &id, opts)?;
+    let record = serde_json::to_value(ws.record()).unwrap_or_default();
+    let new = NewRun {
+        epic: src.epic.clone(),
+        workflow_id: src.workflow_id.clone(),
+        workflow_version: src.workflow_version.clone(),
+        workflow_hash: src.workflow_hash.clone(),
+        initial_state: step.to.clone(),
+        workdir: ws.workdir().display().to_string(),
+        id: Some(id.clone()),
+        workspace: Some(record.clone()),
+    };
+    // The resume below takes the workspace's lock.
+    drop(ws);
+    let note = note.map(
+        |n| serde_json::json!({ "event": "fork", "note": n, "by": by, "at": crate::store::now() }),
+    );
+    if let Err(e) = store.fork_run(&src.id, seq, &new, note) {
+        if let Ok(r) = serde_json::from_value(record) {
+            let _ = crate::workspace::prune(&crate::workspace::Git::new(), &r, true);
+        }
+        return Err(e.into());
+    }
+    for message in notes {
+        sink.event(&RunEvent::Notice {
+            run_id: id.clone(),
+            message,
+        });
+    }
+    resume(engine, project, &id, opts, sink)
+}
+
+/// The fork's workspace: for a worktree run, a new one at the commit the
+/// source run had after step `seq`; otherwise a new one of the project as
+/// it is (with a note saying so).
+fn fork_workspace(
+    store: &Store,
+    project: &Project,
+    src: &Run,
+    seq: u32,
+    id: &str,
+    opts: &RunOptions,
+) -> Result<(crate::workspace::Workspace, Vec<String>), RunError> {
+    let record: Option<crate::workspace::WorkspaceRecord> = src
+        .workspace
+        .as_ref()
+        .and_then(|v| serde_json::from_value(v.clone()).ok());
+    let mut opts = opts.clone();
+    let mut notes = Vec::new();
+    match &record {
+        Some(r) if r.mode == crate::workspace::Mode::Worktree => {
+            opts.base = Some(commit_after(store, &src.id, seq, &r.base_commit)?);
+        }
+        Some(r) if r.mode == crate::workspace::Mode::InPlace => {
+            return Err(RunError::NotResumable {
+                message: format!("run {} worked in place: a fork needs a workspace of its own", src.id),
+                help: "fork runs that work in a worktree (projects.json `workspace`)",
+            });
+        }
+        _ => notes.push(format!(
+            "the fork starts from the project's files as they are now, not as they were after step {seq}"
+        )),
+    }
+    let (ws, more) = work::create(project, id, &opts)?;
+    notes.extend(more);
+    Ok((ws, notes))
+}
+
+/// The commit the run's branch had after step `seq`: the last accepted
+/// step's commit up to it, else the run's base.
+fn commit_after(store: &Store, run_id: &str, seq: u32, base: &str) -> Result<String, RunError> {
+    let last_n = store
+        .transitions(run_id)?
+        .iter()
+        .filter(|t| t.seq <= seq)
+        .filter_map(|t| t.invocation)
+        .max()
+        .unwrap_or(0);
+    let mut commit = base.to_owned();
+    for n in 1..=last_n {
+        let Ok(inv) = store.invocation(run_id, n) else {
+            continue;
+        };
+        let Some(w) = inv
+            .changes
+            .and_then(|c| serde_json::from_value::<work::StepWork>(c).ok())
+        else {
+            continue;
+        };
+        if !w.empty && w.rejected.is_none() {
+            commit = w.commit;
+        }
+    }
+    Ok(commit)
+}
+
+/// Whether the gate the run waits at takes `a`'s event.
+fn check_answer(machine: &crate::fsm::Machine, state: &str, a: &Answer) -> Result<(), RunError> {
+    let events = machine
+        .state_id(state)
+        .and_then(|id| match &machine.state(id).kind {
+            StateKind::Human { events, .. } => Some(events),
+            _ => None,
+        });
+    match events {
+        Some(events) if events.contains(&a.event) => Ok(()),
+        Some(events) => Err(RunError::NotResumable {
+            message: format!(
+                "gate {state} takes {}; `{}` is not one of them",
+                events.join(", "),
+                a.event
+            ),
+            help: "`modix status <run>` shows the gate and its answers",
+        }),
+        None => Err(RunError::NotResumable {
+            message: format!("the run waits in {state}, which is not a gate of its workflow"),
+            help: "start a new run",
+        }),
+    }
 }
 
 /// Whether `run` can go on as `opts` asks: an ended run only by a redrive
@@ -444,8 +624,21 @@ fn recover(
     let json = serde_json::to_value(ws.record()).unwrap_or_default();
     store.set_workspace(&run.id, &ws.workdir().display().to_string(), &json)?;
     let mut work = work::Work::new(ws, project)?;
+    // What no progress remembers starts afresh at the last redrive, like
+    // the loop counters: the invocations after it.
+    let history = store.transitions(&run.id)?;
+    let after = history
+        .iter()
+        .rposition(|t| t.event == crate::fsm::REDRIVE)
+        .map_or(0, |i| {
+            history[i..]
+                .iter()
+                .filter_map(|t| t.invocation)
+                .min()
+                .unwrap_or(u32::MAX)
+        });
     let past = store.invocation_changes(&run.id)?;
-    work.replay(past.iter());
+    work.replay(past.iter().filter(|(n, _)| *n >= after).map(|(_, c)| c));
     Ok(Opened {
         work,
         notes,
@@ -873,6 +1066,7 @@ impl Driver<'_> {
         self.cursor
             .redrive(&machine, to)
             .ok_or_else(|| RunError::Internal("the machine refused a checked redrive".into()))?;
+        self.work.forget_progress();
         self.write_state_file(status_in(&target.kind));
         self.sink.event(&RunEvent::Transition(record));
         self.notify(to);

@@ -263,6 +263,12 @@ impl Work {
         }
     }
 
+    /// Starts the no-progress memory afresh (a redrive: a person stepped in).
+    pub fn forget_progress(&mut self) {
+        self.seen_trees.truncate(1);
+        self.streak = None;
+    }
+
     fn remember(&mut self, w: &StepWork) {
         if w.write && !w.empty && w.rejected.is_none() && !self.seen_trees.contains(&w.tree) {
             self.seen_trees.push(w.tree.clone());
@@ -485,7 +491,8 @@ impl Work {
             });
         }
         self.remember(work);
-        if let Some((fp, n)) = &self.streak
+        // Only the step whose tests failed again is judged by it.
+        if let Some((fp, n)) = self.streak.as_ref().filter(|_| work.test.is_some())
             && *n >= self.no_progress_after
             && why.is_none()
         {

@@ -17,6 +17,7 @@
 mod blobs;
 mod context;
 mod controls;
+mod fork;
 mod migrations;
 mod query;
 mod record;
@@ -212,7 +213,15 @@ impl Store {
             path: path.to_path_buf(),
             redactor: Redactor::default(),
         };
-        let version = migrations::check_not_newer(&store)?;
+        let mut version = migrations::check_not_newer(&store)?;
+        // Version 0 is a database another modix is creating right now (it
+        // migrates in one transaction, which readers see only once done):
+        // give it a moment rather than call it out of date.
+        let waited = Instant::now();
+        while version == 0 && waited.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(25));
+            version = migrations::check_not_newer(&store)?;
+        }
         if version < SCHEMA_VERSION {
             return Err(StoreError::NeedsMigration {
                 path: path.to_path_buf(),

@@ -296,15 +296,16 @@ impl Store {
 
     /// What each invocation of the run did to the workspace, by n (those
     /// with a record only).
-    pub fn invocation_changes(&self, run_id: &str) -> Result<Vec<Value>, StoreError> {
+    /// (invocation number, changes), by number.
+    pub fn invocation_changes(&self, run_id: &str) -> Result<Vec<(u32, Value)>, StoreError> {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT changes FROM invocations WHERE run_id = ?1 AND changes IS NOT NULL \
+                "SELECT n, changes FROM invocations WHERE run_id = ?1 AND changes IS NOT NULL \
                  ORDER BY n",
             )
             .ctx(self, "reading invocations' changes")?;
-        stmt.query_map([run_id], |row| json_col(row, 0))
+        stmt.query_map([run_id], |row| Ok((row.get(0)?, json_col(row, 1)?)))
             .and_then(|rows| rows.collect())
             .ctx(self, "reading invocations' changes")
     }

@@ -9,6 +9,7 @@ mod fsm_language;
 mod go;
 mod graph;
 mod history;
+mod humans;
 mod init;
 mod init_stacks;
 mod mock_anthropic;
