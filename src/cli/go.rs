@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::loops::{self, LoopCount, Loops};
 use super::output::{self, Tone};
 use super::{Ctx, Output, runs};
 use crate::error::{Error, Exit};
@@ -83,7 +84,8 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
         allow_dirty: args.allow_dirty,
         ..options(ctx, args.json)
     };
-    let mut sink = Progress::new(ctx.out, args.json, opts.stream);
+    let loops = Loops::new(std::sync::Arc::clone(&workflow.machine));
+    let mut sink = Progress::new(ctx.out, args.json, opts.stream, Some(loops));
     let report = orchestrator::start(&engine, &project, workflow, &args.epic, &opts, &mut sink);
     finish(report, &mut sink)
 }
@@ -95,17 +97,19 @@ pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
     let project = ctx.project_for("nothing was run", Purpose::Run { workflow: None })?;
     let run_id = resumable(&project, args.run.as_deref())?;
     // The run's own workflow, when it is still defined (else resume says why).
-    let workflow_id = Store::open_read_only(&project.config.paths.db())?
-        .run(&run_id)?
-        .workflow_id;
+    let store = Store::open_read_only(&project.config.paths.db())?;
+    let workflow_id = store.run(&run_id)?.workflow_id;
+    let mut loops = None;
     if let Ok(workflow) = project.workflow(Some(&workflow_id)) {
         ready(&engine, &project, &workflow)?;
+        loops = Some(replayed(&workflow, &store.transitions(&run_id)?));
     }
+    drop(store);
     let opts = RunOptions {
         reset: args.reset,
         ..options(ctx, args.json)
     };
-    let mut sink = Progress::new(ctx.out, args.json, opts.stream);
+    let mut sink = Progress::new(ctx.out, args.json, opts.stream, loops);
     let report = orchestrator::resume(&engine, &project, &run_id, &opts, &mut sink);
     finish(report, &mut sink)
 }
@@ -158,6 +162,15 @@ fn resumable(project: &crate::project::Project, reference: Option<&str>) -> Resu
         .ok_or_else(nothing)
 }
 
+/// The loops of a run that has recorded `transitions` so far.
+fn replayed(workflow: &crate::project::Workflow, transitions: &[TransitionRecord]) -> Loops {
+    let mut loops = Loops::new(std::sync::Arc::clone(&workflow.machine));
+    for t in transitions {
+        loops.advance(&t.event, &t.to);
+    }
+    loops
+}
+
 fn options(ctx: &Ctx, json: bool) -> RunOptions {
     RunOptions {
         stream: ctx.cli.verbose > 0 && !json,
@@ -186,6 +199,8 @@ struct Progress {
     /// Held while `bar` is shown.
     echo: Option<QuietCtrlC>,
     step_started: Instant,
+    /// Where the run stands in its workflow's loops (`None`: unknown).
+    loops: Option<Loops>,
 }
 
 /// Stops the terminal from echoing `^C` while the live line is up, and
@@ -222,7 +237,7 @@ impl Drop for QuietCtrlC {
 impl Progress {
     /// `streaming`: the agents' own output (`-v`) is printed as it comes,
     /// which a live line redrawn in place would tear; then plain lines only.
-    fn new(out: Output, json: bool, streaming: bool) -> Self {
+    fn new(out: Output, json: bool, streaming: bool, loops: Option<Loops>) -> Self {
         let live = !json && !out.quiet && !streaming && std::io::stderr().is_terminal();
         let bar = live.then(|| {
             let bar = ProgressBar::new_spinner();
@@ -241,7 +256,13 @@ impl Progress {
             echo: bar.as_ref().map(|_| QuietCtrlC::new()),
             bar,
             step_started: Instant::now(),
+            loops,
         }
+    }
+
+    /// The loop the run's current visit of `state` is in, if known.
+    fn looping(&self, state: &str) -> Option<LoopCount> {
+        self.loops.as_ref().and_then(|l| l.at(state))
     }
 
     fn say(&self, line: String) {
@@ -264,8 +285,13 @@ impl Progress {
 
     fn agent_started(&mut self, state: &str, agent: &str, attempt: u32, bound: Option<u64>) {
         self.step_started = Instant::now();
-        let of = bound.map(|b| format!("/{b}")).unwrap_or_default();
-        let msg = format!("{state}: {agent} (attempt {attempt}{of})");
+        let looping = self.looping(state);
+        let msg = format!(
+            "{}: {} ({})",
+            esc(state),
+            esc(agent),
+            loops::attempt(attempt, looping.as_ref(), bound)
+        );
         match &self.bar {
             Some(bar) => {
                 bar.reset_elapsed();
@@ -280,15 +306,15 @@ impl Progress {
         let agent = t
             .agent
             .as_deref()
-            .map(|a| format!(" [{a} {elapsed:.1}s]"))
+            .map(|a| format!(" [{} {elapsed:.1}s]", esc(a)))
             .unwrap_or_default();
         self.say(format!(
             "{:>3}. {} —{}→ {}{agent}  {}",
             t.seq,
-            t.from,
-            t.event,
-            t.to,
-            t.reason.as_deref().unwrap_or("")
+            esc(&t.from),
+            esc(&t.event),
+            esc(&t.to),
+            esc(t.reason.as_deref().unwrap_or(""))
         ));
         self.step_started = Instant::now();
     }
@@ -332,12 +358,28 @@ impl Progress {
 impl EventSink for Progress {
     fn event(&mut self, event: &RunEvent) {
         if self.json {
+            let looping = match event {
+                RunEvent::AgentStarted { state, .. } => Some(self.looping(state)),
+                RunEvent::Transition(t) => Some(self.looping(&t.from)),
+                _ => None,
+            };
             self.out.json_line(&Versioned {
                 schema_version: SCHEMA_VERSION,
                 event,
+                looping,
             });
-            return;
+        } else {
+            self.show(event);
         }
+        if let (RunEvent::Transition(t), Some(loops)) = (event, &mut self.loops) {
+            loops.advance(&t.event, &t.to);
+        }
+    }
+}
+
+impl Progress {
+    /// An event for people.
+    fn show(&mut self, event: &RunEvent) {
         match event {
             RunEvent::RunStarted {
                 run_id,
@@ -345,7 +387,7 @@ impl EventSink for Progress {
                 resumed,
             } => {
                 let verb = if *resumed { "Resuming" } else { "Started" };
-                self.say(format!("{verb} run {run_id} (workflow {workflow})"));
+                self.say(format!("{verb} run {run_id} (workflow {})", esc(workflow)));
             }
             RunEvent::AgentStarted {
                 state,
@@ -366,12 +408,12 @@ impl EventSink for Progress {
                     (Mode::Copy, _) => format!("in a copy at {}", workdir.display()),
                     _ => format!("in place in {} (no isolation)", workdir.display()),
                 };
-                self.say(format!("  Working {place}"));
+                self.say(format!("  Working {}", esc(&place)));
                 for note in notes {
-                    self.say(format!("  Note: {note}"));
+                    self.say(format!("  Note: {}", esc(note)));
                 }
             }
-            RunEvent::Notice { message, .. } => self.say(format!("  Note: {message}")),
+            RunEvent::Notice { message, .. } => self.say(format!("  Note: {}", esc(message))),
             RunEvent::Retrying {
                 state,
                 agent,
@@ -382,8 +424,10 @@ impl EventSink for Progress {
                 wait_ms,
                 ..
             } => self.say(format!(
-                "  ↻ {state}: {agent} failed ({class}): {} — retry {retry} of {of} in {}",
-                crate::text::truncate(reason, 200),
+                "  ↻ {}: {} failed ({class}): {} — retry {retry} of {of} in {}",
+                esc(state),
+                esc(agent),
+                esc(&crate::text::truncate(reason, 200)),
                 crate::text::duration(*wait_ms)
             )),
             RunEvent::Transition(t) => self.transition(t),
@@ -421,10 +465,19 @@ fn changes_line(c: &ChangeSummary) -> String {
     }
 }
 
+/// Text from an agent or a user, safe for the terminal (`--json` keeps it raw).
+fn esc(s: &str) -> std::borrow::Cow<'_, str> {
+    crate::text::escape_controls(s)
+}
+
 /// An event as one `--json` line: the event's fields and the vocabulary's version.
 #[derive(serde::Serialize)]
 struct Versioned<'a> {
     schema_version: u32,
     #[serde(flatten)]
     event: &'a RunEvent,
+    /// For `agent_started` and `transition`: the loop the state's visit is
+    /// in (`null` when none), beside `bound`, the worst case.
+    #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
+    looping: Option<Option<LoopCount>>,
 }

@@ -8,6 +8,7 @@ mod fsm;
 mod go;
 mod history;
 mod init;
+mod loops;
 mod meta;
 mod output;
 mod runs;
