@@ -1,7 +1,8 @@
 //! `modix go` and `modix resume`: run a workflow with live progress, then a
 //! summary that says where to look.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -20,7 +21,17 @@ use crate::workspace::Mode;
 #[derive(Debug, clap::Args)]
 pub struct GoArgs {
     /// What to do, in words; passed to the agents verbatim (never through a shell).
-    pub epic: String,
+    #[arg(required_unless_present = "epic_file", conflicts_with = "epic_file")]
+    pub epic: Option<String>,
+    /// Read the epic from a file instead (`-`: standard input), for one too
+    /// long for the command line; at most 1 MiB of UTF-8 text.
+    #[arg(long, value_name = "PATH")]
+    pub epic_file: Option<PathBuf>,
+    /// Show what the run would do — each agent's binding, command line and
+    /// environment names, and the first agent's prompts — and stop: nothing
+    /// is recorded, no workspace is made, no agent is started.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Workflow FSM id (default: the project's `workflow`; `modix fsm list` shows them).
     #[arg(long, value_name = "ID")]
     pub workflow: Option<String>,
@@ -57,12 +68,7 @@ pub struct ResumeArgs {
 }
 
 pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
-    if args.epic.trim().is_empty() {
-        return Err(Error::usage(
-            "the epic is empty",
-            "say what to do: modix go \"Add a --verbose flag\"",
-        ));
-    }
+    let epic = epic(args)?;
     // Before anything else, so a Ctrl-C during start-up is never lost.
     let engine = Engine::new()?;
     let purpose = Purpose::Run {
@@ -70,6 +76,9 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
     };
     let project = ctx.project_for("nothing was run", purpose)?;
     let workflow = project.workflow(args.workflow.as_deref())?;
+    if args.dry_run {
+        return super::dry_run::show(ctx, &project, workflow, &epic, args.json);
+    }
     ready(&engine, &project, &workflow)?;
     if engine.interrupted() {
         ctx.out.error(
@@ -86,7 +95,7 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
     };
     let loops = Loops::new(std::sync::Arc::clone(&workflow.machine));
     let mut sink = Progress::new(ctx.out, args.json, opts.stream, Some(loops));
-    let report = orchestrator::start(&engine, &project, workflow, &args.epic, &opts, &mut sink);
+    let report = orchestrator::start(&engine, &project, workflow, &epic, &opts, &mut sink);
     finish(report, &mut sink)
 }
 
@@ -112,6 +121,82 @@ pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
     let mut sink = Progress::new(ctx.out, args.json, opts.stream, loops);
     let report = orchestrator::resume(&engine, &project, &run_id, &opts, &mut sink);
     finish(report, &mut sink)
+}
+
+/// The largest epic `--epic-file` takes.
+const MAX_EPIC_BYTES: u64 = 1 << 20;
+
+/// The epic: the argument, or the text of `--epic-file` (`-`: stdin);
+/// never empty.
+fn epic(args: &GoArgs) -> Result<String, Error> {
+    let Some(path) = &args.epic_file else {
+        let epic = args.epic.clone().unwrap_or_default();
+        if epic.trim().is_empty() {
+            return Err(Error::usage(
+                "the epic is empty",
+                "say what to do: modix go \"Add a --verbose flag\"",
+            ));
+        }
+        return Ok(epic);
+    };
+    let stdin = path == Path::new("-");
+    let name = if stdin {
+        "the epic on standard input".to_owned()
+    } else {
+        format!("the epic file {}", path.display())
+    };
+    let too_big = |size: String| {
+        Error::usage(
+            format!("{name} is {size}; an epic may be at most 1 MiB"),
+            "say what to do in fewer words, and point the agents at a file in the project for the details",
+        )
+    };
+    let mut bytes = Vec::new();
+    let read = if stdin {
+        std::io::stdin()
+            .lock()
+            .take(MAX_EPIC_BYTES + 1)
+            .read_to_end(&mut bytes)
+    } else {
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_file() && m.len() > MAX_EPIC_BYTES => {
+                return Err(too_big(format!("{} bytes", m.len())));
+            }
+            _ => std::fs::File::open(path)
+                .and_then(|f| f.take(MAX_EPIC_BYTES + 1).read_to_end(&mut bytes)),
+        }
+    };
+    if let Err(e) = read {
+        return Err(Error::usage(
+            format!("cannot read {name}: {e}"),
+            "give the path of a readable text file, or `-` to read the epic from standard input",
+        ));
+    }
+    if bytes.len() as u64 > MAX_EPIC_BYTES {
+        return Err(too_big("more than 1 MiB".to_owned()));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Error::usage(
+            format!(
+                "{name} is not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+            "save it as UTF-8",
+        )
+    })?;
+    if text.contains('\0') {
+        return Err(Error::usage(
+            format!("{name} contains a NUL byte; an epic is text"),
+            "save the epic as plain text",
+        ));
+    }
+    if text.trim().is_empty() {
+        return Err(Error::usage(
+            format!("{name} is empty"),
+            "write what to do in it, e.g. \"Add a --verbose flag\"",
+        ));
+    }
+    Ok(text)
 }
 
 /// Refuses to start (or resume) a run whose agents cannot run: a CLI

@@ -4,6 +4,7 @@
 //! as text or — for commands given `--json` — as a JSON object.
 
 mod doctor;
+mod dry_run;
 mod fsm;
 mod go;
 mod history;
@@ -119,6 +120,8 @@ pub enum Command {
         ("modix go --workflow plan_test \"Check only\"", "another workflow"),
         ("modix -q go \"Fix the build\"", "only errors and the summary line"),
         ("modix go --json \"Fix it\" | jq -c .type", "one JSON event per line"),
+        ("modix go --dry-run \"Fix it\"", "what would run, without running anything"),
+        ("modix go --epic-file epic.md", "a long epic from a file (`-`: stdin)"),
     ]))]
     Go(go::GoArgs),
     /// Continue an interrupted run from its last recorded state.

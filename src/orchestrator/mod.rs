@@ -25,6 +25,7 @@ mod events;
 mod inflight;
 mod invoke;
 mod outcome;
+pub mod preview;
 mod retry;
 mod work;
 

@@ -4,6 +4,7 @@
 mod conventions;
 mod doctor;
 mod doctor_login;
+mod dry_run;
 mod escaping;
 mod fsm;
 mod fsm_language;
