@@ -32,6 +32,17 @@ pub struct GoArgs {
     /// is recorded, no workspace is made, no agent is started.
     #[arg(long)]
     pub dry_run: bool,
+    /// For this run only, bind AGENT to another brain of brains.json
+    /// (repeatable).
+    #[arg(long, value_name = "AGENT=BRAIN", value_parser = assignment)]
+    pub brain: Vec<(String, String)>,
+    /// For this run only, give AGENT's brain another model (repeatable).
+    #[arg(long, value_name = "AGENT=MODEL", value_parser = assignment)]
+    pub model: Vec<(String, String)>,
+    /// For this run only, pass this variable of your environment to every
+    /// agent, beside runtimes.json's `env.allow` (repeatable).
+    #[arg(long = "env", value_name = "NAME")]
+    pub env: Vec<String>,
     /// Workflow FSM id (default: the project's `workflow`; `modix fsm list` shows them).
     #[arg(long, value_name = "ID")]
     pub workflow: Option<String>,
@@ -75,6 +86,7 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
         workflow: args.workflow.as_deref(),
     };
     let project = ctx.project_for("nothing was run", purpose)?;
+    let project = with_overrides(ctx, project, args)?;
     let workflow = project.workflow(args.workflow.as_deref())?;
     if args.dry_run {
         return super::dry_run::show(ctx, &project, workflow, &epic, args.json);
@@ -197,6 +209,38 @@ fn epic(args: &GoArgs) -> Result<String, Error> {
         ));
     }
     Ok(text)
+}
+
+/// `AGENT=VALUE`, as `--brain` and `--model` take it.
+fn assignment(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((agent, value)) if !agent.trim().is_empty() && !value.trim().is_empty() => {
+            Ok((agent.trim().to_owned(), value.trim().to_owned()))
+        }
+        _ => Err(format!("`{s}` is not AGENT=VALUE (e.g. executor=opus)")),
+    }
+}
+
+/// The project with this run's `--brain`, `--model` and `--env` applied,
+/// before anything checks or records it; what it means is said once, on stderr.
+fn with_overrides(
+    ctx: &Ctx,
+    project: crate::project::Project,
+    args: &GoArgs,
+) -> Result<crate::project::Project, Error> {
+    let overrides = crate::project::Overrides {
+        brains: args.brain.clone(),
+        models: args.model.clone(),
+        env: args.env.clone(),
+    };
+    if overrides.is_empty() {
+        return Ok(project);
+    }
+    let (project, notes) = project.with_overrides(&overrides, args.workflow.as_deref())?;
+    for note in notes {
+        ctx.out.warn(note);
+    }
+    Ok(project)
 }
 
 /// Refuses to start (or resume) a run whose agents cannot run: a CLI

@@ -122,6 +122,7 @@ pub enum Command {
         ("modix go --json \"Fix it\" | jq -c .type", "one JSON event per line"),
         ("modix go --dry-run \"Fix it\"", "what would run, without running anything"),
         ("modix go --epic-file epic.md", "a long epic from a file (`-`: stdin)"),
+        ("modix go --model executor=opus --env BOT_DELAY \"Fix it\"", "this run only"),
     ]))]
     Go(go::GoArgs),
     /// Continue an interrupted run from its last recorded state.

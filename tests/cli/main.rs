@@ -14,6 +14,7 @@ mod history;
 mod init;
 mod init_stacks;
 mod mock_anthropic;
+mod overrides;
 mod presets;
 mod readiness;
 mod real_clis;
