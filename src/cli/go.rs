@@ -222,7 +222,8 @@ fn assignment(s: &str) -> Result<(String, String), String> {
 }
 
 /// The project with this run's `--brain`, `--model` and `--env` applied,
-/// before anything checks or records it; what it means is said once, on stderr.
+/// before anything checks or records it; an override that does nothing (an
+/// unset variable, an agent the workflow does not use) is warned about.
 fn with_overrides(
     ctx: &Ctx,
     project: crate::project::Project,
