@@ -218,7 +218,7 @@ pub fn fork(ctx: &Ctx, a: &ForkArgs) -> Result<Exit, Error> {
     }
     drop(store);
     let by = who();
-    super::go::with_progress(ctx, a.json, RunOptions::default(), |opts, sink| {
+    super::go::with_progress(ctx, a.json, RunOptions::default(), None, |opts, sink| {
         crate::orchestrator::fork(
             &engine,
             &project,

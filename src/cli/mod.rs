@@ -5,10 +5,12 @@
 
 mod control;
 mod doctor;
+mod dry_run;
 mod fsm;
 mod go;
 mod history;
 mod init;
+mod loops;
 mod meta;
 mod output;
 mod runs;
@@ -120,6 +122,9 @@ pub enum Command {
         ("modix go --workflow plan_test \"Check only\"", "another workflow"),
         ("modix -q go \"Fix the build\"", "only errors and the summary line"),
         ("modix go --json \"Fix it\" | jq -c .type", "one JSON event per line"),
+        ("modix go --dry-run \"Fix it\"", "what would run, without running anything"),
+        ("modix go --epic-file epic.md", "a long epic from a file (`-`: stdin)"),
+        ("modix go --model executor=opus --env BOT_DELAY \"Fix it\"", "this run only"),
     ]))]
     Go(go::GoArgs),
     /// Continue an interrupted run from its last recorded state.

@@ -427,7 +427,7 @@ impl super::RunInfo<'_> {
         }
     }
 
-    fn call<'a>(
+    pub(super) fn call<'a>(
         &'a self,
         state: StateId,
         spec: &'a AgentState,
@@ -515,7 +515,7 @@ impl super::RunInfo<'_> {
 
     /// The agent's prompt: its template rendered, the package itself when it
     /// has none, nothing for a plain command without one.
-    fn prompt(&self, agent: &Agent, ctx: &ContextPackage) -> Result<String, RunError> {
+    pub(super) fn prompt(&self, agent: &Agent, ctx: &ContextPackage) -> Result<String, RunError> {
         match &agent.manifest.prompt {
             Some(rel) => self.render_template(rel, ctx),
             None if matches!(agent.binding, Binding::Command { .. }) => Ok(String::new()),
@@ -525,7 +525,11 @@ impl super::RunInfo<'_> {
 
     /// Renders a template as it was read and checked when the project
     /// loaded (never re-read: a file swapped since is not what validated).
-    fn render_template(&self, rel: &str, ctx: &ContextPackage) -> Result<String, RunError> {
+    pub(super) fn render_template(
+        &self,
+        rel: &str,
+        ctx: &ContextPackage,
+    ) -> Result<String, RunError> {
         let config = &self.project.config;
         let text = config.templates.get(rel).ok_or_else(|| {
             RunError::Internal(format!(

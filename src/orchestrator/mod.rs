@@ -27,6 +27,7 @@ mod inflight;
 mod inputs;
 mod invoke;
 mod outcome;
+pub mod preview;
 mod retry;
 mod work;
 

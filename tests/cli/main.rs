@@ -4,6 +4,8 @@
 mod conventions;
 mod doctor;
 mod doctor_login;
+mod dry_run;
+mod escaping;
 mod fsm;
 mod fsm_language;
 mod go;
@@ -13,6 +15,7 @@ mod humans;
 mod init;
 mod init_stacks;
 mod mock_anthropic;
+mod overrides;
 mod presets;
 mod readiness;
 mod real_clis;
