@@ -370,8 +370,7 @@ pub fn pending(ctx: &Ctx, cmd: &PendingCommand) -> Result<Exit, Error> {
             Ok(Exit::Ok)
         }
         PendingCommand::List { run, json: as_json } => {
-            let store = Store::open_read_only(&db)?;
-            let run = runs::resolve(&store, run)?;
+            let (store, run) = runs::find(&ctx.paths()?, run)?;
             let items = store.controls(&run.id, ControlKind::Pending)?;
             if *as_json {
                 out.json(&json!({ "schema_version": SCHEMA_VERSION, "run_id": run.id, "pending": items }));

@@ -16,6 +16,7 @@ use crate::config::{Agent, DEFAULT_PROTECTED};
 use crate::fsm::FailureClass;
 use crate::project::Project;
 use crate::text::plural;
+use crate::workspace::list;
 use crate::workspace::{
     self, Change, CreateOptions, Discarded, Git, Mode, Settled, Workspace, WorkspaceError,
     WorkspaceRecord,
@@ -628,21 +629,6 @@ fn fingerprint(out: &Value) -> String {
 
 fn short(hash: &str) -> &str {
     &hash[..hash.len().min(10)]
-}
-
-/// The first few paths, for one-line reasons.
-fn list(paths: &[String]) -> String {
-    const SHOWN: usize = 5;
-    let mut s = paths
-        .iter()
-        .take(SHOWN)
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .join(", ");
-    if paths.len() > SHOWN {
-        s.push_str(&format!(" and {} more", paths.len() - SHOWN));
-    }
-    s
 }
 
 #[cfg(test)]

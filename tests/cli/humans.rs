@@ -262,25 +262,13 @@ fn slow_executor(sb: &Sandbox, marker: &Path, secs: u32) {
     });
 }
 
-fn wait_for(marker: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !marker.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            marker.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn stop_from_another_process_takes_effect_at_the_step_boundary() {
     let sb = Sandbox::example();
     let marker = sb.dir.path().join("executing");
     slow_executor(&sb, &marker, 3);
     let child = sb.spawn(&["go", "--json", "Fix mean()"]);
-    wait_for(&marker);
+    crate::scenarios::wait_for(&marker);
     let asked = Instant::now();
     let out = sb.modix().args(["stop", "last"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
@@ -318,7 +306,7 @@ fn stop_now_kills_the_running_agent_and_resume_runs_it_again() {
     let marker = sb.dir.path().join("executing");
     slow_executor(&sb, &marker, 60);
     let child = sb.spawn(&["go", "--json", "Fix mean()"]);
-    wait_for(&marker);
+    crate::scenarios::wait_for(&marker);
     let asked = Instant::now();
     let out = sb.modix().args(["stop", "last", "--now"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
