@@ -846,3 +846,24 @@ fn doctor_and_go_name_a_git_too_old_for_workspaces() {
         "nothing recorded"
     );
 }
+
+#[test]
+fn submodules_are_refused_before_anything_is_recorded() {
+    let sb = repo();
+    sb.write(
+        ".gitmodules",
+        "[submodule \"lib\"]\n\tpath = lib\n\turl = https://example.com/lib.git\n",
+    );
+    git(&sb.root(), &["add", ".gitmodules"]);
+    git(&sb.root(), &["commit", "-q", "-m", "submodule"]);
+    let out = modix(&sb, &["go", "Fix mean()"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the project uses git submodules (.gitmodules); refusing")
+            && err.contains("use workspace: in_place"),
+        "{err}"
+    );
+    let out = modix(&sb, &["history"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("No runs yet"));
+}
