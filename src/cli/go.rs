@@ -116,7 +116,47 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
     let loops = Loops::new(std::sync::Arc::clone(&workflow.machine));
     let mut sink = Progress::new(ctx.out, args.json, opts.stream, Some(loops));
     let report = orchestrator::start(&engine, &project, workflow, &epic, &opts, &mut sink);
-    finish(report, &mut sink)
+    let waiting = at_gate(&report);
+    let exit = finish(report, &mut sink)?;
+    answer_in_place(ctx, &engine, &project, exit, waiting, args.json)
+}
+
+/// On a terminal, a run that waits at a gate is answered in place: the
+/// question is asked, and the answer continues the run (again, at the next
+/// gate). Elsewhere — piped, `--json`, `-q` — the run waits for `modix
+/// approve`/`reject`/`answer`, as `go` said.
+fn answer_in_place(
+    ctx: &Ctx,
+    engine: &Engine,
+    project: &crate::project::Project,
+    exit: Exit,
+    waiting: Option<super::gate::Waiting>,
+    json: bool,
+) -> Result<Exit, Error> {
+    let Some(w) = waiting.filter(|_| super::gate::interactive(ctx, json)) else {
+        return Ok(exit);
+    };
+    match super::gate::ask(engine, project, &w)? {
+        Some(answer) => {
+            let opts = RunOptions {
+                answer: Some(answer),
+                ..RunOptions::default()
+            };
+            continue_run(ctx, engine, project, &w.run_id, opts, json)
+        }
+        None => Ok(exit),
+    }
+}
+
+/// The gate a run stopped at, if it waits at one.
+fn at_gate(report: &Result<RunReport, orchestrator::RunError>) -> Option<super::gate::Waiting> {
+    let r = report.as_ref().ok()?;
+    (r.status == RunStatus::Waiting).then(|| super::gate::Waiting {
+        run_id: r.run_id.clone(),
+        workflow: r.workflow.clone(),
+        state: r.state.clone(),
+        question: r.reason.clone().unwrap_or_default(),
+    })
 }
 
 pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
@@ -171,9 +211,13 @@ pub(super) fn continue_run(
         loops = Some(replayed(&workflow, &store.transitions(run_id)?));
     }
     drop(store);
-    with_progress(ctx, json, opts, loops, |opts, sink| {
-        orchestrator::resume(engine, project, run_id, opts, sink)
-    })
+    let mut waiting = None;
+    let exit = with_progress(ctx, json, opts, loops, |opts, sink| {
+        let report = orchestrator::resume(engine, project, run_id, opts, sink);
+        waiting = at_gate(&report);
+        report
+    })?;
+    answer_in_place(ctx, engine, project, exit, waiting, json)
 }
 
 /// Runs `drive` with the live view `go` has and its exit codes.

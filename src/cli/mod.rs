@@ -7,6 +7,7 @@ mod control;
 mod doctor;
 mod dry_run;
 mod fsm;
+mod gate;
 mod go;
 mod history;
 mod init;

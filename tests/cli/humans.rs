@@ -766,3 +766,33 @@ fn a_fork_continues_from_a_mid_run_step_on_its_own_branch() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
 }
+
+#[test]
+fn on_a_terminal_go_asks_at_the_gate_and_goes_on() {
+    let sb = Sandbox::example();
+    gated(&sb);
+    let Some(screen) = crate::term::Screen::start(&sb, &["go", "Fix mean()"], 120, 40) else {
+        return;
+    };
+    screen.wait_for("Approve the plan? ([a] approved, [r] rejected; [q] answer later):");
+    screen.keys("r");
+    screen.keys("Enter");
+    screen.wait_for("Note (why; it reaches the next agents):");
+    screen.keys("Enter");
+    screen.wait_for("A note is needed here:");
+    screen.keys("one task per function");
+    screen.keys("Enter");
+    // Planned again, and asked again.
+    screen.wait_for("rejected by ");
+    let text = screen.wait_for("2. PLANNING");
+    assert!(text.contains("one task per function"), "{text}");
+    screen.keys("a");
+    screen.keys("Enter");
+    screen.wait_for("Note for the next agents (Enter for none):");
+    screen.keys("Enter");
+    let text = screen.wait_for("[exit ");
+    assert!(
+        text.contains("[exit 0]") && text.contains("reached DONE"),
+        "{text}"
+    );
+}
