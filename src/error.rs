@@ -22,6 +22,9 @@ pub enum Exit {
     /// modix itself failed: the run database, the file system, a bug. The
     /// run (if any) is left resumable.
     Internal = 3,
+    /// The run waits for a human at a gate (`modix approve`, `reject`,
+    /// `answer` continue it).
+    Waiting = 4,
     /// Interrupted by Ctrl-C or SIGTERM; the run can be resumed.
     Interrupted = 130,
 }

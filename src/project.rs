@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::{
-    self, Agent, AgentIndex, AgentLookup, Checked, Config, ProjectPaths, Settings, source,
+    self, Agent, AgentIndex, AgentLookup, Binding, Checked, Config, ProjectPaths, Settings, source,
 };
 use crate::diagnostics::{Diagnostic, Diagnostics, Severity, shown, unknown_name_help};
 use crate::error::Error;
@@ -108,6 +108,147 @@ impl Project {
                 doing: "the workflow cannot run",
             }),
         }
+    }
+}
+
+/// What `go` changes for one run, on the command line: `--brain
+/// AGENT=BRAIN`, `--model AGENT=MODEL` and `--env NAME`.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// (agent, brain): bind the agent's shell to another brain of brains.json.
+    pub brains: Vec<(String, String)>,
+    /// (agent, model): the same brain with another model.
+    pub models: Vec<(String, String)>,
+    /// Variables of the user's environment every agent gets too.
+    pub env: Vec<String>,
+}
+
+impl Overrides {
+    pub fn is_empty(&self) -> bool {
+        self.brains.is_empty() && self.models.is_empty() && self.env.is_empty()
+    }
+}
+
+impl Project {
+    /// This project as one run sees it: `overrides` applied to its agents
+    /// and its environment allowlist, so the run (and its record: each
+    /// invocation's argv and context name the brain and model) is made from
+    /// them like from the files. Brains are changed before models; a brain
+    /// must provide what the agent's manifest requires, as `validate` checks
+    /// for the files. Returns the project and what the user should be told
+    /// (an override that does nothing for the workflow `workflow`).
+    pub fn with_overrides(
+        mut self,
+        overrides: &Overrides,
+        workflow: Option<&str>,
+    ) -> Result<(Project, Vec<String>), Error> {
+        let mut notes = Vec::new();
+        for (id, name) in &overrides.brains {
+            let brain = match self.config.brains.get(name) {
+                Some(b) => b.clone(),
+                None => {
+                    return Err(Error::usage(
+                        format!("--brain {id}={name}: unknown brain `{}`", shown(name)),
+                        unknown_name_help(
+                            name,
+                            "brain",
+                            self.config.brains.keys().map(String::as_str),
+                        ),
+                    ));
+                }
+            };
+            let agent = self.agent_to_change(id, "--brain", name)?;
+            let Binding::Shell {
+                shell,
+                brain: bound,
+            } = &mut agent.binding
+            else {
+                unreachable!("agent_to_change returns shell agents only")
+            };
+            let missing: Vec<String> = agent
+                .manifest
+                .requires
+                .iter()
+                .filter(|c| !shell.capabilities.contains(c) && !brain.capabilities.contains(c))
+                .map(|c| format!("`{c}`"))
+                .collect();
+            if !missing.is_empty() {
+                return Err(Error::usage(
+                    format!(
+                        "--brain {id}={name}: agent `{id}` requires {} but shell `{}` and brain `{name}` do not provide it",
+                        missing.join(", "),
+                        shell.name
+                    ),
+                    "pick a brain that lists the capability in brains.json",
+                ));
+            }
+            **bound = brain;
+        }
+        for (id, model) in &overrides.models {
+            let agent = self.agent_to_change(id, "--model", model)?;
+            if let Binding::Shell { brain, .. } = &mut agent.binding {
+                brain.model = model.clone();
+            }
+        }
+        let allow = &mut self.config.runtimes.env.allow;
+        for name in &overrides.env {
+            let valid = name
+                .chars()
+                .next()
+                .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+                && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
+            if !valid {
+                return Err(Error::usage(
+                    format!("--env {}: not a variable name", shown(name)),
+                    "name one variable of your environment, e.g. --env BOT_DELAY",
+                ));
+            }
+            if !allow.contains(name) {
+                allow.push(name.clone());
+            }
+            if std::env::var_os(name).is_none() {
+                notes.push(format!(
+                    "--env {name}: {name} is not set in your environment, so no agent gets it"
+                ));
+            }
+        }
+        if let Ok(w) = self.workflow(workflow) {
+            let used: Vec<&str> = w.agents.iter().flatten().map(|a| a.id.as_str()).collect();
+            let named = overrides.brains.iter().chain(&overrides.models);
+            let mut unused: Vec<&str> = named
+                .map(|(id, _)| id.as_str())
+                .filter(|id| !used.contains(id))
+                .collect();
+            unused.dedup();
+            for id in unused {
+                notes.push(format!(
+                    "agent `{id}` takes no part in workflow `{}`: its override changes nothing",
+                    w.machine.id()
+                ));
+            }
+        }
+        Ok((self, notes))
+    }
+
+    /// The shell agent `id`, whose binding `flag` changes (to `value`).
+    fn agent_to_change(&mut self, id: &str, flag: &str, value: &str) -> Result<&mut Agent, Error> {
+        let known: Vec<String> = self.config.agents.keys().cloned().collect();
+        let Some(agent) = self.config.agents.get_mut(id) else {
+            return Err(Error::usage(
+                format!("{flag} {id}={value}: unknown agent `{}`", shown(id)),
+                unknown_name_help(id, "agent", known.iter().map(String::as_str)),
+            ));
+        };
+        if let Binding::Command { argv } = &agent.binding {
+            return Err(Error::usage(
+                format!(
+                    "{flag} {id}={value}: agent `{id}` runs a command (`{}`), which has no brain",
+                    argv.join(" ")
+                ),
+                "brains and models belong to agents bound to a shell; change the command in agents.json",
+            ));
+        }
+        Ok(agent)
     }
 }
 

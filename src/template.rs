@@ -157,6 +157,11 @@ const CONTEXT: &[(&str, Shape)] = &[
     ("task_spec", Shape::Free),
     ("previous_result", Shape::Free),
     ("feedback", Shape::Scalar),
+    ("outputs", Shape::Free),
+    ("came_from", Shape::Free),
+    ("next_task", Shape::Scalar),
+    ("notes", Shape::List),
+    ("pending", Shape::List),
     ("context_mode", Shape::Scalar),
     ("history", Shape::List),
 ];

@@ -22,6 +22,44 @@ pub fn one_line(s: &str, max: usize) -> String {
     truncate(&flat(s), max).into_owned()
 }
 
+/// `s` safe to print on a terminal. Anything that came from an agent or a
+/// user (reasons, epics, names, captured output) passes through this before
+/// it reaches a terminal, so it cannot move the cursor, clear the screen,
+/// retitle the window or hide what follows: C0 controls become their
+/// visible symbols (ESC `␛`, CR `␍`, BS `␈`, BEL `␇`, NUL `␀`), DEL `␡`,
+/// and C1 controls and bidirectional overrides `\u{9b}`, `\u{202e}`.
+/// Newlines and tabs stay, and so does a CR right before a newline (a
+/// CRLF line end moves nothing). `--json` keeps the raw text instead.
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(unsafe_on_terminal) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => out.push(c),
+            c if !unsafe_on_terminal(c) => out.push(c),
+            '\0'..='\u{1f}' => out.push(char::from_u32(0x2400 + c as u32).unwrap_or('?')),
+            '\u{7f}' => out.push('\u{2421}'),
+            c => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// What [`escape_controls`] escapes.
+fn unsafe_on_terminal(c: char) -> bool {
+    match c {
+        '\n' | '\t' => false,
+        '\0'..='\u{1f}' | '\u{7f}'..='\u{9f}' => true,
+        // Bidirectional embeddings, overrides and isolates: they reorder
+        // what follows on screen ("Trojan source").
+        '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => true,
+        _ => false,
+    }
+}
+
 /// `1 task`, `2 tasks`.
 pub fn plural(n: usize, word: &str) -> String {
     if n == 1 {
@@ -165,6 +203,18 @@ mod tests {
         assert_eq!(flat("a\nb\tc"), "a b c");
         assert_eq!(plural(1, "task"), "1 task");
         assert_eq!(plural(0, "task"), "0 tasks");
+    }
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert_eq!(escape_controls("plain\ttext\nline"), "plain\ttext\nline");
+        assert!(matches!(escape_controls("plain"), Cow::Borrowed(_)));
+        assert_eq!(escape_controls("\x1b[2J\x1b]0;owned\x07"), "␛[2J␛]0;owned␇");
+        assert_eq!(escape_controls("100%\rdone\x08!\0"), "100%␍done␈!␀");
+        assert_eq!(escape_controls("crlf\r\nend\r"), "crlf\r\nend␍");
+        assert_eq!(escape_controls("\u{9b}2J \u{7f}"), "\\u{9b}2J ␡");
+        assert_eq!(escape_controls("abc\u{202e}fed"), "abc\\u{202e}fed");
+        assert_eq!(escape_controls("héllo ✓ 日本"), "héllo ✓ 日本");
     }
 
     #[test]

@@ -14,7 +14,6 @@ use crate::fsm::{
     Catalog, CompileOptions, DEFAULT_TIMEOUT_SECS, Machine, Source, StateKind, compile_file,
 };
 use crate::schema::Schemas;
-use crate::store::Store;
 
 /// What `modix fsm graph` draws in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -551,16 +550,7 @@ fn graph(
 
 /// The workflow, workflow hash and transitions of a recorded run.
 fn run_path(ctx: &Ctx, reference: &str) -> Result<(String, String, RunPath), Error> {
-    let paths = ctx.paths()?;
-    let db = paths.db();
-    if !db.exists() {
-        return Err(crate::store::StoreError::UnknownRun {
-            prefix: reference.to_owned(),
-        }
-        .into());
-    }
-    let store = Store::open(&db)?;
-    let run = runs::resolve(&store, reference)?;
+    let (store, run) = runs::find(&ctx.paths()?, reference)?;
     let steps = store
         .transitions(&run.id)?
         .into_iter()

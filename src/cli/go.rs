@@ -1,11 +1,13 @@
 //! `modix go` and `modix resume`: run a workflow with live progress, then a
 //! summary that says where to look.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::loops::{self, LoopCount, Loops};
 use super::output::{self, Tone};
 use super::{Ctx, Output, runs};
 use crate::error::{Error, Exit};
@@ -19,7 +21,28 @@ use crate::workspace::Mode;
 #[derive(Debug, clap::Args)]
 pub struct GoArgs {
     /// What to do, in words; passed to the agents verbatim (never through a shell).
-    pub epic: String,
+    #[arg(required_unless_present = "epic_file", conflicts_with = "epic_file")]
+    pub epic: Option<String>,
+    /// Read the epic from a file instead (`-`: standard input), for one too
+    /// long for the command line; at most 1 MiB of UTF-8 text.
+    #[arg(long, value_name = "PATH")]
+    pub epic_file: Option<PathBuf>,
+    /// Show what the run would do — each agent's binding, command line and
+    /// environment names, and the first agent's prompts — and stop: nothing
+    /// is recorded, no workspace is made, no agent is started.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// For this run only, bind AGENT to another brain of brains.json
+    /// (repeatable).
+    #[arg(long, value_name = "AGENT=BRAIN", value_parser = assignment)]
+    pub brain: Vec<(String, String)>,
+    /// For this run only, give AGENT's brain another model (repeatable).
+    #[arg(long, value_name = "AGENT=MODEL", value_parser = assignment)]
+    pub model: Vec<(String, String)>,
+    /// For this run only, pass this variable of your environment to every
+    /// agent, beside runtimes.json's `env.allow` (repeatable).
+    #[arg(long = "env", value_name = "NAME")]
+    pub env: Vec<String>,
     /// Workflow FSM id (default: the project's `workflow`; `modix fsm list` shows them).
     #[arg(long, value_name = "ID")]
     pub workflow: Option<String>,
@@ -61,22 +84,29 @@ pub struct ResumeArgs {
     /// record what was there as discarded.
     #[arg(long)]
     pub reset: bool,
+    /// Redrive a failed run from this state (default: the state whose
+    /// failure ended it); its loop bounds start afresh.
+    #[arg(long, value_name = "STATE")]
+    pub from: Option<String>,
+    /// A note for the agents of a redriven run (it reaches their context and
+    /// prompt as a person's word).
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
 }
 
 pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
-    if args.epic.trim().is_empty() {
-        return Err(Error::usage(
-            "the epic is empty",
-            "say what to do: modix go \"Add a --verbose flag\"",
-        ));
-    }
+    let epic = epic(args)?;
     // Before anything else, so a Ctrl-C during start-up is never lost.
     let engine = Engine::new()?;
     let purpose = Purpose::Run {
         workflow: args.workflow.as_deref(),
     };
     let project = ctx.project_for("nothing was run", purpose)?;
+    let project = with_overrides(ctx, project, args)?;
     let workflow = project.workflow(args.workflow.as_deref())?;
+    if args.dry_run {
+        return super::dry_run::show(ctx, &project, workflow, &epic, args.json);
+    }
     preflight(ctx, &project, &workflow, args)?;
     ready(&engine, &project, &workflow)?;
     if engine.interrupted() {
@@ -92,37 +122,243 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
         allow_dirty: args.allow_dirty,
         ..options(ctx, args.json)
     };
-    let mut sink = Progress::new(ctx.out, args.json, opts.stream);
-    let report = orchestrator::start(&engine, &project, workflow, &args.epic, &opts, &mut sink);
-    finish(report, &mut sink)
+    let loops = Loops::new(std::sync::Arc::clone(&workflow.machine));
+    let mut sink = Progress::new(ctx.out, args.json, opts.stream, Some(loops));
+    let report = orchestrator::start(&engine, &project, workflow, &epic, &opts, &mut sink);
+    let waiting = at_gate(&report);
+    let exit = finish(report, &mut sink)?;
+    answer_in_place(ctx, &engine, &project, exit, waiting, args.json)
+}
+
+/// On a terminal, a run that waits at a gate is answered in place: the
+/// question is asked, and the answer continues the run (again, at the next
+/// gate). Elsewhere — piped, `--json`, `-q` — the run waits for `modix
+/// approve`/`reject`/`answer`, as `go` said.
+fn answer_in_place(
+    ctx: &Ctx,
+    engine: &Engine,
+    project: &crate::project::Project,
+    exit: Exit,
+    waiting: Option<super::gate::Waiting>,
+    json: bool,
+) -> Result<Exit, Error> {
+    let Some(w) = waiting.filter(|_| super::gate::interactive(ctx, json)) else {
+        return Ok(exit);
+    };
+    match super::gate::ask(engine, project, &w)? {
+        Some(answer) => {
+            let opts = RunOptions {
+                answer: Some(answer),
+                ..RunOptions::default()
+            };
+            continue_run(ctx, engine, project, &w.run_id, opts, json)
+        }
+        None => Ok(exit),
+    }
+}
+
+/// The gate a run stopped at, if it waits at one.
+fn at_gate(report: &Result<RunReport, orchestrator::RunError>) -> Option<super::gate::Waiting> {
+    let r = report.as_ref().ok()?;
+    (r.status == RunStatus::Waiting).then(|| super::gate::Waiting {
+        run_id: r.run_id.clone(),
+        workflow: r.workflow.clone(),
+        state: r.state.clone(),
+        question: r.reason.clone().unwrap_or_default(),
+    })
 }
 
 pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
+    // Before anything else, so a Ctrl-C during start-up is never lost.
     let engine = Engine::new()?;
     // The run's own workflow is checked when it is looked up; other broken
     // files need not stop it.
     let project = ctx.project_for("nothing was run", Purpose::Run { workflow: None })?;
     let run_id = resumable(&project, args.run.as_deref())?;
-    // The run's own workflow, when it is still defined (else resume says why).
-    let workflow_id = Store::open_read_only(&project.config.paths.db())?
+    let failed = Store::open_read_only(&project.config.paths.db())?
         .run(&run_id)?
-        .workflow_id;
-    if let Ok(workflow) = project.workflow(Some(&workflow_id)) {
-        ready(&engine, &project, &workflow)?;
-    }
+        .status
+        == RunStatus::Failed;
+    let redrive = match (failed, &args.from, &args.note) {
+        (true, from, note) => Some(orchestrator::Redrive {
+            from: from.clone(),
+            note: note.clone(),
+            by: super::control::who(),
+        }),
+        (false, None, None) => None,
+        (false, _, _) => {
+            return Err(Error::usage(
+                format!("run {run_id} has not failed: --from and --note redrive a failed run"),
+                "`modix resume <run>` alone continues an interrupted or stopped run",
+            ));
+        }
+    };
     let opts = RunOptions {
         reset: args.reset,
-        ..options(ctx, args.json)
+        redrive,
+        ..RunOptions::default()
     };
-    let mut sink = Progress::new(ctx.out, args.json, opts.stream);
-    let report = orchestrator::resume(&engine, &project, &run_id, &opts, &mut sink);
+    continue_run(ctx, &engine, &project, &run_id, opts, args.json)
+}
+
+/// Drives run `run_id` on from where its record ends (a resume, a redrive,
+/// a gate's answer), with the live view `go` has, once its agents are ready.
+pub(super) fn continue_run(
+    ctx: &Ctx,
+    engine: &Engine,
+    project: &crate::project::Project,
+    run_id: &str,
+    opts: RunOptions,
+    json: bool,
+) -> Result<Exit, Error> {
+    // The run's own workflow, when it is still defined (else resume says why).
+    let store = Store::open_read_only(&project.config.paths.db())?;
+    let workflow_id = store.run(run_id)?.workflow_id;
+    let mut loops = None;
+    if let Ok(workflow) = project.workflow(Some(&workflow_id)) {
+        ready(engine, project, &workflow)?;
+        loops = Some(replayed(&workflow, &store.transitions(run_id)?));
+    }
+    drop(store);
+    let mut waiting = None;
+    let exit = with_progress(ctx, json, opts, loops, |opts, sink| {
+        let report = orchestrator::resume(engine, project, run_id, opts, sink);
+        waiting = at_gate(&report);
+        report
+    })?;
+    answer_in_place(ctx, engine, project, exit, waiting, json)
+}
+
+/// Runs `drive` with the live view `go` has and its exit codes.
+pub(super) fn with_progress(
+    ctx: &Ctx,
+    json: bool,
+    opts: RunOptions,
+    loops: Option<Loops>,
+    drive: impl FnOnce(&RunOptions, &mut dyn EventSink) -> Result<RunReport, orchestrator::RunError>,
+) -> Result<Exit, Error> {
+    let opts = RunOptions {
+        stream: options(ctx, json).stream,
+        ..opts
+    };
+    let mut sink = Progress::new(ctx.out, json, opts.stream, loops);
+    let report = drive(&opts, &mut sink);
     finish(report, &mut sink)
+}
+
+/// The largest epic `--epic-file` takes.
+const MAX_EPIC_BYTES: u64 = 1 << 20;
+
+/// The epic: the argument, or the text of `--epic-file` (`-`: stdin);
+/// never empty.
+fn epic(args: &GoArgs) -> Result<String, Error> {
+    let Some(path) = &args.epic_file else {
+        let epic = args.epic.clone().unwrap_or_default();
+        if epic.trim().is_empty() {
+            return Err(Error::usage(
+                "the epic is empty",
+                "say what to do: modix go \"Add a --verbose flag\"",
+            ));
+        }
+        return Ok(epic);
+    };
+    let stdin = path == Path::new("-");
+    let name = if stdin {
+        "the epic on standard input".to_owned()
+    } else {
+        format!("the epic file {}", path.display())
+    };
+    let too_big = |size: String| {
+        Error::usage(
+            format!("{name} is {size}; an epic may be at most 1 MiB"),
+            "say what to do in fewer words, and point the agents at a file in the project for the details",
+        )
+    };
+    let mut bytes = Vec::new();
+    let read = if stdin {
+        std::io::stdin()
+            .lock()
+            .take(MAX_EPIC_BYTES + 1)
+            .read_to_end(&mut bytes)
+    } else {
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_file() && m.len() > MAX_EPIC_BYTES => {
+                return Err(too_big(format!("{} bytes", m.len())));
+            }
+            _ => std::fs::File::open(path)
+                .and_then(|f| f.take(MAX_EPIC_BYTES + 1).read_to_end(&mut bytes)),
+        }
+    };
+    if let Err(e) = read {
+        return Err(Error::usage(
+            format!("cannot read {name}: {e}"),
+            "give the path of a readable text file, or `-` to read the epic from standard input",
+        ));
+    }
+    if bytes.len() as u64 > MAX_EPIC_BYTES {
+        return Err(too_big("more than 1 MiB".to_owned()));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Error::usage(
+            format!(
+                "{name} is not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+            "save it as UTF-8",
+        )
+    })?;
+    if text.contains('\0') {
+        return Err(Error::usage(
+            format!("{name} contains a NUL byte; an epic is text"),
+            "save the epic as plain text",
+        ));
+    }
+    if text.trim().is_empty() {
+        return Err(Error::usage(
+            format!("{name} is empty"),
+            "write what to do in it, e.g. \"Add a --verbose flag\"",
+        ));
+    }
+    Ok(text)
+}
+
+/// `AGENT=VALUE`, as `--brain` and `--model` take it.
+fn assignment(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((agent, value)) if !agent.trim().is_empty() && !value.trim().is_empty() => {
+            Ok((agent.trim().to_owned(), value.trim().to_owned()))
+        }
+        _ => Err(format!("`{s}` is not AGENT=VALUE (e.g. executor=opus)")),
+    }
+}
+
+/// The project with this run's `--brain`, `--model` and `--env` applied,
+/// before anything checks or records it; an override that does nothing (an
+/// unset variable, an agent the workflow does not use) is warned about.
+fn with_overrides(
+    ctx: &Ctx,
+    project: crate::project::Project,
+    args: &GoArgs,
+) -> Result<crate::project::Project, Error> {
+    let overrides = crate::project::Overrides {
+        brains: args.brain.clone(),
+        models: args.model.clone(),
+        env: args.env.clone(),
+    };
+    if overrides.is_empty() {
+        return Ok(project);
+    }
+    let (project, notes) = project.with_overrides(&overrides, args.workflow.as_deref())?;
+    for note in notes {
+        ctx.out.warn(note);
+    }
+    Ok(project)
 }
 
 /// Refuses to start (or resume) a run whose agents cannot run: a CLI
 /// missing or at a version its shell rejects, no key or login, a command
 /// agent's probe failing — before anything is recorded.
-fn ready(
+pub(super) fn ready(
     engine: &Engine,
     project: &crate::project::Project,
     workflow: &crate::project::Workflow,
@@ -211,13 +447,34 @@ fn resumable(project: &crate::project::Project, reference: Option<&str>) -> Resu
     if let Some(reference) = reference {
         return Ok(runs::resolve(&store, reference)?.id);
     }
-    let candidates =
-        store.runs_matching(&[RunStatus::Interrupted, RunStatus::Running], None, None)?;
+    let candidates = store.runs_matching(
+        &[
+            RunStatus::Interrupted,
+            RunStatus::Stopped,
+            RunStatus::Running,
+        ],
+        None,
+        None,
+    )?;
     candidates
         .into_iter()
-        .find(|r| runs::status(&r.run).status == RunStatus::Interrupted)
+        .find(|r| {
+            matches!(
+                runs::status(&r.run).status,
+                RunStatus::Interrupted | RunStatus::Stopped
+            )
+        })
         .map(|r| r.run.id)
         .ok_or_else(nothing)
+}
+
+/// The loops of a run that has recorded `transitions` so far.
+fn replayed(workflow: &crate::project::Workflow, transitions: &[TransitionRecord]) -> Loops {
+    let mut loops = Loops::new(std::sync::Arc::clone(&workflow.machine));
+    for t in transitions {
+        loops.advance(&t.event, &t.to);
+    }
+    loops
 }
 
 fn options(ctx: &Ctx, json: bool) -> RunOptions {
@@ -234,7 +491,8 @@ fn finish(
     sink.finish_bar();
     Ok(match report?.status {
         RunStatus::Succeeded => Exit::Ok,
-        RunStatus::Interrupted | RunStatus::Running => Exit::Interrupted,
+        RunStatus::Interrupted | RunStatus::Running | RunStatus::Stopped => Exit::Interrupted,
+        RunStatus::Waiting => Exit::Waiting,
         RunStatus::Failed => Exit::Failed,
     })
 }
@@ -248,6 +506,8 @@ struct Progress {
     /// Held while `bar` is shown.
     echo: Option<QuietCtrlC>,
     step_started: Instant,
+    /// Where the run stands in its workflow's loops (`None`: unknown).
+    loops: Option<Loops>,
 }
 
 /// Stops the terminal from echoing `^C` while the live line is up, and
@@ -284,7 +544,7 @@ impl Drop for QuietCtrlC {
 impl Progress {
     /// `streaming`: the agents' own output (`-v`) is printed as it comes,
     /// which a live line redrawn in place would tear; then plain lines only.
-    fn new(out: Output, json: bool, streaming: bool) -> Self {
+    fn new(out: Output, json: bool, streaming: bool, loops: Option<Loops>) -> Self {
         let live = !json && !out.quiet && !streaming && std::io::stderr().is_terminal();
         let bar = live.then(|| {
             let bar = ProgressBar::new_spinner();
@@ -303,7 +563,13 @@ impl Progress {
             echo: bar.as_ref().map(|_| QuietCtrlC::new()),
             bar,
             step_started: Instant::now(),
+            loops,
         }
+    }
+
+    /// The loop the run's current visit of `state` is in, if known.
+    fn looping(&self, state: &str) -> Option<LoopCount> {
+        self.loops.as_ref().and_then(|l| l.at(state))
     }
 
     fn say(&self, line: String) {
@@ -326,8 +592,13 @@ impl Progress {
 
     fn agent_started(&mut self, state: &str, agent: &str, attempt: u32, bound: Option<u64>) {
         self.step_started = Instant::now();
-        let of = bound.map(|b| format!("/{b}")).unwrap_or_default();
-        let msg = format!("{state}: {agent} (attempt {attempt}{of})");
+        let looping = self.looping(state);
+        let msg = format!(
+            "{}: {} ({})",
+            esc(state),
+            esc(agent),
+            loops::attempt(attempt, looping.as_ref(), bound)
+        );
         match &self.bar {
             Some(bar) => {
                 bar.reset_elapsed();
@@ -342,15 +613,15 @@ impl Progress {
         let agent = t
             .agent
             .as_deref()
-            .map(|a| format!(" [{a} {elapsed:.1}s]"))
+            .map(|a| format!(" [{} {elapsed:.1}s]", esc(a)))
             .unwrap_or_default();
         self.say(format!(
             "{:>3}. {} —{}→ {}{agent}  {}",
             t.seq,
-            t.from,
-            t.event,
-            t.to,
-            t.reason.as_deref().unwrap_or("")
+            esc(&t.from),
+            esc(&t.event),
+            esc(&t.to),
+            esc(t.reason.as_deref().unwrap_or(""))
         ));
         self.step_started = Instant::now();
     }
@@ -374,9 +645,23 @@ impl Progress {
                 r.run_id
             ),
             RunStatus::Failed => format!(
-                "Run {} {}: ended in {state} (a human steps in)",
+                "Run {} {}: ended in {state} (a human steps in: `modix resume {} --from STATE --note TEXT` redrives it)",
                 r.run_id,
-                out.paint("failed", tone)
+                out.paint("failed", tone),
+                r.run_id
+            ),
+            RunStatus::Stopped => format!(
+                "Run {} {} in {state}: `modix resume {}` continues it",
+                r.run_id,
+                out.paint("stopped", Tone::Warn),
+                r.run_id
+            ),
+            RunStatus::Waiting => format!(
+                "Run {} {} at {state}: {} — answer with `modix approve {id}` or `modix reject {id} --note TEXT` (`modix status {id}` shows the latest outputs)",
+                r.run_id,
+                out.paint("is waiting for you", Tone::Warn),
+                r.reason.as_deref().unwrap_or("a human decides"),
+                id = r.run_id
             ),
         };
         out.line(format!(
@@ -397,12 +682,28 @@ impl Progress {
 impl EventSink for Progress {
     fn event(&mut self, event: &RunEvent) {
         if self.json {
+            let looping = match event {
+                RunEvent::AgentStarted { state, .. } => Some(self.looping(state)),
+                RunEvent::Transition(t) => Some(self.looping(&t.from)),
+                _ => None,
+            };
             self.out.json_line(&Versioned {
                 schema_version: SCHEMA_VERSION,
                 event,
+                looping,
             });
-            return;
+        } else {
+            self.show(event);
         }
+        if let (RunEvent::Transition(t), Some(loops)) = (event, &mut self.loops) {
+            loops.advance(&t.event, &t.to);
+        }
+    }
+}
+
+impl Progress {
+    /// An event for people.
+    fn show(&mut self, event: &RunEvent) {
         match event {
             RunEvent::RunStarted {
                 run_id,
@@ -410,7 +711,7 @@ impl EventSink for Progress {
                 resumed,
             } => {
                 let verb = if *resumed { "Resuming" } else { "Started" };
-                self.say(format!("{verb} run {run_id} (workflow {workflow})"));
+                self.say(format!("{verb} run {run_id} (workflow {})", esc(workflow)));
             }
             RunEvent::AgentStarted {
                 state,
@@ -431,12 +732,12 @@ impl EventSink for Progress {
                     (Mode::Copy, _) => format!("in a copy at {}", workdir.display()),
                     _ => format!("in place in {} (no isolation)", workdir.display()),
                 };
-                self.say(format!("  Working {place}"));
+                self.say(format!("  Working {}", esc(&place)));
                 for note in notes {
-                    self.say(format!("  Note: {note}"));
+                    self.say(format!("  Note: {}", esc(note)));
                 }
             }
-            RunEvent::Notice { message, .. } => self.say(format!("  Note: {message}")),
+            RunEvent::Notice { message, .. } => self.say(format!("  Note: {}", esc(message))),
             RunEvent::Retrying {
                 state,
                 agent,
@@ -447,8 +748,10 @@ impl EventSink for Progress {
                 wait_ms,
                 ..
             } => self.say(format!(
-                "  ↻ {state}: {agent} failed ({class}): {} — retry {retry} of {of} in {}",
-                crate::text::truncate(reason, 200),
+                "  ↻ {}: {} failed ({class}): {} — retry {retry} of {of} in {}",
+                esc(state),
+                esc(agent),
+                esc(&crate::text::truncate(reason, 200)),
                 crate::text::duration(*wait_ms)
             )),
             RunEvent::Transition(t) => self.transition(t),
@@ -486,10 +789,19 @@ fn changes_line(c: &ChangeSummary) -> String {
     }
 }
 
+/// Text from an agent or a user, safe for the terminal (`--json` keeps it raw).
+fn esc(s: &str) -> std::borrow::Cow<'_, str> {
+    crate::text::escape_controls(s)
+}
+
 /// An event as one `--json` line: the event's fields and the vocabulary's version.
 #[derive(serde::Serialize)]
 struct Versioned<'a> {
     schema_version: u32,
     #[serde(flatten)]
     event: &'a RunEvent,
+    /// For `agent_started` and `transition`: the loop the state's visit is
+    /// in (`null` when none), beside `bound`, the worst case.
+    #[serde(rename = "loop", skip_serializing_if = "Option::is_none")]
+    looping: Option<Option<LoopCount>>,
 }

@@ -3,11 +3,17 @@
 
 use serde_json::json;
 
+use std::sync::Arc;
+
+use super::loops::{LoopCount, Loops};
 use super::output::{Table, Tone, toned};
 use super::runs::{self, ShortIds};
 use super::{Ctx, Output};
+use crate::config::ProjectPaths;
 use crate::error::{Error, Exit};
+use crate::fsm::Machine;
 use crate::orchestrator::SCHEMA_VERSION;
+use crate::project::Purpose;
 use crate::store::{Run, RunStatus, Store, StoreError, TransitionRecord, millis_between};
 use crate::text;
 
@@ -43,11 +49,18 @@ pub struct HistoryArgs {
 
 fn status_parser() -> impl clap::builder::TypedValueParser<Value = RunStatus> {
     use clap::builder::TypedValueParser as _;
-    clap::builder::PossibleValuesParser::new(["running", "interrupted", "succeeded", "failed"])
-        .try_map(|s| {
-            s.parse::<RunStatus>()
-                .map_err(|_| format!("unknown status `{s}`"))
-        })
+    clap::builder::PossibleValuesParser::new([
+        "running",
+        "waiting",
+        "interrupted",
+        "stopped",
+        "succeeded",
+        "failed",
+    ])
+    .try_map(|s| {
+        s.parse::<RunStatus>()
+            .map_err(|_| format!("unknown status `{s}`"))
+    })
 }
 
 pub fn run(ctx: &Ctx, args: &HistoryArgs) -> Result<Exit, Error> {
@@ -72,7 +85,10 @@ pub fn run(ctx: &Ctx, args: &HistoryArgs) -> Result<Exit, Error> {
             match args.invocation {
                 Some(n) => show_invocation(&store, &run, n, args.json, out)?,
                 None if args.timeline => timeline(&store, &run, args.json, out)?,
-                None => show_run(&store, &run, args.json, out)?,
+                None => {
+                    let machine = workflow_of(ctx, &paths, &run);
+                    show_run(&store, &run, machine, args.json, out)?
+                }
             }
         }
     }
@@ -182,10 +198,12 @@ fn headline(run: &Run, out: &Output) -> String {
     } else {
         run.status_reason.clone().filter(|r| r != "resumed")
     };
+    let why = why.map(|w| text::escape_controls(&w).into_owned());
     let mut s = match status.status {
         RunStatus::Succeeded => format!("{word}: reached {state} in {took}"),
         RunStatus::Failed => format!("{word}: ended in {state} after {took}"),
-        RunStatus::Interrupted => format!("{word} in {state} after {took}"),
+        RunStatus::Interrupted | RunStatus::Stopped => format!("{word} in {state} after {took}"),
+        RunStatus::Waiting => format!("{word} at {state} after {took}"),
         RunStatus::Running => format!(
             "{word} in {state} for {took}{}",
             run.owner_pid
@@ -193,23 +211,79 @@ fn headline(run: &Run, out: &Output) -> String {
                 .unwrap_or_default()
         ),
     };
-    if status.status == RunStatus::Interrupted
-        && let Some(why) = why
+    if matches!(
+        status.status,
+        RunStatus::Interrupted | RunStatus::Stopped | RunStatus::Waiting
+    ) && let Some(why) = why
     {
-        s.push_str(&format!(": {why}"));
+        s.push_str(&format!(": {}", text::escape_controls(&why)));
+    }
+    if let Some(f) = &run.forked_from {
+        s.push_str(&format!(
+            " (forked from run {} at step {})",
+            f["run_id"].as_str().unwrap_or("?"),
+            f["seq"]
+        ));
     }
     s
 }
 
-fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Error> {
+/// The workflow the run ran, as it is defined now, if it is still the
+/// same (by content hash); only to tell which loop each step was in.
+fn workflow_of(ctx: &Ctx, paths: &ProjectPaths, run: &Run) -> Option<Arc<Machine>> {
+    let purpose = Purpose::Run {
+        workflow: Some(&run.workflow_id),
+    };
+    let (project, _) = crate::project::load_for(paths, &ctx.settings, &ctx.settings_diags, purpose);
+    let machine = project?.catalog.get(&run.workflow_id).cloned()?;
+    (machine.content_hash() == run.workflow_hash).then_some(machine)
+}
+
+/// For each transition, the loop its state's visit was in (`None` for
+/// none, or when the workflow is not known).
+fn loops_of(
+    machine: Option<Arc<Machine>>,
+    transitions: &[TransitionRecord],
+) -> Vec<Option<LoopCount>> {
+    let Some(machine) = machine else {
+        return vec![None; transitions.len()];
+    };
+    let mut loops = Loops::new(machine);
+    transitions
+        .iter()
+        .map(|t| {
+            let looping = loops.at(&t.from);
+            loops.advance(&t.event, &t.to);
+            looping
+        })
+        .collect()
+}
+
+fn show_run(
+    store: &Store,
+    run: &Run,
+    machine: Option<Arc<Machine>>,
+    json: bool,
+    out: &Output,
+) -> Result<(), Error> {
     let transitions = store.transitions(&run.id)?;
+    let looping = loops_of(machine, &transitions);
     if json {
         let messages = store.messages(&run.id)?;
+        let steps: Vec<serde_json::Value> = transitions
+            .iter()
+            .zip(&looping)
+            .map(|(t, l)| {
+                let mut v = serde_json::to_value(t).unwrap_or_default();
+                v["loop"] = serde_json::to_value(l).unwrap_or_default();
+                v
+            })
+            .collect();
         out.json(&json!({
             "schema_version": SCHEMA_VERSION,
             "run": runs::run_json(run),
             "usage": store.run_usage(&run.id)?,
-            "transitions": transitions,
+            "transitions": steps,
             "messages": messages,
         }));
         return Ok(());
@@ -224,11 +298,11 @@ fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
     } else {
         run.created_at.clone()
     };
-    out.para(format!(
+    out.para(text::escape_controls(&format!(
         "Workflow {} {}, started {started}",
         run.workflow_id, run.workflow_version
-    ));
-    out.para(format!("Epic: {}", run.epic));
+    )));
+    out.para(format!("Epic: {}", text::escape_controls(&run.epic)));
     if let Some(used) = usage_totals(&store.run_usage(&run.id)?) {
         out.para(used);
     }
@@ -243,8 +317,11 @@ fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
         "reason",
     ])
     .wrap_column(7)
-    .optional(&[1, 4, 3]);
-    for (tr, took) in transitions.iter().zip(step_durations(run, &transitions)) {
+    // On a narrow terminal: the clock time first, then the event (the
+    // reason says why), then the attempt.
+    .optional(&[1, 3, 4]);
+    let steps = transitions.iter().zip(&looping);
+    for ((tr, looping), took) in steps.zip(step_durations(run, &transitions)) {
         let at = if out.tty {
             text::local_time(&tr.at, "%H:%M:%S")
         } else {
@@ -255,8 +332,8 @@ fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
             at.into(),
             toned(format!("{} → {}", tr.from, tr.to), step_tone(run, tr)),
             tr.event.clone().into(),
-            match tr.bound {
-                Some(b) => format!("{}/{b}", tr.attempt),
+            match looping {
+                Some(l) => format!("{} · loop {} of {}", tr.attempt, l.count, l.max),
                 None => tr.attempt.to_string(),
             }
             .into(),
@@ -270,6 +347,9 @@ fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
         // Hints are for people; a pipe gets the record alone.
         return Ok(());
     }
+    if let Some(worst) = worst_cases(&transitions) {
+        out.para(worst);
+    }
     let id = runs::id_cell(out, &ShortIds::load(store)?, &run.id);
     if runs::status(run).status == RunStatus::Interrupted {
         out.para(format!("`modix resume {id}` continues it."));
@@ -278,6 +358,30 @@ fn show_run(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
         "`modix history {id} --invocation N` shows an invocation; `--timeline` charts the steps."
     ));
     Ok(())
+}
+
+/// `At most: EXECUTING 6 visits, TESTING 4 (…)`: the worst case the
+/// workflow's bounds allow each state the run went round, as recorded.
+fn worst_cases(transitions: &[TransitionRecord]) -> Option<String> {
+    let mut seen: Vec<(&str, u32)> = Vec::new();
+    for t in transitions {
+        if let Some(b) = t.bound.filter(|b| *b > 1)
+            && !seen.iter().any(|(s, _)| *s == t.from)
+        {
+            seen.push((&t.from, b));
+        }
+    }
+    let mut parts = seen.iter().map(|(s, b)| format!("{s} {b}"));
+    let first = parts.next()?;
+    let rest: Vec<String> = parts.collect();
+    let list = std::iter::once(format!("{first} visits"))
+        .chain(rest)
+        .collect::<Vec<_>>();
+    Some(text::escape_controls(&format!(
+        "At most: {} (the worst case the workflow's bounds allow; a loop's count is against the `max` on its transition).",
+        list.join(", ")
+    ))
+    .into_owned())
 }
 
 /// How long each step took: from the previous transition (the run's start
@@ -324,22 +428,25 @@ fn timeline(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
     }
     if !out.tty {
         for (t, ms) in transitions.iter().zip(&took) {
-            out.line(format!(
-                "{}\t{}\t{}\t{}\t{}\t{}",
-                t.seq,
-                t.from,
-                t.to,
-                t.event,
-                t.agent.as_deref().unwrap_or(""),
-                ms.map_or(String::new(), |m| m.to_string())
-            ));
+            safe_line(
+                out,
+                format!(
+                    "{}\t{}\t{}\t{}\t{}\t{}",
+                    t.seq,
+                    t.from,
+                    t.to,
+                    t.event,
+                    t.agent.as_deref().unwrap_or(""),
+                    ms.map_or(String::new(), |m| m.to_string())
+                ),
+            );
         }
         return Ok(());
     }
     out.para(format!("Run {} — {}", run.id, headline(run, out)));
     let labels: Vec<String> = transitions
         .iter()
-        .map(|t| format!("{:>3} {} → {}", t.seq, t.from, t.to))
+        .map(|t| text::escape_controls(&format!("{:>3} {} → {}", t.seq, t.from, t.to)).into_owned())
         .collect();
     let label_w = labels.iter().map(|l| text::width(l)).max().unwrap_or(0);
     let label_w = label_w.min(out.width / 2);
@@ -396,39 +503,53 @@ fn show_invocation(
         return Ok(());
     }
     let outcome = inv.outcome.map_or("-", |o| o.as_str());
-    out.line(format!(
-        "Invocation {n} of run {}: {} in {} (attempt {})\nstatus: {}, outcome: {outcome}, exit code: {}, timed out: {}, took {}\nargv: {}",
-        run.id, inv.agent, inv.state, inv.attempt, inv.status,
-        inv.exit_code.map_or("-".into(), |c| c.to_string()),
-        inv.timed_out, inv.duration_ms.map_or("-".into(), text::duration),
-        serde_json::to_string(&inv.argv).unwrap_or_default()
-    ));
+    safe_line(
+        out,
+        format!(
+            "Invocation {n} of run {}: {} in {} (attempt {})\nstatus: {}, outcome: {outcome}, exit code: {}, timed out: {}, took {}\nargv: {}",
+            run.id,
+            inv.agent,
+            inv.state,
+            inv.attempt,
+            inv.status,
+            inv.exit_code.map_or("-".into(), |c| c.to_string()),
+            inv.timed_out,
+            inv.duration_ms.map_or("-".into(), text::duration),
+            serde_json::to_string(&inv.argv).unwrap_or_default()
+        ),
+    );
     if let Some(error) = &inv.error {
-        out.line(format!("could not start: {error}"));
+        safe_line(out, format!("could not start: {error}"));
     }
     if !inv.validation_errors.is_empty() {
-        out.line(format!(
-            "validation errors:\n  - {}",
-            inv.validation_errors.join("\n  - ")
-        ));
+        safe_line(
+            out,
+            format!(
+                "validation errors:\n  - {}",
+                inv.validation_errors.join("\n  - ")
+            ),
+        );
     }
     if let Some(class) = &inv.class {
-        out.line(format!(
-            "failure: {class}: {}",
-            inv.reason.as_deref().unwrap_or("")
-        ));
+        safe_line(
+            out,
+            format!("failure: {class}: {}", inv.reason.as_deref().unwrap_or("")),
+        );
     }
     if let Some(u) = &inv.usage {
-        out.line(format!("usage: {}", usage_of_invocation(u)));
+        safe_line(out, format!("usage: {}", usage_of_invocation(u)));
     }
     if let Some(r) = &inv.retry {
-        out.line(format!(
-            "run again: retry {} of {} after {} ({} is retried by the state's rule)",
-            r["retry"],
-            r["of"],
-            text::duration(r["wait_ms"].as_u64().unwrap_or(0)),
-            r["class"].as_str().unwrap_or("?")
-        ));
+        safe_line(
+            out,
+            format!(
+                "run again: retry {} of {} after {} ({} is retried by the state's rule)",
+                r["retry"],
+                r["of"],
+                text::duration(r["wait_ms"].as_u64().unwrap_or(0)),
+                r["class"].as_str().unwrap_or("?")
+            ),
+        );
     }
     if let Some(changes) = &inv.changes {
         show_changes(changes, out);
@@ -438,25 +559,37 @@ fn show_invocation(
         .iter()
         .map(|l| format!("{} —{}→ {}", l.from, l.event, l.to))
         .collect();
-    out.line(format!(
-        "lifecycle ({}): {}",
-        inv.lifecycle_fsm,
-        lifecycle.join(", ")
-    ));
-    out.line(format!("--- prompt ---\n{}", inv.prompt));
-    out.line(format!(
-        "--- stdout ({} bytes) ---\n{}",
-        inv.stdout_bytes, inv.stdout
-    ));
-    out.line(format!(
-        "--- stderr ({} bytes) ---\n{}",
-        inv.stderr_bytes, inv.stderr
-    ));
+    safe_line(
+        out,
+        format!(
+            "lifecycle ({}): {}",
+            inv.lifecycle_fsm,
+            lifecycle.join(", ")
+        ),
+    );
+    safe_line(out, format!("--- prompt ---\n{}", inv.prompt));
+    safe_line(
+        out,
+        format!(
+            "--- stdout ({} bytes) ---\n{}",
+            inv.stdout_bytes, inv.stdout
+        ),
+    );
+    safe_line(
+        out,
+        format!(
+            "--- stderr ({} bytes) ---\n{}",
+            inv.stderr_bytes, inv.stderr
+        ),
+    );
     if let Some(parsed) = &inv.parsed_output {
-        out.line(format!(
-            "--- parsed output ---\n{}",
-            serde_json::to_string_pretty(parsed).unwrap_or_default()
-        ));
+        safe_line(
+            out,
+            format!(
+                "--- parsed output ---\n{}",
+                serde_json::to_string_pretty(parsed).unwrap_or_default()
+            ),
+        );
     }
     Ok(())
 }
@@ -524,11 +657,14 @@ fn show_changes(changes: &serde_json::Value, out: &Output) {
             .as_array()
             .map(|a| a.iter().filter_map(|p| p.as_str()).collect())
             .unwrap_or_default();
-        out.line(format!(
-            "discarded on resume (kept under {}): {}",
-            d["reference"].as_str().unwrap_or("?"),
-            paths.join(", ")
-        ));
+        safe_line(
+            out,
+            format!(
+                "discarded on resume (kept under {}): {}",
+                d["reference"].as_str().unwrap_or("?"),
+                paths.join(", ")
+            ),
+        );
         return;
     }
     let Ok(work) = serde_json::from_value::<crate::orchestrator::StepWork>(changes.clone()) else {
@@ -547,33 +683,48 @@ fn show_changes(changes: &serde_json::Value, out: &Output) {
     } else {
         files.join(", ")
     };
-    out.line(format!(
-        "files changed (recorded at commit {}): {recorded}",
-        &work.commit[..work.commit.len().min(12)]
-    ));
+    safe_line(
+        out,
+        format!(
+            "files changed (recorded at commit {}): {recorded}",
+            &work.commit[..work.commit.len().min(12)]
+        ),
+    );
     if let Some(claimed) = &work.claimed {
         let mark = if work.claim_mismatch {
             "  ← does not match the record"
         } else {
             ""
         };
-        out.line(format!(
-            "files claimed by the agent: {}{mark}",
-            claimed.join(", ")
-        ));
+        safe_line(
+            out,
+            format!("files claimed by the agent: {}{mark}", claimed.join(", ")),
+        );
     }
     if let Some(r) = &work.rejected {
-        out.line(format!("rejected: {} (kept under {})", r.why, r.reference));
+        safe_line(
+            out,
+            format!("rejected: {} (kept under {})", r.why, r.reference),
+        );
     }
     if let Some(why) = &work.no_progress {
-        out.line(format!("no progress: {why}"));
+        safe_line(out, format!("no progress: {why}"));
     }
     if let Some(v) = &work.verified {
-        out.line(format!("verified on tree {} (commit {})", v.tree, v.commit));
+        safe_line(
+            out,
+            format!("verified on tree {} (commit {})", v.tree, v.commit),
+        );
     }
     for note in &work.notes {
-        out.line(format!("note: {note}"));
+        safe_line(out, format!("note: {note}"));
     }
+}
+
+/// A line of an invocation's record: what the agent printed, wrote or was
+/// told, its control characters escaped (`--json` has them raw).
+fn safe_line(out: &Output, line: impl AsRef<str>) {
+    out.line(text::escape_controls(line.as_ref()));
 }
 
 #[cfg(test)]

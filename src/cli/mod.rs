@@ -3,14 +3,19 @@
 //! [`Error`]; errors are rendered here, in one place ([`Output::report`]),
 //! as text or — for commands given `--json` — as a JSON object.
 
+mod control;
 mod doctor;
+mod dry_run;
 mod fsm;
+mod gate;
 mod go;
 mod history;
 mod init;
+mod loops;
 mod meta;
 mod output;
 mod runs;
+mod status_view;
 mod validate;
 mod work;
 
@@ -118,6 +123,9 @@ pub enum Command {
         ("modix go --workflow plan_test \"Check only\"", "another workflow"),
         ("modix -q go \"Fix the build\"", "only errors and the summary line"),
         ("modix go --json \"Fix it\" | jq -c .type", "one JSON event per line"),
+        ("modix go --dry-run \"Fix it\"", "what would run, without running anything"),
+        ("modix go --epic-file epic.md", "a long epic from a file (`-`: stdin)"),
+        ("modix go --model executor=opus --env BOT_DELAY \"Fix it\"", "this run only"),
     ]))]
     Go(go::GoArgs),
     /// Continue an interrupted run from its last recorded state.
@@ -127,6 +135,49 @@ pub enum Command {
         ("modix resume last~1", "the run before the newest"),
     ]))]
     Resume(go::ResumeArgs),
+    /// What a run is doing now (or every live run): state, agent, gate, last steps.
+    #[command(after_help = examples(&[
+        ("modix status", "every run that is running or waiting for you"),
+        ("modix status last --watch", "follow the newest run until it ends"),
+        ("modix status 9qahxcaw --json", "one run, for tools"),
+    ]))]
+    Status(control::StatusArgs),
+    /// Approve the gate a run waits at (its first event), and continue the run.
+    #[command(after_help = examples(&[
+        ("modix approve last", "go on with the plan"),
+        ("modix approve 9qahxcaw --note \"keep the old API too\"", "with a word for the next agents"),
+        ("modix approve last --later", "record the answer; `modix resume` goes on"),
+    ]))]
+    Approve(control::ApproveArgs),
+    /// Reject the gate a run waits at (its second event), with a note saying why.
+    #[command(after_help = examples(&[
+        ("modix reject last --note \"split the migration out\"", "send it back with the reason"),
+    ]))]
+    Reject(control::RejectArgs),
+    /// Answer a gate with any of its events.
+    #[command(after_help = examples(&[
+        ("modix answer last needs_design --note \"talk to the team first\"", "a gate with more than two ways on"),
+    ]))]
+    Answer(control::AnswerArgs),
+    /// Stop a running run at its next step boundary (or now); it stays resumable.
+    #[command(after_help = examples(&[
+        ("modix stop last", "after the current step"),
+        ("modix stop last --now", "stop the running agent too"),
+    ]))]
+    Stop(control::StopArgs),
+    /// Start a new run from a step of another (its record up to there, its
+    /// workspace at that step's commit).
+    #[command(after_help = examples(&[
+        ("modix fork last --at 3", "branch off after step 3"),
+        ("modix fork 9qahxcaw --at 5 --note \"try the other approach\"", "with a word for the next agent"),
+    ]))]
+    Fork(control::ForkArgs),
+    /// Queue messages for a run's next agent, or list them.
+    #[command(subcommand, after_help = examples(&[
+        ("modix pending add last \"also handle an empty list\"", "for the next judge, planner or executor"),
+        ("modix pending list last", "queued and delivered"),
+    ]))]
+    Pending(control::PendingCommand),
     /// Show recorded runs, or one run's steps.
     #[command(after_help = examples(&[
         ("modix history", "runs, newest first"),
@@ -182,7 +233,13 @@ impl Command {
             Command::Go(a) => a.json,
             Command::Resume(a) => a.json,
             Command::History(a) => a.json,
-            Command::Diff(_) => false,
+            Command::Diff(_) | Command::Stop(_) => false,
+            Command::Status(a) => a.json,
+            Command::Approve(a) => a.json,
+            Command::Reject(a) => a.json,
+            Command::Answer(a) => a.json,
+            Command::Pending(c) => c.json(),
+            Command::Fork(a) => a.json,
             Command::Apply(a) => a.json,
             Command::Prune(a) => a.json,
         }
@@ -231,6 +288,13 @@ pub fn main() -> ExitCode {
         Command::Go(args) => go::run(&ctx, args),
         Command::Resume(args) => go::resume(&ctx, args),
         Command::History(args) => history::run(&ctx, args),
+        Command::Status(args) => control::status(&ctx, args),
+        Command::Approve(args) => control::approve(&ctx, args),
+        Command::Reject(args) => control::reject(&ctx, args),
+        Command::Answer(args) => control::answer(&ctx, args),
+        Command::Stop(args) => control::stop(&ctx, args),
+        Command::Pending(cmd) => control::pending(&ctx, cmd),
+        Command::Fork(args) => control::fork(&ctx, args),
         Command::Diff(args) => work::diff(&ctx, args),
         Command::Apply(args) => work::apply(&ctx, args),
         Command::Prune(args) => work::prune(&ctx, args),

@@ -5,6 +5,7 @@
 //! (no header, no borders) when stdout is a pipe, as gh does, so
 //! `modix history | awk -F'\t' …` works.
 
+use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 
@@ -162,26 +163,27 @@ impl Output {
         }
     }
 
-    /// An error on stderr, with an optional hint on how to fix it.
+    /// An error on stderr, with an optional hint on how to fix it (both
+    /// may quote what an agent or user wrote: control characters escaped).
     pub fn error(&self, message: impl AsRef<str>, help: Option<&str>) {
-        let mut text = format!(
+        let mut said = format!(
             "{}: {}\n",
             self.paint_err("error", Tone::Bad),
-            message.as_ref()
+            text::escape_controls(message.as_ref())
         );
         if let Some(help) = help {
-            text.push_str(&format!("  help: {help}\n"));
+            said.push_str(&format!("  help: {}\n", text::escape_controls(help)));
         }
-        to_stderr(&text);
+        to_stderr(&said);
     }
 
-    /// A warning on stderr (not with `-q`).
+    /// A warning on stderr (not with `-q`), control characters escaped.
     pub fn warn(&self, message: impl AsRef<str>) {
         if !self.quiet {
             to_stderr(&format!(
                 "{}: {}\n",
                 self.paint_err("warning", Tone::Warn),
-                message.as_ref()
+                text::escape_controls(message.as_ref())
             ));
         }
     }
@@ -398,8 +400,17 @@ impl Table {
         self
     }
 
+    /// A row; its cells' control characters are escaped here, once for
+    /// every table (their text comes from agents and users).
     pub fn row<C: Into<TableCell>>(&mut self, cells: impl IntoIterator<Item = C>) {
-        self.rows.push(cells.into_iter().map(Into::into).collect());
+        let row = cells.into_iter().map(|c| {
+            let mut cell: TableCell = c.into();
+            if let Cow::Owned(safe) = text::escape_controls(&cell.text) {
+                cell.text = safe;
+            }
+            cell
+        });
+        self.rows.push(row.collect());
     }
 
     /// Bordered, at most `width` columns wide: optional columns are left

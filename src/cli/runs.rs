@@ -45,6 +45,21 @@ pub fn resolve(store: &Store, reference: &str) -> Result<Run, Error> {
     })
 }
 
+/// The project's run database opened read-only, and run `reference` in it
+/// (an unknown run when there is no database yet).
+pub fn find(paths: &crate::config::ProjectPaths, reference: &str) -> Result<(Store, Run), Error> {
+    let db = paths.db();
+    if !db.exists() {
+        return Err(StoreError::UnknownRun {
+            prefix: reference.to_owned(),
+        }
+        .into());
+    }
+    let store = Store::open_read_only(&db)?;
+    let run = resolve(&store, reference)?;
+    Ok((store, run))
+}
+
 /// A run's status as people should see it.
 pub struct Status {
     /// The word the store uses, corrected: `interrupted` for a run whose owner is gone.
@@ -79,7 +94,7 @@ pub fn status_tone(status: RunStatus) -> Tone {
     match status {
         RunStatus::Succeeded => Tone::Good,
         RunStatus::Failed => Tone::Bad,
-        RunStatus::Interrupted => Tone::Warn,
+        RunStatus::Interrupted | RunStatus::Stopped | RunStatus::Waiting => Tone::Warn,
         RunStatus::Running => Tone::Plain,
     }
 }

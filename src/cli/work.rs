@@ -60,16 +60,7 @@ pub struct PruneArgs {
 
 /// The run and its workspace record.
 fn run_with_workspace(ctx: &Ctx, reference: &str) -> Result<(Store, Run, WorkspaceRecord), Error> {
-    let paths = ctx.paths()?;
-    let db = paths.db();
-    if !db.exists() {
-        return Err(crate::store::StoreError::UnknownRun {
-            prefix: reference.to_owned(),
-        }
-        .into());
-    }
-    let store = Store::open_read_only(&db)?;
-    let run = runs::resolve(&store, reference)?;
+    let (store, run) = runs::find(&ctx.paths()?, reference)?;
     let record = run
         .workspace
         .as_ref()

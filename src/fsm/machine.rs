@@ -251,6 +251,25 @@ impl Machine {
         &self.transitions
     }
 
+    /// Where a redrive takes a run that ended in a failure terminal: back to
+    /// `to` (not a terminal), every loop counter afresh — the bounds apply
+    /// to the redriven part as to a new run. `None` from anything but a
+    /// failure terminal.
+    pub fn redrive(&self, pos: &Position, to: StateId) -> Option<Position> {
+        let from = self.states.get(pos.state.index())?;
+        let target = self.states.get(to.index())?;
+        let failed = matches!(
+            from.kind,
+            StateKind::Terminal {
+                outcome: Ending::Failure
+            }
+        );
+        (failed && !target.is_terminal()).then(|| Position {
+            state: to,
+            counters: vec![0; self.slots],
+        })
+    }
+
     /// At the initial state, every counter zero.
     pub fn start(&self) -> Position {
         Position {

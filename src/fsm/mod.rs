@@ -52,6 +52,11 @@ pub use recovery::{CatchRule, Jitter, MAX_DELAY_SECS, MAX_RETRY_ATTEMPTS, RetryR
 /// sees it.
 pub const NO_PROGRESS: &str = "no_progress";
 
+/// The event a redrive is recorded with: a run that ended in a failure
+/// terminal continued from a state it visited (`modix resume --from`). It
+/// leaves a terminal state, where no transition of a workflow can.
+pub const REDRIVE: &str = "redrive";
+
 /// Events the engine raises itself, not an emit rule: a transition on one
 /// from an agent state is not dead (`fsm::dead-transition`).
 pub const ENGINE_EVENTS: [&str; 1] = [NO_PROGRESS];

@@ -629,6 +629,7 @@ pub(super) fn stderr_echo(agent: &str, redactor: &Redactor) -> EchoFn {
     let prefix = format!("[{agent}] ");
     let redactor = redactor.clone();
     Arc::new(move |_stream, line: &str| {
-        eprintln!("{prefix}{}", redactor.redact(line));
+        let line = format!("{prefix}{}", redactor.redact(line));
+        eprintln!("{}", crate::text::escape_controls(&line));
     })
 }

@@ -8,7 +8,8 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::invoke::{Call, Inputs};
+use super::inputs::{CameFrom, Inputs, Output};
+use super::invoke::Call;
 use crate::config::{Brain, ContextMode, Project};
 
 mod shape;
@@ -43,8 +44,24 @@ pub(super) struct ContextPackage<'a> {
     pub brain: Option<BrainContext<'a>>,
     pub task_spec: Option<&'a Value>,
     pub previous_result: Option<&'a Value>,
-    /// Why this state is visited again (test failures, why a result was rejected).
+    /// Why this state is visited again (test failures, a reviewer's
+    /// blockers, why a result was rejected): what the step that sent the
+    /// run back said. Absent on a state's first visit.
     pub feedback: Option<&'a str>,
+    /// The latest output of every agent state so far, by state name
+    /// (`schema`, `seq`, `output`).
+    pub outputs: &'a std::collections::BTreeMap<String, Output>,
+    /// The step that brought the run here (`seq`, `state`, `event`,
+    /// `reason`, `output`).
+    pub came_from: Option<&'a CameFrom>,
+    /// The task to work on now, when an earlier step handed one on (the
+    /// Looper judge's `next_task`).
+    pub next_task: Option<&'a str>,
+    /// What people said since this state last ran (`modix approve --note`,
+    /// `modix resume --note`): `note`, `event`, `by`, `at`.
+    pub notes: &'a [Value],
+    /// Messages queued for this agent with `modix pending add`: `text`, `by`, `at`.
+    pub pending: &'a [Value],
     /// `isolated`: only the fields above. `shared`: also `history`.
     pub context_mode: ContextMode,
     /// With `shared`, every message of the run so far, oldest first
@@ -98,6 +115,11 @@ impl<'a> ContextPackage<'a> {
             task_spec: inputs.task_spec.as_ref(),
             previous_result: inputs.previous_result.as_ref(),
             feedback: inputs.feedback.as_deref(),
+            outputs: &inputs.outputs,
+            came_from: inputs.came_from.as_ref(),
+            next_task: inputs.next_task.as_deref(),
+            notes: &inputs.notes,
+            pending: &inputs.pending,
             context_mode: inputs.context_mode,
             history: inputs.history.as_deref(),
         }
@@ -199,6 +221,11 @@ mod tests {
             task_spec: Some(&spec),
             previous_result: None,
             feedback: Some("2 tests failed"),
+            outputs: &Default::default(),
+            came_from: None,
+            next_task: None,
+            notes: &[],
+            pending: &[],
             context_mode: ContextMode::Isolated,
             history: None,
         };
@@ -258,6 +285,11 @@ mod tests {
             task_spec: None,
             previous_result: None,
             feedback: Some("f"),
+            outputs: &Default::default(),
+            came_from: None,
+            next_task: Some("t"),
+            notes: &[],
+            pending: &[],
             context_mode: ContextMode::Shared,
             history: Some(&history),
         };

@@ -14,9 +14,10 @@ use super::classify::Rules;
 use super::context::{ContextPackage, default_prompt, render_prompt};
 use super::events::RunEvent;
 use super::inflight::InFlight;
+use super::inputs::Inputs;
 use super::work::{StepFacts, StepWork, Work};
 use super::{Driver, RunError, outcome, retry};
-use crate::config::{Agent, Binding, ContextMode};
+use crate::config::{Agent, Binding};
 use crate::fsm::{AgentState, Ending, FailureClass, NO_PROGRESS, StateId, StateKind};
 use crate::shell::{EchoFn, ProcessOutcome, process_start_ticks};
 use crate::store::{InvocationStatus, NewInvocation, NewMessage, ProcessIds};
@@ -50,15 +51,6 @@ pub(super) struct Call<'a> {
     pub rules: Option<Arc<Rules>>,
 }
 
-/// What earlier steps left for this one, read from the store.
-pub(super) struct Inputs {
-    pub task_spec: Option<Value>,
-    pub previous_result: Option<Value>,
-    pub feedback: Option<String>,
-    pub context_mode: ContextMode,
-    pub history: Option<Vec<Value>>,
-}
-
 /// What one state's turn came to, ready to commit: the event it raises and
 /// what the step records with it.
 pub(super) struct Turn {
@@ -67,6 +59,8 @@ pub(super) struct Turn {
     pub messages: Vec<NewMessage>,
     pub reason: String,
     pub agent: Option<String>,
+    /// Pending messages its agent was handed (marked delivered with the step).
+    pub delivered: Vec<i64>,
 }
 
 /// What running the agent came to.
@@ -141,7 +135,7 @@ impl Driver<'_> {
         agent: &Agent,
     ) -> Result<Ended, RunError> {
         let attempt = self.cursor.visits(state);
-        let inputs = self.inputs(agent, attempt)?;
+        let inputs = self.inputs(state, agent, attempt)?;
         let call = self.info.call(state, spec, agent, attempt, &inputs);
         let materials = self.materials(&call, &inputs)?;
         self.sink.event(&RunEvent::AgentStarted {
@@ -180,7 +174,7 @@ impl Driver<'_> {
             });
             let Some((class, reason, wait)) = retry else {
                 let sink = &mut *self.sink;
-                let turn = self.info.finish(
+                let mut turn = self.info.finish(
                     &mut self.work,
                     &self.cursor,
                     sink,
@@ -189,6 +183,7 @@ impl Driver<'_> {
                     tried,
                     retried,
                 )?;
+                turn.delivered = inputs.pending_ids.clone();
                 return Ok(Ended::Turn(Box::new(turn)));
             };
             retried += 1;
@@ -235,45 +230,6 @@ impl Driver<'_> {
             context,
             prompt,
             system_prompt,
-        })
-    }
-
-    /// What earlier steps left that this agent is handed.
-    fn inputs(&self, agent: &Agent, attempt: u32) -> Result<Inputs, RunError> {
-        let run_id = &self.info.run.id;
-        let latest = |kind: &str| -> Result<Option<Value>, RunError> {
-            Ok(self.store.latest_message(run_id, kind)?.map(|m| m.payload))
-        };
-        let feedback = match attempt {
-            1 => None,
-            _ => latest("feedback")?
-                .and_then(|p| p.get("text").and_then(Value::as_str).map(str::to_owned)),
-        };
-        // The manifest's mode, else the global default: `shared` hands the
-        // agent every message of the run, `isolated` only what its role needs.
-        let context_mode = agent
-            .manifest
-            .context
-            .or(self.info.project.config.settings.context_mode)
-            .unwrap_or_default();
-        let history = match context_mode {
-            ContextMode::Isolated => None,
-            ContextMode::Shared => Some(
-                self.store
-                    .messages(run_id)?
-                    .into_iter()
-                    .map(|m| {
-                        serde_json::json!({ "seq": m.seq, "kind": m.kind, "state": m.state, "payload": m.payload })
-                    })
-                    .collect(),
-            ),
-        };
-        Ok(Inputs {
-            task_spec: latest("task_spec")?,
-            previous_result: latest("execution_result")?,
-            feedback,
-            context_mode,
-            history,
         })
     }
 }
@@ -438,6 +394,7 @@ impl super::RunInfo<'_> {
             messages,
             reason: crate::text::truncate(&reason, 400).into_owned(),
             agent: Some(call.agent.id.clone()),
+            delivered: Vec::new(),
         })
     }
 
@@ -478,7 +435,7 @@ impl super::RunInfo<'_> {
         }
     }
 
-    fn call<'a>(
+    pub(super) fn call<'a>(
         &'a self,
         state: StateId,
         spec: &'a AgentState,
@@ -566,7 +523,7 @@ impl super::RunInfo<'_> {
 
     /// The agent's prompt: its template rendered, the package itself when it
     /// has none, nothing for a plain command without one.
-    fn prompt(&self, agent: &Agent, ctx: &ContextPackage) -> Result<String, RunError> {
+    pub(super) fn prompt(&self, agent: &Agent, ctx: &ContextPackage) -> Result<String, RunError> {
         match &agent.manifest.prompt {
             Some(rel) => self.render_template(rel, ctx),
             None if matches!(agent.binding, Binding::Command { .. }) => Ok(String::new()),
@@ -576,7 +533,11 @@ impl super::RunInfo<'_> {
 
     /// Renders a template as it was read and checked when the project
     /// loaded (never re-read: a file swapped since is not what validated).
-    fn render_template(&self, rel: &str, ctx: &ContextPackage) -> Result<String, RunError> {
+    pub(super) fn render_template(
+        &self,
+        rel: &str,
+        ctx: &ContextPackage,
+    ) -> Result<String, RunError> {
         let config = &self.project.config;
         let text = config.templates.get(rel).ok_or_else(|| {
             RunError::Internal(format!(
@@ -707,6 +668,43 @@ fn list_or_none(paths: &[String]) -> String {
     }
 }
 
+/// The step a person's answer to a gate makes: its event, their note on
+/// record (and handed to the next agents).
+pub(super) fn human_turn(a: &super::Answer, state: &str) -> Turn {
+    let note = a
+        .note
+        .as_deref()
+        .map(|n| format!(": {n}"))
+        .unwrap_or_default();
+    Turn {
+        event: a.event.clone(),
+        invocation: None,
+        messages: note_message(state, &a.event, a.note.as_deref(), &a.by),
+        reason: format!("{} by {}{note}", a.event, a.by),
+        agent: None,
+        delivered: Vec::new(),
+    }
+}
+
+/// A person's note, as the message the next agents are handed.
+pub(super) fn note_message(
+    state: &str,
+    event: &str,
+    note: Option<&str>,
+    by: &str,
+) -> Vec<NewMessage> {
+    vec![NewMessage {
+        kind: "note".into(),
+        state: state.to_owned(),
+        payload: serde_json::json!({
+            "event": event,
+            "note": note,
+            "by": by,
+            "at": crate::store::now(),
+        }),
+    }]
+}
+
 /// The turn of an input state: it raises its event with the epic.
 pub(super) fn input_turn(event: &str, state: &str, epic: &str) -> Turn {
     Turn {
@@ -719,5 +717,6 @@ pub(super) fn input_turn(event: &str, state: &str, epic: &str) -> Turn {
         }],
         reason: "epic received".to_owned(),
         agent: None,
+        delivered: Vec::new(),
     }
 }

@@ -21,11 +21,14 @@ mod agent;
 mod budget;
 mod classify;
 mod context;
+mod control;
 mod cursor;
 mod events;
 mod inflight;
+mod inputs;
 mod invoke;
 mod outcome;
+pub mod preview;
 mod retry;
 mod work;
 
@@ -180,6 +183,32 @@ impl Engine {
     }
 }
 
+/// The agent a run has running now, as its in-flight note says (the
+/// caller checks the note is current: its `seq` is the run's next step).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AgentNow {
+    pub seq: u32,
+    pub state: String,
+    pub agent: String,
+    pub attempt: u32,
+    pub started_at: String,
+    /// The agent's process group.
+    pub pgid: Option<u32>,
+}
+
+/// See [`AgentNow`].
+pub fn agent_now(paths: &crate::config::ProjectPaths, run_id: &str) -> Option<AgentNow> {
+    let f = inflight::InFlight::read(&inflight::InFlight::path(&paths.run_dir(run_id)))?;
+    Some(AgentNow {
+        seq: f.seq,
+        state: f.state,
+        agent: f.agent,
+        attempt: f.attempt,
+        started_at: f.started_at,
+        pgid: f.process.map(|p| p.pgid),
+    })
+}
+
 /// How to run.
 #[derive(Default, Clone)]
 pub struct RunOptions {
@@ -193,6 +222,30 @@ pub struct RunOptions {
     pub allow_dirty: bool,
     /// Resume: put a moved run branch back at the last recorded step.
     pub reset: bool,
+    /// A person's answer to the gate the run waits at.
+    pub answer: Option<Answer>,
+    /// Continue a run that ended in a failure terminal (`resume --from`).
+    pub redrive: Option<Redrive>,
+    /// Record the gate's answer, then stop (`approve --later`).
+    pub stop_after_answer: bool,
+}
+
+/// A person's answer to a human gate: the event it raises, their note, who.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    pub event: String,
+    pub note: Option<String>,
+    /// `user@host`.
+    pub by: String,
+}
+
+/// Taking a failed run back to a state it visited.
+#[derive(Clone, Debug)]
+pub struct Redrive {
+    /// The state to continue from (default: the one whose failure ended it).
+    pub from: Option<String>,
+    pub note: Option<String>,
+    pub by: String,
 }
 
 /// Starts a new run of `epic` on `workflow` and drives it to a terminal
@@ -260,15 +313,7 @@ pub fn resume(
     let run = store.run(run_ref)?;
     let not_resumable =
         |message: String, help: &'static str| RunError::NotResumable { message, help };
-    if run.status.is_terminal() {
-        return Err(not_resumable(
-            format!(
-                "run {} already ended ({} in {}); nothing to resume",
-                run.id, run.status, run.current_state
-            ),
-            "start a new run with `modix go \"<epic>\"`; `modix history <run>` shows how this one ended",
-        ));
-    }
+    check_resumable(&run, opts)?;
     let workflow = match project.workflow(Some(&run.workflow_id)) {
         Ok(w) => w,
         Err(crate::error::Error::Config { diagnostics, .. }) => {
@@ -299,7 +344,22 @@ pub fn resume(
             "start a new run with `modix go`, or restore the workflow definition the run started with",
         ));
     }
+    // What the command asks is checked before anything changes.
+    if let Some(r) = &opts.redrive {
+        redrive_target(machine, &store.transitions(&run.id)?, r)?;
+    }
+    if let Some(a) = &opts.answer {
+        check_answer(machine, &run.current_state, a)?;
+    }
     store.claim_run(&run.id, std::process::id())?;
+    // Stops asked of the run before this resume are done with.
+    let old: Vec<i64> = store
+        .open_controls(&run.id)?
+        .into_iter()
+        .filter(|c| c.kind != crate::store::ControlKind::Pending)
+        .map(|c| c.id)
+        .collect();
+    store.take_controls(&old)?;
     let opened = recover(&mut store, project, &run, opts);
     let opened = match opened {
         Ok(o) => o,
@@ -310,6 +370,217 @@ pub fn resume(
     };
     store.set_status(&run.id, RunStatus::Running, Some("resumed"))?;
     drive(engine, project, workflow, store, run, opts, sink, opened)
+}
+
+/// Branches a new run off run `source` at its step `seq` and drives it on
+/// from there: its record is the source's up to that step (linked to it),
+/// its workspace starts at that step's commit (worktree runs), and `note`
+/// reaches its next agents as a person's word.
+#[allow(clippy::too_many_arguments)] // the command's answer, passed on as is
+pub fn fork(
+    engine: &Engine,
+    project: &Project,
+    source: &str,
+    seq: u32,
+    note: Option<&str>,
+    by: &str,
+    opts: &RunOptions,
+    sink: &mut dyn EventSink,
+) -> Result<RunReport, RunError> {
+    let mut store = open_store(project)?;
+    let src = store.run(source)?;
+    let history = store.transitions(&src.id)?;
+    let refuse = |message: String| RunError::NotResumable {
+        message,
+        help: "`modix history <run>` numbers its steps; fork at one that did not end the run",
+    };
+    let Some(step) = history.iter().find(|t| t.seq == seq) else {
+        return Err(refuse(format!(
+            "run {} has no step {seq} (it has {})",
+            src.id,
+            history.len()
+        )));
+    };
+    let workflow = project.workflow(Some(&src.workflow_id)).map_err(|_| {
+        refuse(format!(
+            "run {} used workflow `{}`, which is no longer defined",
+            src.id, src.workflow_id
+        ))
+    })?;
+    let machine = &workflow.machine;
+    if machine.content_hash() != src.workflow_hash {
+        return Err(refuse(format!(
+            "workflow `{}` changed since run {} started",
+            src.workflow_id, src.id
+        )));
+    }
+    if machine
+        .state_id(&step.to)
+        .is_none_or(|id| machine.state(id).is_terminal())
+    {
+        return Err(refuse(format!(
+            "step {seq} ended run {} in {}",
+            src.id, step.to
+        )));
+    }
+    let id = Store::new_run_id();
+    let (ws, notes) = fork_workspace(&store, project, &src, seq, &id, opts)?;
+    let record = serde_json::to_value(ws.record()).unwrap_or_default();
+    let new = NewRun {
+        epic: src.epic.clone(),
+        workflow_id: src.workflow_id.clone(),
+        workflow_version: src.workflow_version.clone(),
+        workflow_hash: src.workflow_hash.clone(),
+        initial_state: step.to.clone(),
+        workdir: ws.workdir().display().to_string(),
+        id: Some(id.clone()),
+        workspace: Some(record.clone()),
+    };
+    // The resume below takes the workspace's lock.
+    drop(ws);
+    let note = note.map(
+        |n| serde_json::json!({ "event": "fork", "note": n, "by": by, "at": crate::store::now() }),
+    );
+    if let Err(e) = store.fork_run(&src.id, seq, &new, note) {
+        if let Ok(r) = serde_json::from_value(record) {
+            let _ = crate::workspace::prune(&crate::workspace::Git::new(), &r, true);
+        }
+        return Err(e.into());
+    }
+    for message in notes {
+        sink.event(&RunEvent::Notice {
+            run_id: id.clone(),
+            message,
+        });
+    }
+    resume(engine, project, &id, opts, sink)
+}
+
+/// The fork's workspace: for a worktree run, a new one at the commit the
+/// source run had after step `seq`; otherwise a new one of the project as
+/// it is (with a note saying so).
+fn fork_workspace(
+    store: &Store,
+    project: &Project,
+    src: &Run,
+    seq: u32,
+    id: &str,
+    opts: &RunOptions,
+) -> Result<(crate::workspace::Workspace, Vec<String>), RunError> {
+    let record: Option<crate::workspace::WorkspaceRecord> = src
+        .workspace
+        .as_ref()
+        .and_then(|v| serde_json::from_value(v.clone()).ok());
+    let mut opts = opts.clone();
+    let mut notes = Vec::new();
+    match &record {
+        Some(r) if r.mode == crate::workspace::Mode::Worktree => {
+            opts.base = Some(commit_after(store, &src.id, seq, &r.base_commit)?);
+        }
+        Some(r) if r.mode == crate::workspace::Mode::InPlace => {
+            return Err(RunError::NotResumable {
+                message: format!("run {} worked in place: a fork needs a workspace of its own", src.id),
+                help: "fork runs that work in a worktree (projects.json `workspace`)",
+            });
+        }
+        _ => notes.push(format!(
+            "the fork starts from the project's files as they are now, not as they were after step {seq}"
+        )),
+    }
+    let (ws, more) = work::create(project, id, &opts)?;
+    notes.extend(more);
+    Ok((ws, notes))
+}
+
+/// The commit the run's branch had after step `seq`: the last accepted
+/// step's commit up to it, else the run's base.
+fn commit_after(store: &Store, run_id: &str, seq: u32, base: &str) -> Result<String, RunError> {
+    let last_n = store
+        .transitions(run_id)?
+        .iter()
+        .filter(|t| t.seq <= seq)
+        .filter_map(|t| t.invocation)
+        .max()
+        .unwrap_or(0);
+    let mut commit = base.to_owned();
+    for n in 1..=last_n {
+        let Ok(inv) = store.invocation(run_id, n) else {
+            continue;
+        };
+        let Some(w) = inv
+            .changes
+            .and_then(|c| serde_json::from_value::<work::StepWork>(c).ok())
+        else {
+            continue;
+        };
+        if !w.empty && w.rejected.is_none() {
+            commit = w.commit;
+        }
+    }
+    Ok(commit)
+}
+
+/// Whether the gate the run waits at takes `a`'s event.
+fn check_answer(machine: &crate::fsm::Machine, state: &str, a: &Answer) -> Result<(), RunError> {
+    let events = machine
+        .state_id(state)
+        .and_then(|id| match &machine.state(id).kind {
+            StateKind::Human { events, .. } => Some(events),
+            _ => None,
+        });
+    match events {
+        Some(events) if events.contains(&a.event) => Ok(()),
+        Some(events) => Err(RunError::NotResumable {
+            message: format!(
+                "gate {state} takes {}; `{}` is not one of them",
+                events.join(", "),
+                a.event
+            ),
+            help: "`modix status <run>` shows the gate and its answers",
+        }),
+        None => Err(RunError::NotResumable {
+            message: format!("the run waits in {state}, which is not a gate of its workflow"),
+            help: "start a new run",
+        }),
+    }
+}
+
+/// Whether `run` can go on as `opts` asks: an ended run only by a redrive
+/// of a failure, a gate's answer only at a gate.
+fn check_resumable(run: &Run, opts: &RunOptions) -> Result<(), RunError> {
+    let refuse = |message: String, help: &'static str| RunError::NotResumable { message, help };
+    match (run.status, &opts.redrive, &opts.answer) {
+        (RunStatus::Succeeded, Some(_), _) => Err(refuse(
+            format!(
+                "run {} succeeded (in {}); a success is not redriven",
+                run.id, run.current_state
+            ),
+            "start a new run with `modix go`, or `modix fork <run> --at SEQ` to branch off a step",
+        )),
+        (RunStatus::Failed, Some(_), _) => Ok(()),
+        (_, Some(_), _) => Err(refuse(
+            format!(
+                "run {} has not failed (it is {} in {}); only a failed run is redriven",
+                run.id, run.status, run.current_state
+            ),
+            "`modix resume <run>` continues an interrupted or stopped run",
+        )),
+        (status, None, _) if status.is_terminal() => Err(refuse(
+            format!(
+                "run {} already ended ({} in {}); nothing to resume",
+                run.id, run.status, run.current_state
+            ),
+            "a failed run goes on with `modix resume <run> --from STATE --note TEXT`; `modix history <run>` shows how it ended",
+        )),
+        (status, None, Some(_)) if status != RunStatus::Waiting => Err(refuse(
+            format!(
+                "run {} is not waiting at a gate (it is {} in {})",
+                run.id, run.status, run.current_state
+            ),
+            "`modix status <run>` shows where it is",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// What a resume finds: the crashed agent stopped and recorded, and the
@@ -356,8 +627,21 @@ fn recover(
     let json = serde_json::to_value(ws.record()).unwrap_or_default();
     store.set_workspace(&run.id, &ws.workdir().display().to_string(), &json)?;
     let mut work = work::Work::new(ws, project)?;
+    // What no progress remembers starts afresh at the last redrive, like
+    // the loop counters: the invocations after it.
+    let history = store.transitions(&run.id)?;
+    let after = history
+        .iter()
+        .rposition(|t| t.event == crate::fsm::REDRIVE)
+        .map_or(0, |i| {
+            history[i..]
+                .iter()
+                .filter_map(|t| t.invocation)
+                .min()
+                .unwrap_or(u32::MAX)
+        });
     let past = store.invocation_changes(&run.id)?;
-    work.replay(past.iter());
+    work.replay(past.iter().filter(|(n, _)| *n >= after).map(|(_, c)| c));
     Ok(Opened {
         work,
         notes,
@@ -465,6 +749,13 @@ struct Driver<'p> {
     work: work::Work,
     /// The last commit the store's workspace record names.
     stored_commit: String,
+    /// Stops asked by other processes (`modix stop`).
+    controls: control::Controls,
+    /// The task watching for them (ended when the drive ends).
+    watcher: tokio::task::JoinHandle<()>,
+    /// Handed in by the command: the gate's answer, the redrive.
+    answer: Option<Answer>,
+    redrive: Option<Redrive>,
     cancel: tokio::sync::watch::Receiver<bool>,
     sink: &'p mut dyn EventSink,
     started: Instant,
@@ -501,6 +792,19 @@ fn drive(
     });
     let workdir = ws.workdir().to_path_buf();
     let stored_commit = ws.last_commit().to_owned();
+    let (controls, cancel, watcher) = {
+        let _in_runtime = engine.runtime.enter();
+        control::watch(
+            project.config.paths.db(),
+            run.id.clone(),
+            engine.cancel.clone(),
+        )
+    };
+    if opts.stop_after_answer {
+        controls.ask(control::StopAsked::AtBoundary {
+            by: "the answer's --later".into(),
+        });
+    }
     let prepared = prepare_run(&workflow, &store, &run, project);
     let (files, cursor) = match prepared {
         Ok(p) => p,
@@ -521,11 +825,17 @@ fn drive(
         cursor,
         work: opened.work,
         stored_commit,
-        cancel: engine.cancel.clone(),
+        controls,
+        watcher,
+        answer: opts.answer.clone(),
+        redrive: opts.redrive.clone(),
+        cancel,
         sink,
         started: Instant::now(),
     };
-    match engine.runtime.block_on(driver.go()) {
+    let result = engine.runtime.block_on(driver.go());
+    driver.watcher.abort();
+    match result {
         Ok(report) => {
             // The agents' private TMPDIR, empty by now.
             let _ = agent::remove_any(&driver.info.files.dir.join("tmp"));
@@ -563,25 +873,42 @@ impl Driver<'_> {
         if self.cursor.transitions() == 0 {
             self.notify(machine.initial());
         }
+        if let Some(r) = self.redrive.take() {
+            self.commit_redrive(&r)?;
+        }
         loop {
+            // A gate's answer is recorded before any stop is taken.
+            if let Some(stop) = self.controls.stop_asked().filter(|_| self.answer.is_none()) {
+                return self.stopped(&stop);
+            }
             if *self.cancel.borrow() {
                 return self.interrupted("interrupted before the next step");
             }
             let id = self.cursor.state();
             let state = machine.state(id);
             let turn = match &state.kind {
-                StateKind::Terminal { .. } => return Ok(self.report(None)),
+                StateKind::Terminal { .. } => {
+                    let status = status_in(&state.kind);
+                    return Ok(self.report(status, None));
+                }
                 StateKind::Input { event } => {
                     invoke::input_turn(event, &state.name, &self.info.run.epic)
                 }
-                // Only so this compiles: the fsm-language branch adds gates;
-                // running them (`modix approve`/`reject`) is the lead's.
-                StateKind::Human { .. } => {
-                    return Err(RunError::Internal(format!(
-                        "state {} is a human gate, which this version cannot run yet",
-                        state.name
-                    )));
-                }
+                StateKind::Human { question, events } => match self.answer.take() {
+                    Some(a) if events.contains(&a.event) => invoke::human_turn(&a, &state.name),
+                    Some(a) => {
+                        return Err(RunError::NotResumable {
+                            message: format!(
+                                "gate {} takes {}; `{}` is not one of them",
+                                state.name,
+                                events.join(", "),
+                                a.event
+                            ),
+                            help: "`modix status <run>` shows the gate and its answers",
+                        });
+                    }
+                    None => return self.waiting(question),
+                },
                 StateKind::Agent(spec) => {
                     let agent = self.info.workflow.agent(id).cloned().ok_or_else(|| {
                         RunError::Internal(format!("state {} has no resolved agent", state.name))
@@ -594,6 +921,9 @@ impl Driver<'_> {
                                     .record_abandoned(&self.info.run.id, &invocation)?;
                             }
                             self.info.files.forget_in_flight();
+                            if let Some(stop) = self.controls.stop_asked() {
+                                return self.stopped(&stop);
+                            }
                             return self.interrupted(
                                 "interrupted while an agent ran; resume repeats that invocation",
                             );
@@ -641,6 +971,7 @@ impl Driver<'_> {
                 },
                 run_status: status,
                 workspace,
+                delivered: turn.delivered,
             },
         )?;
         self.stored_commit = self.work.workspace().last_commit().to_owned();
@@ -664,23 +995,93 @@ impl Driver<'_> {
     }
 
     fn interrupted(&mut self, why: &str) -> Result<RunReport, RunError> {
+        self.pause(RunStatus::Interrupted, why)
+    }
+
+    /// Stopped as asked (`modix stop`): resumable, like an interruption.
+    fn stopped(&mut self, stop: &control::StopAsked) -> Result<RunReport, RunError> {
+        let why = match stop {
+            control::StopAsked::AtBoundary { by } => {
+                format!("stopped at a step boundary, as {by} asked (`modix stop`)")
+            }
+            control::StopAsked::Now { by } => format!(
+                "stopped now, as {by} asked (`modix stop --now`); resume repeats the agent's invocation"
+            ),
+        };
+        self.pause(RunStatus::Stopped, &why)
+    }
+
+    /// At a human gate: the run waits, with nobody driving it, for
+    /// `modix approve`/`reject`/`answer`.
+    fn waiting(&mut self, question: &str) -> Result<RunReport, RunError> {
+        self.store
+            .set_status(&self.info.run.id, RunStatus::Waiting, Some(question))?;
+        self.write_state_file(RunStatus::Waiting);
+        Ok(self.report(RunStatus::Waiting, Some(question.to_owned())))
+    }
+
+    /// Leaves the run resumable in `status`, for `why`.
+    fn pause(&mut self, status: RunStatus, why: &str) -> Result<RunReport, RunError> {
         abandon_open_invocations(&mut self.store, self.info.project, &self.info.run.id)?;
         self.store
-            .set_status(&self.info.run.id, RunStatus::Interrupted, Some(why))?;
-        self.write_state_file(RunStatus::Interrupted);
-        Ok(self.report(Some(why.to_owned())))
+            .set_status(&self.info.run.id, status, Some(why))?;
+        self.write_state_file(status);
+        Ok(self.report(status, Some(why.to_owned())))
+    }
+
+    /// Takes a run that ended in a failure terminal back to a state it
+    /// visited, recorded as a `redrive` transition with the person's note.
+    fn commit_redrive(&mut self, r: &Redrive) -> Result<(), RunError> {
+        let machine = std::sync::Arc::clone(&self.info.workflow.machine);
+        let from = self.cursor.state();
+        let to = redrive_target(&machine, &self.store.transitions(&self.info.run.id)?, r)?;
+        let note = r
+            .note
+            .as_deref()
+            .map(|n| format!(": {n}"))
+            .unwrap_or_default();
+        let target = machine.state(to);
+        let record = self.store.record_step(
+            &self.info.run.id,
+            &Step {
+                invocation: None,
+                messages: invoke::note_message(
+                    &target.name,
+                    crate::fsm::REDRIVE,
+                    r.note.as_deref(),
+                    &r.by,
+                ),
+                transition: NewTransition {
+                    from: machine.state(from).name.clone(),
+                    event: crate::fsm::REDRIVE.to_owned(),
+                    to: target.name.clone(),
+                    attempt: 1,
+                    bound: None,
+                    agent: None,
+                    reason: Some(format!("redriven by {}{note}", r.by)),
+                    redirected: false,
+                },
+                run_status: status_in(&target.kind),
+                workspace: None,
+                delivered: Vec::new(),
+            },
+        )?;
+        self.cursor
+            .redrive(&machine, to)
+            .ok_or_else(|| RunError::Internal("the machine refused a checked redrive".into()))?;
+        self.work.forget_progress();
+        self.write_state_file(status_in(&target.kind));
+        self.sink.event(&RunEvent::Transition(record));
+        self.notify(to);
+        Ok(())
     }
 
     fn state_name(&self) -> &str {
         &self.info.workflow.machine.state(self.cursor.state()).name
     }
 
-    fn report(&self, reason: Option<String>) -> RunReport {
+    fn report(&self, status: RunStatus, reason: Option<String>) -> RunReport {
         let machine = &self.info.workflow.machine;
-        let status = match reason {
-            Some(_) => RunStatus::Interrupted,
-            None => status_in(&machine.state(self.cursor.state()).kind),
-        };
         RunReport {
             run_id: self.info.run.id.clone(),
             workflow: machine.id().to_owned(),
@@ -740,6 +1141,39 @@ impl Driver<'_> {
     }
 }
 
+/// The state a redrive continues from: the one asked for, which must be a
+/// state the run visited and not a terminal; by default the state whose
+/// failure ended the run (the last transition's source).
+fn redrive_target(
+    machine: &crate::fsm::Machine,
+    history: &[crate::store::TransitionRecord],
+    r: &Redrive,
+) -> Result<crate::fsm::StateId, RunError> {
+    let refuse = |message: String| RunError::NotResumable {
+        message,
+        help: "name a state the run visited with `--from STATE` (`modix history <run>` lists them)",
+    };
+    let name = match &r.from {
+        Some(name) => name.clone(),
+        None => history
+            .last()
+            .map(|t| t.from.clone())
+            .ok_or_else(|| refuse("the run has no recorded step to redrive from".into()))?,
+    };
+    let id = machine
+        .state_id(&name)
+        .ok_or_else(|| refuse(format!("the workflow has no state `{name}`")))?;
+    if machine.state(id).is_terminal() {
+        return Err(refuse(format!(
+            "{name} is a final state; redrive to a state that works"
+        )));
+    }
+    if !history.iter().any(|t| t.to == name || t.from == name) {
+        return Err(refuse(format!("the run never visited {name}")));
+    }
+    Ok(id)
+}
+
 /// The run's status while it is in a state of this kind: the one place
 /// that decides it.
 fn status_in(kind: &StateKind) -> RunStatus {
@@ -748,6 +1182,7 @@ fn status_in(kind: &StateKind) -> RunStatus {
             outcome: Ending::Success,
         } => RunStatus::Succeeded,
         StateKind::Terminal { .. } => RunStatus::Failed,
+        StateKind::Human { .. } => RunStatus::Waiting,
         _ => RunStatus::Running,
     }
 }

@@ -16,6 +16,7 @@ use crate::config::{Agent, DEFAULT_PROTECTED};
 use crate::fsm::FailureClass;
 use crate::project::Project;
 use crate::text::plural;
+use crate::workspace::list;
 use crate::workspace::{
     self, Change, CreateOptions, Discarded, Git, Mode, Settled, Workspace, WorkspaceError,
     WorkspaceRecord,
@@ -263,6 +264,12 @@ impl Work {
         }
     }
 
+    /// Starts the no-progress memory afresh (a redrive: a person stepped in).
+    pub fn forget_progress(&mut self) {
+        self.seen_trees.truncate(1);
+        self.streak = None;
+    }
+
     fn remember(&mut self, w: &StepWork) {
         if w.write && !w.empty && w.rejected.is_none() && !self.seen_trees.contains(&w.tree) {
             self.seen_trees.push(w.tree.clone());
@@ -485,7 +492,8 @@ impl Work {
             });
         }
         self.remember(work);
-        if let Some((fp, n)) = &self.streak
+        // Only the step whose tests failed again is judged by it.
+        if let Some((fp, n)) = self.streak.as_ref().filter(|_| work.test.is_some())
             && *n >= self.no_progress_after
             && why.is_none()
         {
@@ -621,21 +629,6 @@ fn fingerprint(out: &Value) -> String {
 
 fn short(hash: &str) -> &str {
     &hash[..hash.len().min(10)]
-}
-
-/// The first few paths, for one-line reasons.
-fn list(paths: &[String]) -> String {
-    const SHOWN: usize = 5;
-    let mut s = paths
-        .iter()
-        .take(SHOWN)
-        .map(String::as_str)
-        .collect::<Vec<_>>()
-        .join(", ");
-    if paths.len() > SHOWN {
-        s.push_str(&format!(" and {} more", paths.len() - SHOWN));
-    }
-    s
 }
 
 #[cfg(test)]

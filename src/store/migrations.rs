@@ -214,6 +214,57 @@ const V4: &str = r#"
 ALTER TABLE invocations ADD COLUMN retry TEXT CHECK (retry IS NULL OR json_valid(retry));
 "#;
 
+/// Version 5: runs may wait for a human (`waiting`, at a gate) or be
+/// stopped on request (`stopped`, resumable); `controls` carries what
+/// other processes ask of a run — stop, stop now, a gate's answer, a
+/// pending message — for the engine to take at its step boundaries (and,
+/// for stops, while an agent runs). A CHECK cannot be altered in SQLite, so
+/// `runs` is rebuilt (foreign keys are off while migrating).
+const V5: &str = r#"
+CREATE TABLE runs_v5 (
+    id               TEXT PRIMARY KEY NOT NULL,
+    epic             TEXT NOT NULL,
+    workflow_id      TEXT NOT NULL,
+    workflow_version TEXT NOT NULL,
+    workflow_hash    TEXT NOT NULL,
+    status           TEXT NOT NULL CHECK (status IN
+                     ('running', 'waiting', 'interrupted', 'stopped', 'succeeded', 'failed')),
+    status_reason    TEXT,
+    current_state    TEXT NOT NULL,
+    workdir          TEXT NOT NULL,
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL,
+    ended_at         TEXT,
+    owner_pid        INTEGER,
+    heartbeat_at     TEXT,
+    owner_started    INTEGER,
+    workspace        TEXT CHECK (workspace IS NULL OR json_valid(workspace)),
+    forked_from      TEXT CHECK (forked_from IS NULL OR json_valid(forked_from))
+) STRICT;
+INSERT INTO runs_v5 (id, epic, workflow_id, workflow_version, workflow_hash, status,
+    status_reason, current_state, workdir, created_at, updated_at, ended_at, owner_pid,
+    heartbeat_at, owner_started, workspace)
+  SELECT id, epic, workflow_id, workflow_version, workflow_hash, status, status_reason,
+    current_state, workdir, created_at, updated_at, ended_at, owner_pid, heartbeat_at,
+    owner_started, workspace FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v5 RENAME TO runs;
+
+CREATE TABLE controls (
+    id          INTEGER PRIMARY KEY,
+    run_id      TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    kind        TEXT NOT NULL CHECK (kind IN ('stop', 'stop_now', 'pending')),
+    text        TEXT,
+    by          TEXT NOT NULL,
+    at          TEXT NOT NULL,
+    -- When the engine took it (a stop acknowledged, a pending item handed
+    -- to an agent) and, for a pending item, the step that delivered it.
+    taken_at    TEXT,
+    taken_seq   INTEGER
+) STRICT;
+CREATE INDEX controls_open ON controls(run_id, taken_at);
+"#;
+
 /// One step of the schema's history.
 enum Migration {
     Sql(&'static str),
@@ -233,6 +284,7 @@ const VERSIONS: &[&[Migration]] = &[
     ],
     &[Migration::Sql(V3)],
     &[Migration::Sql(V4)],
+    &[Migration::Sql(V5)],
 ];
 
 /// The schema version this binary writes.

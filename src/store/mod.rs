@@ -15,6 +15,9 @@
 //! waits into short sleeps instead of "database is locked" errors.
 
 mod blobs;
+mod context;
+mod controls;
+mod fork;
 mod migrations;
 mod query;
 mod record;
@@ -32,8 +35,10 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::shell::Redactor;
 
+pub use context::NOT_OUTPUTS;
+pub use controls::{Control, ControlKind};
 pub use migrations::SCHEMA_VERSION;
-pub use query::TransitionRecord;
+pub use query::{MessageRecord, TransitionRecord};
 pub use record::{InvocationStatus, NewInvocation, NewMessage, NewTransition, ProcessIds, Step};
 pub use runs::{NewRun, Run};
 pub use usage::RunUsage;
@@ -210,7 +215,15 @@ impl Store {
             path: path.to_path_buf(),
             redactor: Redactor::default(),
         };
-        let version = migrations::check_not_newer(&store)?;
+        let mut version = migrations::check_not_newer(&store)?;
+        // Version 0 is a database another modix is creating right now (it
+        // migrates in one transaction, which readers see only once done):
+        // give it a moment rather than call it out of date.
+        let waited = Instant::now();
+        while version == 0 && waited.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(25));
+            version = migrations::check_not_newer(&store)?;
+        }
         if version < SCHEMA_VERSION {
             return Err(StoreError::NeedsMigration {
                 path: path.to_path_buf(),
@@ -331,8 +344,12 @@ impl AtPath for &Path {
 #[strum(serialize_all = "lowercase")]
 pub enum RunStatus {
     Running,
+    /// At a human gate, waiting for `modix approve`/`reject`/`answer`.
+    Waiting,
     /// Stopped before reaching a final state (Ctrl-C, crash); resumable.
     Interrupted,
+    /// Stopped on request (`modix stop`); resumable.
+    Stopped,
     Succeeded,
     Failed,
 }

@@ -206,10 +206,10 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
     })
 }
 
-const MESSAGE_QUERY: &str = "SELECT m.id, m.run_id, m.seq, m.kind, m.state, b.text, b.bytes, \
+pub(super) const MESSAGE_QUERY: &str = "SELECT m.id, m.run_id, m.seq, m.kind, m.state, b.text, b.bytes, \
      m.at FROM messages m JOIN blobs b ON b.id = m.payload";
 
-fn message_from_row(row: &Row<'_>) -> rusqlite::Result<MessageRecord> {
+pub(super) fn message_from_row(row: &Row<'_>) -> rusqlite::Result<MessageRecord> {
     Ok(MessageRecord {
         id: row.get(0)?,
         run_id: row.get(1)?,
@@ -296,15 +296,16 @@ impl Store {
 
     /// What each invocation of the run did to the workspace, by n (those
     /// with a record only).
-    pub fn invocation_changes(&self, run_id: &str) -> Result<Vec<Value>, StoreError> {
+    /// (invocation number, changes), by number.
+    pub fn invocation_changes(&self, run_id: &str) -> Result<Vec<(u32, Value)>, StoreError> {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT changes FROM invocations WHERE run_id = ?1 AND changes IS NOT NULL \
+                "SELECT n, changes FROM invocations WHERE run_id = ?1 AND changes IS NOT NULL \
                  ORDER BY n",
             )
             .ctx(self, "reading invocations' changes")?;
-        stmt.query_map([run_id], |row| json_col(row, 0))
+        stmt.query_map([run_id], |row| Ok((row.get(0)?, json_col(row, 1)?)))
             .and_then(|rows| rows.collect())
             .ctx(self, "reading invocations' changes")
     }

@@ -135,11 +135,14 @@ pub struct Step {
     /// The run's workspace record as of this step (it moves with every
     /// recorded change), kept with the step so the two never disagree.
     pub workspace: Option<Value>,
+    /// Pending messages (`controls` ids) this step's agent was handed: marked
+    /// delivered with it, so each reaches exactly one committed step.
+    pub delivered: Vec<i64>,
 }
 
 impl Writer<'_> {
     /// Current state and status of `run_id`, or NotFound.
-    fn run_state(&self, run_id: &str) -> Result<(String, RunStatus), StoreError> {
+    pub(super) fn run_state(&self, run_id: &str) -> Result<(String, RunStatus), StoreError> {
         self.tx
             .query_row(
                 "SELECT current_state, status FROM runs WHERE id = ?1",
@@ -421,6 +424,13 @@ pub(super) fn write_step(
         .ctx(w.path, "recording a message")?;
     }
     move_run(w, run_id, &t.to, step.run_status, &at)?;
+    for id in &step.delivered {
+        w.tx.prepare_cached(
+            "UPDATE controls SET taken_at = ?3, taken_seq = ?2 WHERE id = ?1 AND taken_at IS NULL",
+        )
+        .and_then(|mut s| s.execute(params![id, seq, at]))
+        .ctx(w.path, "marking pending messages delivered")?;
+    }
     if let Some(ws) = &step.workspace {
         // As in `create_run`: modix's own paths and ids, stored as they are.
         w.tx.prepare_cached("UPDATE runs SET workspace = ?2 WHERE id = ?1")

@@ -54,6 +54,9 @@ pub struct Run {
     /// How to find the run's workspace again, as last recorded with a step.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Value>,
+    /// The run and step it was forked from (`run_id`, `seq`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<Value>,
 }
 
 impl Run {
@@ -78,7 +81,7 @@ pub struct RunSummary {
 
 const RUN_COLUMNS: &str = "id, epic, workflow_id, workflow_version, workflow_hash, status, \
      status_reason, current_state, workdir, created_at, updated_at, ended_at, owner_pid, \
-     heartbeat_at, workspace";
+     heartbeat_at, workspace, forked_from";
 
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     Ok(Run {
@@ -96,17 +99,19 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
         ended_at: row.get(11)?,
         owner_pid: row.get(12)?,
         heartbeat_at: row.get(13)?,
-        workspace: match row.get::<_, Option<String>>(14)? {
-            None => None,
-            Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(
-                    14,
-                    rusqlite::types::Type::Text,
-                    Box::new(e),
-                )
-            })?),
-        },
+        workspace: json_opt(row, 14)?,
+        forked_from: json_opt(row, 15)?,
     })
+}
+
+/// An optional JSON column.
+fn json_opt(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<Value>> {
+    match row.get::<_, Option<String>>(i)? {
+        None => Ok(None),
+        Some(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+        }),
+    }
 }
 
 /// Whether process `pid` exists. `kill(pid, 0)` sends nothing; EPERM means
@@ -275,8 +280,8 @@ impl Store {
                 run.ended_at.as_ref().unwrap_or(&run.updated_at),
             );
             Ok(RunSummary {
-                transitions: row.get(15)?,
-                invocations: row.get(16)?,
+                transitions: row.get(16)?,
+                invocations: row.get(17)?,
                 duration_ms,
                 run,
             })

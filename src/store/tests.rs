@@ -46,6 +46,7 @@ pub(super) fn step(from: &str, event: &str, to: &str) -> Step {
         messages: Vec::new(),
         run_status: RunStatus::Running,
         workspace: None,
+        delivered: Vec::new(),
     }
 }
 

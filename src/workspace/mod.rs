@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 
 pub use apply::{ApplyStrategy, DiffRange, Pruned, apply, changes, diff, prune};
 pub use error::WorkspaceError;
+pub(crate) use error::list;
 pub use git::{Change, Git, MIN_GIT, discover};
 pub use lock::TreeLock;
 pub use scan::DEFAULT_TRACKING_IGNORE;

@@ -770,7 +770,10 @@ fn on_a_terminal_a_live_line_shows_the_running_agent() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(text.contains("EXECUTING: executor (attempt 2/6)"), "{text}");
+    assert!(
+        text.contains("EXECUTING: executor (attempt 2 · loop 1 of 3 · at most 6)"),
+        "{text}"
+    );
     // The live line is redrawn in place (indicatif), not printed line by line.
     assert!(text.contains("\u{1b}[2K"), "no live line redraw: {text}");
     assert!(!text.contains("  … EXECUTING"), "{text}");

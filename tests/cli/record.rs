@@ -377,3 +377,83 @@ fn credentials_in_a_proxy_url_are_redacted_like_keys() {
         );
     }
 }
+
+/// Peak memory of finished children of this process (Linux: kilobytes).
+fn children_max_rss_kb() -> i64 {
+    let mut usage = std::mem::MaybeUninit::<nix::libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe { nix::libc::getrusage(nix::libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) };
+    unsafe { usage.assume_init() }.ru_maxrss
+}
+
+#[test]
+fn a_huge_answer_costs_memory_by_the_capture_limit_not_its_size() {
+    let sb = Sandbox::example();
+    // 64 MB of output before the answer, with the capture limit at 4 MiB.
+    crate::scenarios::agent(
+        &sb,
+        &format!(
+            "    head -c 64000000 /dev/zero | tr '\\0' 'x'\n    echo\n{}",
+            crate::scenarios::EXECUTOR_OK
+        ),
+    );
+    sb.edit_json(".modix/runtimes.json", |v| {
+        v["output"]["max_capture_bytes"] = (4 << 20).into()
+    });
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    // In a child process of its own, so its peak is the only one measured.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "record::huge_answer_child",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("MODIX_HUGE_PROJECT", sb.dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let peak: i64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("peak-kb="))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no peak in {text}"));
+    assert!(
+        peak < 64_000,
+        "modix peaked at {peak} KB for a 64 MB answer"
+    );
+    let db = std::fs::metadata(sb.root().join(".modix/modix.db"))
+        .unwrap()
+        .len();
+    assert!(db < 16 << 20, "the record is {db} bytes");
+}
+
+/// The measured half of the test above: runs `modix go` on the project it
+/// is given and prints the peak memory of its children (modix, and the
+/// agent's small processes).
+#[test]
+#[ignore = "run by a_huge_answer_costs_memory_by_the_capture_limit_not_its_size"]
+fn huge_answer_child() {
+    let Some(dir) = std::env::var_os("MODIX_HUGE_PROJECT") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let status = std::process::Command::new(assert_cmd::cargo::cargo_bin("modix"))
+        .args(["-q", "go", "talk a lot"])
+        .current_dir(dir.join("project"))
+        .env("MODIX_HOME", dir.join("home"))
+        .env("HOME", dir.join("home"))
+        .env("MODIX_SKIP_READINESS", "1")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    println!("peak-kb={}", children_max_rss_kb());
+}

@@ -59,7 +59,8 @@ pub fn slow_first_executor(sb: &Sandbox, marker: &Path) {
     });
 }
 
-fn wait_for(marker: &Path) {
+/// Waits (at most 30 s) for `marker` to exist.
+pub fn wait_for(marker: &Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !marker.exists() {
         assert!(
@@ -69,6 +70,24 @@ fn wait_for(marker: &Path) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// `modix go` killed with SIGKILL once `marker` exists (the executor,
+/// whose script `executor` is, has started); the run's id.
+pub fn crashed_while(sb: &Sandbox, marker: &Path, executor: &str) -> String {
+    agent(sb, executor);
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    let mut child = sb.spawn(&["go", "--json", "crash mid-step"]);
+    wait_for(marker);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    sb.runs()[0]["run_id"].as_str().unwrap().to_owned()
 }
 
 /// `modix go` stopped by `signal` while the executor runs; the run's id.

@@ -228,7 +228,7 @@ fn verbose_on_a_terminal_streams_lines_without_a_live_line() {
     // No line redrawn in place, so none can be left half-drawn.
     assert!(!text.contains("\u{1b}[2K"), "{text:?}");
     assert!(
-        text.contains("  … EXECUTING: executor (attempt 1/6)"),
+        text.contains("  … EXECUTING: executor (attempt 1 · at most 6)"),
         "{text}"
     );
 }
@@ -242,7 +242,7 @@ fn ctrl_c_leaves_no_live_line_on_the_screen() {
         return;
     };
     screen.wait_for_file(&marker);
-    screen.wait_for("EXECUTING: executor (attempt 1/6)");
+    screen.wait_for("EXECUTING: executor (attempt 1 · at most 6)");
     screen.keys("C-c");
     let text = screen.wait_for("[exit 130]");
     assert!(text.contains("interrupted in EXECUTING"), "{text}");

@@ -624,25 +624,11 @@ fn an_executor_that_puts_back_an_earlier_tree_makes_no_progress() {
 fn kill_nine_mid_step_then_resume_discards_what_the_step_left() {
     let sb = repo();
     let marker = sb.dir.path().join("executing");
-    scenarios::agent(
-        &sb,
-        &format!(
-            "    if [ ! -e {m} ]; then echo half > half-done.txt; echo '# half' >> calc.py; touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
-            m = marker.display()
-        ),
+    let executor = format!(
+        "    if [ ! -e {m} ]; then echo half > half-done.txt; echo '# half' >> calc.py; touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+        m = marker.display()
     );
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
-    let mut child = sb.spawn(&["go", "--json", "crash mid-step"]);
-    wait_for(&marker);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    child.wait().unwrap();
-    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    let run = scenarios::crashed_while(&sb, &marker, &executor);
     let out = modix(&sb, &["resume", "--json", &run]);
     let r = GoResult::parse(&out);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
@@ -690,25 +676,11 @@ fn kill_nine_mid_step_then_resume_discards_what_the_step_left() {
 fn resume_refuses_a_run_branch_someone_moved_unless_reset() {
     let sb = repo();
     let marker = sb.dir.path().join("executing");
-    scenarios::agent(
-        &sb,
-        &format!(
-            "    if [ ! -e {m} ]; then touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
-            m = marker.display()
-        ),
+    let executor = format!(
+        "    if [ ! -e {m} ]; then touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+        m = marker.display()
     );
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
-    let mut child = sb.spawn(&["go", "--json", "crash mid-step"]);
-    wait_for(&marker);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    child.wait().unwrap();
-    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    let run = scenarios::crashed_while(&sb, &marker, &executor);
     // Someone commits on the run's branch in its worktree.
     let wt = ws_root(&sb, &run);
     std::fs::write(wt.join("mine.txt"), "mine\n").unwrap();
@@ -727,18 +699,6 @@ fn resume_refuses_a_run_branch_someone_moved_unless_reset() {
         &["ls-tree", "--name-only", &format!("modix/{id}")],
     );
     assert!(!tree.contains("mine.txt"), "{tree}");
-}
-
-fn wait_for(marker: &Path) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !marker.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} never appeared",
-            marker.display()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -766,7 +726,7 @@ fn in_place_refuses_a_dirty_tree_and_a_second_run_on_the_same_tree() {
         ),
     );
     let mut first = sb.spawn(&["go", "--json", "--allow-dirty", "first"]);
-    wait_for(&marker);
+    scenarios::wait_for(&marker);
     let out = modix(&sb, &["go", "--allow-dirty", "second"]);
     let first_id = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
     nix::sys::signal::kill(
@@ -885,4 +845,25 @@ fn doctor_and_go_name_a_git_too_old_for_workspaces() {
         sb.runs().as_array().is_none_or(|a| a.is_empty()),
         "nothing recorded"
     );
+}
+
+#[test]
+fn submodules_are_refused_before_anything_is_recorded() {
+    let sb = repo();
+    sb.write(
+        ".gitmodules",
+        "[submodule \"lib\"]\n\tpath = lib\n\turl = https://example.com/lib.git\n",
+    );
+    git(&sb.root(), &["add", ".gitmodules"]);
+    git(&sb.root(), &["commit", "-q", "-m", "submodule"]);
+    let out = modix(&sb, &["go", "Fix mean()"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the project uses git submodules (.gitmodules); refusing")
+            && err.contains("use workspace: in_place"),
+        "{err}"
+    );
+    let out = modix(&sb, &["history"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("No runs yet"));
 }

@@ -1,0 +1,229 @@
+//! What an agent state's invocation is handed of the run so far, the same
+//! way for every workflow and schema: the latest output of every other
+//! state, the step that brought the run here and why (a tester's failures,
+//! a reviewer's blockers, a rejection), the notes people left since this
+//! state last ran, and the pending messages meant for it. Only what belongs
+//! to this visit: an older round's feedback is never presented as current.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::{Driver, RunError};
+use crate::config::{Agent, ContextMode};
+use crate::fsm::StateId;
+use crate::store::{ControlKind, MessageRecord};
+
+/// What earlier steps (and people) left for this one.
+pub(super) struct Inputs {
+    /// The latest TaskSpec (kept by name: prompts and scope checks use it).
+    pub task_spec: Option<Value>,
+    /// The latest ExecutionResult (the executor's and tester's prompts use it).
+    pub previous_result: Option<Value>,
+    /// Why this state is visited again, when it is: what the step that sent
+    /// the run back said (its feedback, or its output).
+    pub feedback: Option<String>,
+    /// The latest output of every agent state, by state name.
+    pub outputs: BTreeMap<String, Output>,
+    /// The step that brought the run into this state.
+    pub came_from: Option<CameFrom>,
+    /// The latest `next_task` an earlier step handed on (a judge's).
+    pub next_task: Option<String>,
+    /// Notes people left (gate answers, redrives) since this state last ran.
+    pub notes: Vec<Value>,
+    /// Pending messages for this agent (`modix pending add`), and their ids.
+    pub pending: Vec<Value>,
+    pub pending_ids: Vec<i64>,
+    pub context_mode: ContextMode,
+    pub history: Option<Vec<Value>>,
+}
+
+/// A state's latest output.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Output {
+    pub schema: String,
+    pub seq: u32,
+    pub output: Value,
+}
+
+/// The transition that brought the run into the state, and what its step
+/// left.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct CameFrom {
+    pub seq: u32,
+    pub state: String,
+    pub event: String,
+    pub reason: Option<String>,
+    /// That step's output, when it had one.
+    pub output: Option<Value>,
+}
+
+impl Driver<'_> {
+    /// What earlier steps left that this agent is handed.
+    pub(super) fn inputs(
+        &self,
+        state: StateId,
+        agent: &Agent,
+        attempt: u32,
+    ) -> Result<Inputs, RunError> {
+        let run_id = &self.info.run.id;
+        let latest = |kind: &str| -> Result<Option<Value>, RunError> {
+            Ok(self.store.latest_message(run_id, kind)?.map(|m| m.payload))
+        };
+        let outputs: BTreeMap<String, Output> = self
+            .store
+            .latest_outputs(run_id)?
+            .into_iter()
+            .map(|m| {
+                let out = Output {
+                    schema: m.kind,
+                    seq: m.seq,
+                    output: m.payload,
+                };
+                (m.state, out)
+            })
+            .collect();
+        let came_from = self.came_from(state)?;
+        let feedback = match (attempt, &came_from) {
+            (1, _) | (_, None) => None,
+            (_, Some((c, messages))) => Some(feedback_of(c, messages)),
+        };
+        let notes = self
+            .store
+            .notes_after(run_id, self.cursor.left_by(state))?
+            .into_iter()
+            .map(|m| m.payload)
+            .collect();
+        let (pending, pending_ids) = self.pending_for(agent)?;
+        let context_mode = agent
+            .manifest
+            .context
+            .or(self.info.project.config.settings.context_mode)
+            .unwrap_or_default();
+        // `shared` hands the agent every message of the run, `isolated`
+        // only the above.
+        let history = match context_mode {
+            ContextMode::Isolated => None,
+            ContextMode::Shared => Some(
+                self.store
+                    .messages(run_id)?
+                    .into_iter()
+                    .map(|m| json!({ "seq": m.seq, "kind": m.kind, "state": m.state, "payload": m.payload }))
+                    .collect(),
+            ),
+        };
+        Ok(Inputs {
+            task_spec: latest("task_spec")?,
+            previous_result: latest("execution_result")?,
+            feedback,
+            next_task: next_task(&outputs),
+            outputs,
+            came_from: came_from.map(|(c, _)| c),
+            notes,
+            pending,
+            pending_ids,
+            context_mode,
+            history,
+        })
+    }
+
+    /// The transition that last brought the run into `state` and the
+    /// messages its step left (none for the first state's entry).
+    fn came_from(
+        &self,
+        state: StateId,
+    ) -> Result<Option<(CameFrom, Vec<MessageRecord>)>, RunError> {
+        let seq = self.cursor.entered_by(state);
+        if seq == 0 {
+            return Ok(None);
+        }
+        let run_id = &self.info.run.id;
+        let Some(t) = self.store.transition(run_id, seq)? else {
+            return Ok(None);
+        };
+        let messages = self.store.messages_at(run_id, seq)?;
+        let output = messages
+            .iter()
+            .find(|m| !crate::store::NOT_OUTPUTS.contains(&m.kind.as_str()))
+            .map(|m| m.payload.clone());
+        let came = CameFrom {
+            seq,
+            state: t.from,
+            event: t.event,
+            reason: t.reason,
+            output,
+        };
+        Ok(Some((came, messages)))
+    }
+
+    /// The run's undelivered pending messages, when this agent takes them:
+    /// the judge where the workflow has one, else a planner or executor.
+    fn pending_for(&self, agent: &Agent) -> Result<(Vec<Value>, Vec<i64>), RunError> {
+        let workflow = &self.info.workflow;
+        let has_judge = workflow
+            .machine
+            .states()
+            .filter_map(|(id, _)| workflow.agent(id))
+            .any(|a| a.role == "judge");
+        let takes = match agent.role.as_str() {
+            "judge" => true,
+            "planner" | "executor" => !has_judge,
+            _ => false,
+        };
+        if !takes {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let open: Vec<_> = self
+            .store
+            .open_controls(&self.info.run.id)?
+            .into_iter()
+            .filter(|c| c.kind == ControlKind::Pending)
+            .collect();
+        let items = open
+            .iter()
+            .map(|c| json!({ "text": c.text, "by": c.by, "at": c.at }))
+            .collect();
+        Ok((items, open.iter().map(|c| c.id).collect()))
+    }
+}
+
+/// What the step that sent the run back said: its feedback when it left
+/// some, else its reason and output (a reviewer's blockers, say).
+fn feedback_of(c: &CameFrom, messages: &[MessageRecord]) -> String {
+    let said: Vec<String> = messages
+        .iter()
+        .filter(|m| m.kind == "feedback" || m.kind == "note")
+        .filter_map(|m| {
+            m.payload
+                .get("text")
+                .or_else(|| m.payload.get("note"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect();
+    if !said.is_empty() {
+        return said.join("\n");
+    }
+    let mut text = format!("{} sent the work back ({})", c.state, c.event);
+    if let Some(r) = &c.reason {
+        text.push_str(&format!(": {r}"));
+    }
+    if let Some(out) = &c.output {
+        text.push_str(&format!(
+            "\n{}",
+            serde_json::to_string_pretty(out).unwrap_or_default()
+        ));
+    }
+    text
+}
+
+/// The most recent `next_task` any state's output handed on.
+fn next_task(outputs: &BTreeMap<String, Output>) -> Option<String> {
+    outputs
+        .values()
+        .filter(|o| o.output.get("decision").and_then(Value::as_str) != Some("terminate"))
+        .filter_map(|o| Some((o.seq, o.output.get("next_task")?.as_str()?)))
+        .max_by_key(|(seq, _)| *seq)
+        .map(|(_, t)| t.to_owned())
+}

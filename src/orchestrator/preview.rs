@@ -1,0 +1,307 @@
+//! What a run would do, without doing it (`modix go --dry-run`): each agent
+//! state's process as a run would prepare it on its first visit, and the
+//! prompts of the first agent state the run reaches — made by the run's own
+//! code ([`super::RunInfo::call`], [`agent::prepare`],
+//! [`super::RunInfo::prompt`]), so the preview cannot drift from the run.
+//!
+//! Nothing is recorded and nothing is started. What preparing writes (a
+//! prompt file for shells that read one, the private TMPDIR) goes to a
+//! temporary folder, removed at the end; its path is shown as `<run-dir>`
+//! (a run's `.modix/runs/<run id>/`), the workspace's as `<workspace>`.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::context::ContextPackage;
+use super::inputs::Inputs;
+use super::{RunError, RunFiles, RunInfo, agent};
+use crate::config::{Agent, Binding, PromptMode};
+use crate::fsm::{StateId, StateKind};
+use crate::project::{Project, Workflow};
+use crate::store::{Run, RunStatus};
+
+/// What stands for the run's id in a preview (no run exists).
+pub const PREVIEW_RUN_ID: &str = "<run-id>";
+/// What stands for the run's folder (`.modix/runs/<run id>/`) in a preview.
+pub const RUN_DIR: &str = "<run-dir>";
+/// What stands for the run's workspace (its worktree or copy) in a preview.
+pub const WORKSPACE: &str = "<workspace>";
+/// What stands for a prompt in a command line (shown on its own).
+pub const PROMPT: &str = "<prompt>";
+/// What stands for a system prompt in a command line (shown on its own).
+pub const SYSTEM_PROMPT: &str = "<system prompt>";
+
+/// A run's plan, before it is made.
+#[derive(Debug, Serialize)]
+pub struct Preview {
+    /// The epic, redacted as a run records it.
+    pub epic: String,
+    pub workflow: String,
+    pub workflow_version: String,
+    /// Every agent state, in the workflow file's order.
+    pub states: Vec<StatePreview>,
+    /// The first agent state the run reaches (after its input states), with
+    /// its prompts as they would be sent; `None` when a gate or the end
+    /// comes first.
+    pub first: Option<FirstPrompts>,
+}
+
+/// One agent state's process, as its first visit would start it.
+#[derive(Debug, Serialize)]
+pub struct StatePreview {
+    pub state: String,
+    pub agent: String,
+    pub role: String,
+    pub binding: BindingPreview,
+    /// Program first, secrets redacted, prompts as `<prompt>`.
+    pub argv: Vec<String>,
+    /// Why it could not be started (its program not found, …), if so.
+    pub error: Option<String>,
+    /// How it gets its prompt: `stdin`, `argument` or `file`.
+    pub prompt_via: PromptMode,
+    /// The names of the variables it gets (never their values).
+    pub env: Vec<String>,
+    pub timeout_secs: u64,
+    /// The most times a run can enter the state.
+    pub worst_case_visits: Option<u64>,
+}
+
+/// How an agent is bound.
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BindingPreview {
+    Shell {
+        shell: String,
+        brain: String,
+        provider: String,
+        model: String,
+    },
+    Command {
+        argv: Vec<String>,
+    },
+}
+
+/// The prompts of the first agent state, redacted as a run records them.
+#[derive(Debug, Serialize)]
+pub struct FirstPrompts {
+    pub state: String,
+    pub agent: String,
+    pub prompt: String,
+    pub system_prompt: Option<String>,
+}
+
+/// Previews a run of `epic` on `workflow`.
+pub fn preview(project: &Project, workflow: Workflow, epic: &str) -> Result<Preview, RunError> {
+    let tmp = tempfile::Builder::new()
+        .prefix("modix-dry-run-")
+        .tempdir()
+        .map_err(|e| RunError::io("cannot make a temporary folder", e))?;
+    let dir = tmp.path().join("run");
+    std::fs::create_dir(&dir)
+        .map_err(|e| RunError::io(format!("cannot create {}", dir.display()), e))?;
+    let workdir = tmp.path().join("workspace");
+    let machine = std::sync::Arc::clone(&workflow.machine);
+    let (first, history) = first_agent_state(&machine, epic);
+    let now = crate::store::now();
+    let info = RunInfo {
+        project,
+        redactor: agent::redactor(&project.config),
+        workflow,
+        run: Run {
+            id: PREVIEW_RUN_ID.to_owned(),
+            epic: epic.to_owned(),
+            workflow_id: machine.id().to_owned(),
+            workflow_version: machine.version().to_string(),
+            workflow_hash: machine.content_hash().to_owned(),
+            status: RunStatus::Running,
+            status_reason: None,
+            current_state: machine.state(machine.initial()).name.clone(),
+            workdir: workdir.display().to_string(),
+            created_at: now.clone(),
+            updated_at: now,
+            ended_at: None,
+            owner_pid: None,
+            heartbeat_at: None,
+            workspace: None,
+            forked_from: None,
+        },
+        workdir: workdir.clone(),
+        files: RunFiles { dir: dir.clone() },
+        stream: false,
+        rules: Default::default(),
+    };
+    let shown = |s: &str| {
+        s.replace(&dir.display().to_string(), RUN_DIR)
+            .replace(&workdir.display().to_string(), WORKSPACE)
+    };
+    let mut preview = Preview {
+        epic: info.redactor.redact(epic).into_owned(),
+        workflow: machine.id().to_owned(),
+        workflow_version: machine.version().to_string(),
+        states: Vec::new(),
+        first: None,
+    };
+    for (id, state) in machine.states() {
+        let (StateKind::Agent(spec), Some(agent)) = (&state.kind, info.workflow.agent(id)) else {
+            continue;
+        };
+        let inputs = Inputs {
+            task_spec: None,
+            previous_result: None,
+            feedback: None,
+            outputs: Default::default(),
+            came_from: None,
+            next_task: None,
+            notes: Vec::new(),
+            pending: Vec::new(),
+            pending_ids: Vec::new(),
+            context_mode: context_mode(project, agent),
+            history: None,
+        };
+        let inputs = match inputs.context_mode {
+            crate::config::ContextMode::Shared => Inputs {
+                history: Some(history.clone()),
+                ..inputs
+            },
+            crate::config::ContextMode::Isolated => inputs,
+        };
+        let call = info.call(id, spec, agent, 1, &inputs);
+        // The first agent state's prompts are rendered as the run would; a
+        // later state's depend on what earlier agents answer.
+        let (prompt, system_prompt) = if Some(id) == first {
+            let ctx = ContextPackage::new(&call, &project.config.project, &inputs);
+            let prompt = info.prompt(agent, &ctx)?;
+            let system = match &agent.manifest.system_prompt {
+                Some(rel) => Some(info.render_template(rel, &ctx)?),
+                None => None,
+            };
+            (prompt, system)
+        } else {
+            let system = agent.manifest.system_prompt.as_ref();
+            (PROMPT.to_owned(), system.map(|_| SYSTEM_PROMPT.to_owned()))
+        };
+        let setup = agent::Setup {
+            root: &project.config.paths.root,
+            runtimes: &project.config.runtimes,
+            commands: &project.config.project.commands,
+        };
+        let prepared = agent::prepare(
+            &call,
+            &setup,
+            &prompt,
+            system_prompt.as_deref(),
+            &info.redactor,
+        );
+        let redacted_prompt = info.redactor.redact(&prompt).into_owned();
+        let redacted_system = system_prompt
+            .as_deref()
+            .map(|s| info.redactor.redact(s).into_owned());
+        // The prompts are shown on their own, not inside the command line.
+        let in_argv = |arg: &str| {
+            let mut arg = arg.to_owned();
+            if !redacted_prompt.is_empty() && redacted_prompt != PROMPT {
+                arg = arg.replace(&redacted_prompt, PROMPT);
+            }
+            if let Some(s) = redacted_system.as_deref().filter(|s| !s.is_empty()) {
+                arg = arg.replace(s, SYSTEM_PROMPT);
+            }
+            shown(&arg)
+        };
+        let (argv, error, env, timeout) = match &prepared {
+            Ok(p) => (
+                p.argv_redacted.iter().map(|a| in_argv(a)).collect(),
+                None,
+                env_names(&p.spec.env),
+                p.spec.timeout,
+            ),
+            Err(e) => (
+                e.argv().iter().map(|a| in_argv(a)).collect(),
+                Some(shown(&e.to_string())),
+                Vec::new(),
+                call.timeout,
+            ),
+        };
+        preview.states.push(StatePreview {
+            state: state.name.clone(),
+            agent: agent.id.clone(),
+            role: agent.role.clone(),
+            binding: binding(agent),
+            argv,
+            error,
+            prompt_via: match &agent.binding {
+                Binding::Shell { shell, .. } => shell.prompt,
+                Binding::Command { .. } => PromptMode::Stdin,
+            },
+            env,
+            timeout_secs: timeout.as_secs(),
+            worst_case_visits: machine.bound_for_visits(id),
+        });
+        if Some(id) == first {
+            preview.first = Some(FirstPrompts {
+                state: state.name.clone(),
+                agent: agent.id.clone(),
+                prompt: shown(&redacted_prompt),
+                system_prompt: redacted_system.as_deref().map(shown),
+            });
+        }
+    }
+    Ok(preview)
+}
+
+/// The first agent state a run reaches from the initial state through its
+/// input states, and the messages the run holds by then (what a `shared`
+/// agent is handed as `history`).
+fn first_agent_state(machine: &crate::fsm::Machine, epic: &str) -> (Option<StateId>, Vec<Value>) {
+    let mut pos = machine.start();
+    let mut history = Vec::new();
+    // Input states only come first; the bound keeps a broken machine finite.
+    for seq in 1..=machine.states().count() {
+        let state = machine.state(pos.state());
+        match &state.kind {
+            StateKind::Agent(_) => return (Some(pos.state()), history),
+            StateKind::Input { event } => {
+                history.push(json!({
+                    "seq": seq, "kind": "epic", "state": state.name, "payload": { "epic": epic },
+                }));
+                match machine.fire(&pos, event) {
+                    Ok(fired) => pos = fired.position,
+                    Err(_) => break,
+                }
+            }
+            StateKind::Human { .. } | StateKind::Terminal { .. } => break,
+        }
+    }
+    (None, history)
+}
+
+/// The manifest's context mode, else the global default (as a run decides).
+fn context_mode(project: &Project, agent: &Agent) -> crate::config::ContextMode {
+    agent
+        .manifest
+        .context
+        .or(project.config.settings.context_mode)
+        .unwrap_or_default()
+}
+
+fn binding(agent: &Agent) -> BindingPreview {
+    match &agent.binding {
+        Binding::Shell { shell, brain } => BindingPreview::Shell {
+            shell: shell.name.clone(),
+            brain: brain.name.clone(),
+            provider: brain.provider.clone(),
+            model: brain.model.clone(),
+        },
+        Binding::Command { argv } => BindingPreview::Command { argv: argv.clone() },
+    }
+}
+
+/// The names of an environment, sorted, each once.
+fn env_names(env: &[(std::ffi::OsString, std::ffi::OsString)]) -> Vec<String> {
+    let mut names: Vec<String> = env
+        .iter()
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}

@@ -1,0 +1,226 @@
+//! `modix go --dry-run`: the bindings, command lines and first prompts a
+//! run would use, and nothing else — no run recorded, no workspace made,
+//! no process started. And `go --epic-file PATH` (or `-`), an epic too long
+//! for the command line.
+
+use crate::util::{Sandbox, output_text};
+
+/// The example, with an agent script that leaves a mark whenever it runs
+/// (even for `--version`), so a test can tell that nothing was started.
+fn example_with_marker() -> (Sandbox, std::path::PathBuf) {
+    let sb = Sandbox::example();
+    let marker = sb.dir.path().join("started");
+    sb.agent_script(&format!("#!/bin/sh\ntouch {}\nexit 0\n", marker.display()));
+    (sb, marker)
+}
+
+fn filters(sb: &Sandbox) -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path("snapshots");
+    s.set_prepend_module_to_snapshot(false);
+    s.add_filter(
+        &regex::escape(&sb.dir.path().display().to_string()),
+        "[SANDBOX]",
+    );
+    // Where python3 is, and which proxy and CA variables are set, differ
+    // between machines.
+    s.add_filter(r"\S*/python3\b", "[PYTHON3]");
+    s.add_filter(r"(?m)^  env: .*$", "  env: [NAMES]");
+    s
+}
+
+#[test]
+fn a_dry_run_shows_the_plan_and_does_nothing() {
+    let (sb, marker) = example_with_marker();
+    let out = sb
+        .modix()
+        .args(["go", "--dry-run", "Fix mean()"])
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!marker.exists(), "an agent was started");
+    let modix = sb.root().join(".modix");
+    for left in ["modix.db", "runs", "state.json"] {
+        assert!(!modix.join(left).exists(), "{left} was made: {text}");
+    }
+    let home = sb.dir.path().join("home");
+    assert!(!home.join("worktrees").exists(), "a workspace was made");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("Epic:\nFix mean()"), "{stdout}");
+    filters(&sb).bind(|| insta::assert_snapshot!("dry_run", stdout));
+    // Nothing recorded: history has no run.
+    let out = sb.modix().arg("history").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("No runs yet"));
+}
+
+#[test]
+fn a_dry_run_in_json() {
+    let (sb, marker) = example_with_marker();
+    let out = sb
+        .modix()
+        .env("ANTHROPIC_API_KEY", "sk-ant-api03-dryrunsecret0123456789")
+        .args([
+            "go",
+            "--dry-run",
+            "--json",
+            "Fix it with sk-ant-api03-dryrunsecret0123456789",
+        ])
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!marker.exists(), "an agent was started");
+    assert!(
+        !text.contains("dryrunsecret"),
+        "the key was printed: {text}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["dry_run"], true);
+    assert_eq!(v["workflow"], "plan_execute_test");
+    let states: Vec<&str> = v["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["PLANNING", "EXECUTING", "TESTING"]);
+    let planner = &v["states"][0];
+    assert_eq!(planner["binding"]["kind"], "shell");
+    assert_eq!(planner["binding"]["model"], "scripted-v1");
+    let argv: Vec<&str> = planner["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(argv[0].ends_with("agents/scripted-agent"), "{argv:?}");
+    assert_eq!(argv[1..], ["--model", "scripted-v1", "--mode", "read-only"]);
+    assert_eq!(planner["prompt_via"], "stdin");
+    assert_eq!(planner["worst_case_visits"], 1);
+    let env: Vec<&str> = planner["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        env.contains(&"MODIX_STATE") && env.contains(&"PATH"),
+        "{env:?}"
+    );
+    assert!(
+        !env.contains(&"ANTHROPIC_API_KEY"),
+        "not this agent's: {env:?}"
+    );
+    assert_eq!(v["states"][2]["binding"]["kind"], "command");
+    assert_eq!(v["first"]["state"], "PLANNING");
+    let prompt = v["first"]["prompt"].as_str().unwrap();
+    assert!(prompt.contains("Fix it with [REDACTED"), "{prompt}");
+    assert!(
+        prompt.contains("<run-dir>/schemas/task_spec.schema.json"),
+        "{prompt}"
+    );
+}
+
+#[test]
+fn a_dry_run_says_which_agent_would_not_start() {
+    let sb = Sandbox::example();
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["no-such-test-runner", "-q"])
+    });
+    let out = sb.modix().args(["go", "--dry-run", "x"]).output().unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("  no-such-test-runner -q\n  would not start: agent `tester`: program `no-such-test-runner` not found"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_epic_comes_from_a_file_or_stdin() {
+    let sb = Sandbox::example();
+    // Outside the project is fine: it is the user's file.
+    let file = sb.dir.path().join("epic.md");
+    std::fs::write(&file, "Fix mean()\n\nIt divides by one too many.\n").unwrap();
+    let out = sb
+        .modix()
+        .args(["go", "--dry-run", "--json", "--epic-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["epic"], "Fix mean()\n\nIt divides by one too many.\n");
+
+    // A real run, its epic on stdin: larger than a command line can carry.
+    let epic = format!("Fix mean().\n{}", "Details. ".repeat(100_000));
+    let out = sb
+        .modix()
+        .args(["go", "--json", "--epic-file", "-"])
+        .write_stdin(epic.clone())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert_eq!(sb.runs()[0]["epic"], epic.as_str());
+}
+
+#[test]
+fn a_bad_epic_file_is_a_usage_error_naming_it() {
+    let sb = Sandbox::example();
+    let dir = sb.dir.path();
+    std::fs::write(dir.join("empty.md"), " \n\t\n").unwrap();
+    std::fs::write(dir.join("big.md"), "x".repeat((1 << 20) + 1)).unwrap();
+    std::fs::write(dir.join("binary.md"), b"fix \xff\xfe it").unwrap();
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["--epic-file", "missing.md"],
+            "cannot read the epic file missing.md",
+        ),
+        (
+            &["--epic-file", "../empty.md"],
+            "the epic file ../empty.md is empty",
+        ),
+        (
+            &["--epic-file", "../big.md"],
+            "the epic file ../big.md is 1048577 bytes; an epic may be at most 1 MiB",
+        ),
+        (
+            &["--epic-file", "../binary.md"],
+            "the epic file ../binary.md is not UTF-8 text",
+        ),
+        (
+            &["--epic-file", ".modix"],
+            "cannot read the epic file .modix",
+        ),
+        (
+            &["--epic-file", "../empty.md", "an epic"],
+            "cannot be used with",
+        ),
+        (&[], "required arguments were not provided"),
+    ];
+    for (args, says) in cases {
+        let out = sb.modix().arg("go").args(args).output().unwrap();
+        let text = output_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
+        assert!(text.contains(says), "{args:?}: {text}");
+    }
+    // Too much on stdin.
+    let out = sb
+        .modix()
+        .args(["go", "--epic-file", "-"])
+        .write_stdin("y".repeat((1 << 20) + 10))
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("the epic on standard input is more than 1 MiB"),
+        "{text}"
+    );
+    assert!(
+        !sb.root().join(".modix/modix.db").exists(),
+        "nothing recorded"
+    );
+}
