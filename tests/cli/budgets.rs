@@ -388,6 +388,25 @@ fn a_spent_budget_fails_the_next_invocation_unstarted() {
                 .exists(),
             "{cli:?}: the executor ran"
         );
+        // A redrive goes on once the budget allows more; what was spent stays spent.
+        set_budget(&sb, json!({"max_cost_usd": 10, "max_tokens": 10_000}));
+        let run = r.run_id();
+        let out = go(
+            &sb,
+            &[
+                "resume",
+                &run,
+                "--from",
+                "EXECUTING",
+                "--note",
+                "budget raised",
+                "--json",
+            ],
+        );
+        let again = GoResult::parse(&out);
+        assert_eq!(again.code, Some(0), "{cli:?}: {}", again.stderr);
+        assert_eq!(again.summary["state"], "DONE");
+        assert_eq!(again.summary["usage"]["invocations"], 2, "{cli:?}");
     }
 }
 
