@@ -204,6 +204,18 @@ impl Scenario {
             "    ratio amortised / floor                   {:>9.2}×  (over {per_run} transitions)",
             ratio(amortised)
         );
+        let floor_cpu = self.floor.cpu_median();
+        let step_cpu = self
+            .long
+            .cpu_median()
+            .saturating_sub(self.once.cpu_median())
+            / LOOPS;
+        println!(
+            "    CPU per step (with the agent's): floor {:.1} µs, modix {:.1} µs: {:.2}×",
+            us(floor_cpu),
+            us(step_cpu),
+            step_cpu.as_secs_f64() / floor_cpu.as_secs_f64()
+        );
     }
 }
 
@@ -211,27 +223,50 @@ fn line(what: &str, d: Duration) {
     println!("    {what:<44}{:>9.1} µs", us(d));
 }
 
-/// Timings of one measurement; warm-up samples are dropped.
+/// Timings of one measurement — wall time, and CPU time of this process and
+/// of the children it waited for — with warm-up samples dropped. CPU time
+/// barely moves with neighbour load, wall time does: the CPU figures tell
+/// one version of modix from another on a busy machine.
 #[derive(Default)]
-struct Samples(Vec<Duration>);
+struct Samples {
+    wall: Vec<Duration>,
+    cpu: Vec<Duration>,
+}
 
 impl Samples {
-    fn add(&mut self, d: Duration, warm_up: bool) {
+    fn time(&mut self, warm_up: bool, f: impl FnOnce()) {
+        let (t, c) = (Instant::now(), cpu_time());
+        f();
         if !warm_up {
-            self.0.push(d);
+            self.wall.push(t.elapsed());
+            self.cpu.push(cpu_time().saturating_sub(c));
         }
     }
 
-    fn time(&mut self, warm_up: bool, f: impl FnOnce()) {
-        let t = Instant::now();
-        f();
-        self.add(t.elapsed(), warm_up);
+    fn median(&mut self) -> Duration {
+        median(&mut self.wall)
     }
 
-    fn median(&mut self) -> Duration {
-        self.0.sort_unstable();
-        self.0[self.0.len() / 2]
+    fn cpu_median(&mut self) -> Duration {
+        median(&mut self.cpu)
     }
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// User + system time of this process and its waited-for children.
+fn cpu_time() -> Duration {
+    let usage = |who| {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(who, &mut u) };
+        let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+        tv(u.ru_utime) + tv(u.ru_stime)
+    };
+    usage(libc::RUSAGE_SELF) + usage(libc::RUSAGE_CHILDREN)
 }
 
 fn echo_spec(echo: &Path, cwd: &Path) -> ProcessSpec {
