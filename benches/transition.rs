@@ -2,16 +2,33 @@
 //!
 //! Every agent-invoking, durably recorded transition must at least spawn a
 //! process, read its JSON, insert a row and commit (WAL, synchronous=FULL).
-//! This measures that floor and its parts, then real `modix` runs of a
-//! workflow that fires one trivial command agent in a bounded loop, and of one
-//! that fires it once, all in the same process so neighbour load hits them
-//! alike. It reports medians, and the engine's cost as ratios to the floor:
+//! This measures that floor and its parts, then real `modix` runs (the code
+//! path of `modix go`) of workflows that fire an agent in a bounded loop, and
+//! of ones that fire it once, all in the same process and interleaved so that
+//! neighbour load hits them alike. Two kinds of step:
+//!
+//! - trivial: a command agent (`echo`) printing a 34-byte TestResult, no
+//!   prompt, in a project of nine files;
+//! - realistic: a planner's task spec first, then an agent whose prompt
+//!   (rendered from a template with the epic and the task spec) is ~4.5 KB,
+//!   whose context package (the task spec included) is ~2.5 KB and whose
+//!   output is ~3 KB and different at every step (it names its own pid), in a
+//!   project of a few hundred files. Its floor spawns the same command with
+//!   the same prompt on stdin and stores prompt, context, output and the
+//!   parsed answer in one row.
+//!
+//! For each it reports medians and the engine's cost as ratios to its floor:
 //! per step (the long run's time less the short one's, per extra step) and
 //! amortised (the long run's time per transition, its start-up included —
-//! the workspace is made once per run).
+//! the workspace is made once per run). Then, from untimed runs, what reaches
+//! the disk per step: WAL bytes (frames of 4 KiB + 24 B), write transactions
+//! (commit frames; each is one fsync) and bytes stored once checkpointed —
+//! beside the floor's. Last, the start-up of `modix validate` (a spawned
+//! binary, less a bare spawn).
 //!
 //! Run: `cargo bench --bench transition` (MODIX_BENCH_RUNS=N for more runs).
 
+use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,16 +36,21 @@ use std::time::{Duration, Instant};
 use modix::bench::{CaptureLimits, ProcessSpec, run_process};
 use rusqlite::Connection;
 
-/// Loop bound of the benchmark workflow: one run = LOOPS + 2 transitions.
+/// Loop bound of the benchmark workflows: a long run has LOOPS more agent
+/// steps than a short one.
 const LOOPS: u32 = 50;
 const ANSWER: &str = r#"{"passed": true, "summary": "ok"}"#;
+/// The realistic agent: prints a ~3 KB TestResult naming its pid.
+const REAL_SCRIPT: &str =
+    r#"printf '{"passed": true, "failures": [], "summary": "pid %s. %s"}\n' "$$" "$0""#;
+/// Files in the realistic project's tree (besides `.modix/`).
+const REAL_FILES: usize = 300;
 
 fn main() {
     let runs: usize = std::env::var("MODIX_BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(12);
-    let per_run = LOOPS as usize + 2;
     let tmp = tempfile::tempdir().expect("tempdir");
     // Run workspaces go under the modix home: keep them in the temp dir.
     // SAFETY: set before any thread is started.
@@ -39,28 +61,39 @@ fn main() {
         .expect("runtime");
     let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
     let echo = which::which("echo").expect("echo on PATH");
-    let conn = open_db(&tmp.path().join("floor.db"));
 
-    let project_root = tmp.path().join("project");
-    write_project(&project_root);
-    let project = modix::bench::Project::load(&project_root);
+    let trivial_root = tmp.path().join("trivial");
+    write_trivial_project(&trivial_root);
+    let trivial = modix::bench::Project::load(&trivial_root);
+    let real_root = tmp.path().join("real");
+    let real_log = write_real_project(&real_root);
+    let real = modix::bench::Project::load(&real_root);
+    let real_prompt = real_prompt_sample(&real_root);
+    let real_context = real_context_sample(&real_root);
 
+    let floor_db = open_floor_db(&tmp.path().join("floor.db"));
     let mut spawn = Samples::default();
     let mut runner = Samples::default();
     let mut commit = Samples::default();
-    let mut floor = Samples::default();
-    let mut engine = Samples::default();
-    let mut short = Samples::default();
-    // Interleaved, one engine run then as many samples of each floor, so
-    // neighbour load drifting over the minutes hits every figure alike.
+    let mut t = Scenario::default();
+    let mut r = Scenario::default();
+    let per_run = LOOPS as usize + 2;
+    // Interleaved: each round runs every engine workflow once, then as many
+    // samples of each floor as a long run has transitions, so neighbour load
+    // drifting over the minutes hits every figure alike.
     for round in 0..=runs {
         let warm_up = round == 0;
-        let t = Instant::now();
-        let transitions = project.run("bench_loop", "benchmark");
-        assert_eq!(transitions as usize, per_run);
-        engine.add(t.elapsed(), warm_up);
-        short.time(warm_up, || {
-            assert_eq!(project.run("bench_once", "benchmark"), 2);
+        t.long.time(warm_up, || {
+            assert_eq!(trivial.run("bench_loop", "benchmark"), per_run as u32);
+        });
+        t.once.time(warm_up, || {
+            assert_eq!(trivial.run("bench_once", "benchmark"), 2);
+        });
+        r.long.time(warm_up, || {
+            assert_eq!(real.run("real_loop", REAL_EPIC), per_run as u32 + 1);
+        });
+        r.once.time(warm_up, || {
+            assert_eq!(real.run("real_once", REAL_EPIC), 3);
         });
         for _ in 0..per_run {
             spawn.time(warm_up, || {
@@ -77,71 +110,163 @@ fn main() {
                     .expect("spawn");
                 assert!(out.success());
             });
-            commit.time(warm_up, || insert_commit(&conn, "{}"));
-            floor.time(warm_up, || {
-                let out = Command::new("echo")
-                    .arg(ANSWER)
-                    .stdin(Stdio::null())
-                    .output()
-                    .expect("spawn");
-                let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-                insert_commit(&conn, &v.to_string());
+            commit.time(warm_up, || insert_trivial(&floor_db, "{}"));
+            t.floor.time(warm_up, || trivial_floor(&floor_db));
+            r.floor.time(warm_up, || {
+                real_floor(&floor_db, &real_log, &real_prompt, &real_context)
             });
         }
     }
-    let (floor, long, once) = (floor.median(), engine.median(), short.median());
-    let amortised = long / per_run as u32;
-    // The long run has per_run - 2 more agent steps than the short one.
-    let per_step = long.saturating_sub(once) / (per_run as u32 - 2);
-    let start_up = once.saturating_sub(per_step * 2);
 
     println!(
-        "modix transition benchmark ({runs} runs of {per_run} transitions and of 2, interleaved; medians)"
+        "modix transition benchmark ({runs} runs of {per_run} transitions and of 2, \
+         interleaved; medians)"
     );
-    let line = |what: &str, d: Duration| println!("  {what:<44}{:>9.1} µs", us(d));
     line("bare spawn (echo)", spawn.median());
     line(
         "modix's runner spawn (process group, caps)",
         runner.median(),
     );
     line("bare SQLite insert + commit (WAL, FULL)", commit.median());
-    line("floor: spawn + parse JSON + insert + commit", floor);
-    line("modix: one more agent step", per_step);
-    line("modix: a run's start and end (workspace…)", start_up);
-    line("modix: one transition, start-up amortised", amortised);
-    let ratio = |d: Duration| d.as_secs_f64() / floor.as_secs_f64();
+    println!("trivial step (echo, 34 B answer, no prompt):");
+    t.report(per_run);
+    println!("realistic step (~4.5 KB prompt, ~2.5 KB context, ~3 KB output, {REAL_FILES} files):");
+    r.report(per_run);
+
+    // What reaches the disk: untimed runs, the WAL emptied before each.
+    let disk_runs = 3;
+    let fl = floor_disk(tmp.path(), disk_runs * LOOPS as usize, |c| {
+        insert_trivial(c, ANSWER)
+    });
+    let trivial_disk = engine_disk(&trivial_root, disk_runs, || {
+        trivial.run("bench_loop", "benchmark");
+    }) - engine_disk(&trivial_root, disk_runs, || {
+        trivial.run("bench_once", "benchmark");
+    });
+    let rfl = floor_disk(tmp.path(), disk_runs * LOOPS as usize, |c| {
+        real_floor(c, &real_log, &real_prompt, &real_context)
+    });
+    let real_disk = engine_disk(&real_root, disk_runs, || {
+        real.run("real_loop", REAL_EPIC);
+    }) - engine_disk(&real_root, disk_runs, || {
+        real.run("real_once", REAL_EPIC);
+    });
+    let steps = (disk_runs * LOOPS as usize) as f64;
     println!(
-        "  ratio per step / floor                      {:>9.2}×  (engine overhead {:+.1} µs per step)",
-        ratio(per_step),
-        us(per_step) - us(floor)
+        "on disk per step ({} extra steps; WAL emptied before each run):",
+        steps
     );
     println!(
-        "  ratio amortised / floor                     {:>9.2}×  (over {per_run} transitions)",
-        ratio(amortised)
+        "  {:<36}{:>14}{:>10}{:>12}",
+        "", "WAL bytes", "commits", "stored"
     );
+    let disk_line = |what: &str, d: Disk| {
+        println!(
+            "  {what:<36}{:>10.0} B {:>9.2} {:>10.0} B",
+            d.wal_bytes as f64 / steps,
+            d.commits as f64 / steps,
+            d.stored_bytes as f64 / steps
+        )
+    };
+    disk_line("trivial floor", fl);
+    disk_line("modix, trivial step", trivial_disk);
+    disk_line("realistic floor", rfl);
+    disk_line("modix, realistic step", real_disk);
+
+    startup(&trivial_root, tmp.path());
 }
 
-/// Timings of one measurement; warm-up samples are dropped.
+/// Timings of one kind of step: its floor, and the long and short runs.
 #[derive(Default)]
-struct Samples(Vec<Duration>);
+struct Scenario {
+    floor: Samples,
+    long: Samples,
+    once: Samples,
+}
+
+impl Scenario {
+    fn report(&mut self, per_run: usize) {
+        let (floor, long, once) = (self.floor.median(), self.long.median(), self.once.median());
+        let amortised = long / per_run as u32;
+        let per_step = long.saturating_sub(once) / LOOPS;
+        let start_up = once.saturating_sub(per_step * 2);
+        let ratio = |d: Duration| d.as_secs_f64() / floor.as_secs_f64();
+        line("floor: spawn + parse JSON + insert + commit", floor);
+        line("modix: one more agent step", per_step);
+        line("modix: a run's start and end (workspace…)", start_up);
+        line("modix: one transition, start-up amortised", amortised);
+        println!(
+            "    ratio per step / floor                    {:>9.2}×  (engine overhead {:+.1} µs per step)",
+            ratio(per_step),
+            us(per_step) - us(floor)
+        );
+        println!(
+            "    ratio amortised / floor                   {:>9.2}×  (over {per_run} transitions)",
+            ratio(amortised)
+        );
+        let floor_cpu = self.floor.cpu_median();
+        let step_cpu = self
+            .long
+            .cpu_median()
+            .saturating_sub(self.once.cpu_median())
+            / LOOPS;
+        println!(
+            "    CPU per step (with the agent's): floor {:.1} µs, modix {:.1} µs: {:.2}×",
+            us(floor_cpu),
+            us(step_cpu),
+            step_cpu.as_secs_f64() / floor_cpu.as_secs_f64()
+        );
+    }
+}
+
+fn line(what: &str, d: Duration) {
+    println!("    {what:<44}{:>9.1} µs", us(d));
+}
+
+/// Timings of one measurement — wall time, and CPU time of this process and
+/// of the children it waited for — with warm-up samples dropped. CPU time
+/// barely moves with neighbour load, wall time does: the CPU figures tell
+/// one version of modix from another on a busy machine.
+#[derive(Default)]
+struct Samples {
+    wall: Vec<Duration>,
+    cpu: Vec<Duration>,
+}
 
 impl Samples {
-    fn add(&mut self, d: Duration, warm_up: bool) {
+    fn time(&mut self, warm_up: bool, f: impl FnOnce()) {
+        let (t, c) = (Instant::now(), cpu_time());
+        f();
         if !warm_up {
-            self.0.push(d);
+            self.wall.push(t.elapsed());
+            self.cpu.push(cpu_time().saturating_sub(c));
         }
     }
 
-    fn time(&mut self, warm_up: bool, f: impl FnOnce()) {
-        let t = Instant::now();
-        f();
-        self.add(t.elapsed(), warm_up);
+    fn median(&mut self) -> Duration {
+        median(&mut self.wall)
     }
 
-    fn median(&mut self) -> Duration {
-        self.0.sort_unstable();
-        self.0[self.0.len() / 2]
+    fn cpu_median(&mut self) -> Duration {
+        median(&mut self.cpu)
     }
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// User + system time of this process and its waited-for children.
+fn cpu_time() -> Duration {
+    let usage = |who| {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(who, &mut u) };
+        let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+        tv(u.ru_utime) + tv(u.ru_stime)
+    };
+    usage(libc::RUSAGE_SELF) + usage(libc::RUSAGE_CHILDREN)
 }
 
 fn echo_spec(echo: &Path, cwd: &Path) -> ProcessSpec {
@@ -165,60 +290,269 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-fn open_db(path: &Path) -> Connection {
+// ---------------------------------------------------------------- the floor
+
+fn open_floor_db(path: &Path) -> Connection {
     let conn = Connection::open(path).expect("open");
     conn.execute_batch(
         "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;
-         CREATE TABLE t (id INTEGER PRIMARY KEY, payload TEXT NOT NULL);",
+         CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, payload TEXT NOT NULL);
+         CREATE TABLE IF NOT EXISTS r (id INTEGER PRIMARY KEY, prompt TEXT NOT NULL,
+             context TEXT NOT NULL, output TEXT NOT NULL, parsed TEXT NOT NULL);",
     )
     .expect("schema");
     conn
 }
 
-fn insert_commit(conn: &Connection, payload: &str) {
+fn insert_trivial(conn: &Connection, payload: &str) {
     conn.execute_batch("BEGIN IMMEDIATE").expect("begin");
     conn.execute("INSERT INTO t (payload) VALUES (?1)", [payload])
         .expect("insert");
     conn.execute_batch("COMMIT").expect("commit");
 }
 
-fn write_project(root: &Path) {
-    let files: [(&str, String); 9] = [
-        ("version.json", r#"{"format": "1.0.0"}"#.into()),
-        ("shells.json", r#"{"shells": {}}"#.into()),
-        ("brains.json", r#"{"brains": {}}"#.into()),
+fn trivial_floor(conn: &Connection) {
+    let out = Command::new("echo")
+        .arg(ANSWER)
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    insert_trivial(conn, &v.to_string());
+}
+
+/// The realistic agent's command, its prompt on stdin, its answer parsed,
+/// and prompt, context, output and answer stored in one row.
+fn real_floor(conn: &Connection, log: &str, prompt: &str, context: &str) {
+    let mut child = Command::new("sh")
+        .args(["-c", REAL_SCRIPT, log])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    // The agent need not read its prompt (as in modix: EPIPE is no error).
+    let _ = stdin.write_all(prompt.as_bytes());
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let stdout = String::from_utf8(out.stdout).expect("utf-8");
+    conn.execute_batch("BEGIN IMMEDIATE").expect("begin");
+    conn.execute(
+        "INSERT INTO r (prompt, context, output, parsed) VALUES (?1, ?2, ?3, ?4)",
+        [prompt, context, &stdout, &v.to_string()],
+    )
+    .expect("insert");
+    conn.execute_batch("COMMIT").expect("commit");
+}
+
+// ------------------------------------------------------------- disk figures
+
+/// What some runs left on disk: WAL bytes and commit frames written, and
+/// database bytes in use once checkpointed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Disk {
+    wal_bytes: u64,
+    commits: u64,
+    stored_bytes: i64,
+}
+
+impl std::ops::Sub for Disk {
+    type Output = Disk;
+    fn sub(self, o: Disk) -> Disk {
+        Disk {
+            wal_bytes: self.wal_bytes.saturating_sub(o.wal_bytes),
+            commits: self.commits.saturating_sub(o.commits),
+            stored_bytes: self.stored_bytes - o.stored_bytes,
+        }
+    }
+}
+
+/// `runs` runs of `run`, each on an emptied WAL, summed. A read transaction
+/// of ours stays open meanwhile, so no checkpoint (modix's automatic ones,
+/// or its closing connection's) copies or restarts the WAL before it is read.
+fn engine_disk(root: &Path, runs: usize, run: impl Fn()) -> Disk {
+    let db = root.join(".modix/modix.db");
+    let conn = Connection::open(&db).expect("open modix.db");
+    let mut total = Disk::default();
+    for _ in 0..runs {
+        let before = used_bytes(&conn);
+        conn.execute_batch("BEGIN").expect("begin");
+        conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))
+            .expect("read snapshot");
+        run();
+        let (frames, commits) = wal_frames(&db.with_extension("db-wal"));
+        conn.execute_batch("COMMIT").expect("end snapshot");
+        let after = used_bytes(&conn);
+        total.wal_bytes += frames * (4096 + 24);
+        total.commits += commits;
+        total.stored_bytes += after - before;
+    }
+    total
+}
+
+/// The floor's figures for `n` steps of `step`, in a database of its own.
+fn floor_disk(dir: &Path, n: usize, step: impl Fn(&Connection)) -> Disk {
+    static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!("floor-disk-{k}.db"));
+    let conn = open_floor_db(&path);
+    conn.pragma_update(None, "wal_autocheckpoint", 0)
+        .expect("no autocheckpoint");
+    let before = used_bytes(&conn);
+    for _ in 0..n {
+        step(&conn);
+    }
+    let (frames, commits) = wal_frames(&path.with_extension("db-wal"));
+    let after = used_bytes(&conn);
+    Disk {
+        wal_bytes: frames * (4096 + 24),
+        commits,
+        stored_bytes: after - before,
+    }
+}
+
+/// Database bytes in use after the WAL is copied back and emptied.
+fn used_bytes(conn: &Connection) -> i64 {
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        let busy: i64 = r.get(0)?;
+        assert_eq!(busy, 0, "checkpoint blocked");
+        Ok(())
+    })
+    .expect("checkpoint");
+    let pages: i64 = conn
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .expect("page_count");
+    let free: i64 = conn
+        .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+        .expect("freelist_count");
+    let size: i64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .expect("page_size");
+    (pages - free) * size
+}
+
+/// Valid frames in a WAL file, and how many of them end a transaction
+/// (a commit frame records the database size; others record 0).
+fn wal_frames(path: &Path) -> (u64, u64) {
+    let Ok(bytes) = std::fs::read(path) else {
+        return (0, 0);
+    };
+    if bytes.len() < 32 {
+        return (0, 0);
+    }
+    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let page = be(&bytes[8..12]) as usize;
+    let salt = (be(&bytes[16..20]), be(&bytes[20..24]));
+    let (mut frames, mut commits) = (0, 0);
+    let mut at = 32;
+    while at + 24 + page <= bytes.len() {
+        let h = &bytes[at..at + 24];
+        if (be(&h[8..12]), be(&h[12..16])) != salt {
+            break;
+        }
+        frames += 1;
+        if be(&h[4..8]) != 0 {
+            commits += 1;
+        }
+        at += 24 + page;
+    }
+    (frames, commits)
+}
+
+// ----------------------------------------------------------------- start-up
+
+/// `modix validate` from process start to a validated project, less a bare
+/// spawn (the binary's own start-up and the project's load and checks).
+fn startup(root: &Path, dir: &Path) {
+    let bin = env!("CARGO_BIN_EXE_modix");
+    let mut validate = Samples::default();
+    let mut bare = Samples::default();
+    for i in 0..=30 {
+        let warm_up = i == 0;
+        validate.time(warm_up, || {
+            let out = Command::new(bin)
+                .args(["validate", "-q", "--project"])
+                .arg(root)
+                .env("MODIX_HOME", dir.join("home"))
+                .output()
+                .expect("modix validate");
+            assert!(out.status.success(), "{out:?}");
+        });
+        bare.time(warm_up, || {
+            Command::new("true").output().expect("true");
+        });
+    }
+    println!("start-up:");
+    line(
+        "`modix validate` (spawned, medians of 30)",
+        validate.median(),
+    );
+    line("bare spawn (true)", bare.median());
+}
+
+// ------------------------------------------------------------------ projects
+
+fn write_files(root: &Path, files: &[(&str, String)]) {
+    for (name, text) in files {
+        let path = root.join(name);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+}
+
+/// The `.modix/` files every bench project shares.
+fn common_files(name: &str, workflow: &str, agents: String) -> Vec<(&'static str, String)> {
+    vec![
+        (".modix/version.json", r#"{"format": "1.0.0"}"#.into()),
+        (".modix/shells.json", r#"{"shells": {}}"#.into()),
+        (".modix/brains.json", r#"{"brains": {}}"#.into()),
+        (".modix/agents.json", agents),
+        (".modix/runtimes.json", "{}".into()),
         (
-            "agents.json",
+            ".modix/projects.json",
             format!(
-                r#"{{"agents": {{"worker": {{"role": "worker", "command": ["echo", {}],
-                    "manifest": {{"output_schema": "test_result"}}}}}}}}"#,
-                serde_json::to_string(ANSWER).expect("json")
+                r#"{{"name": "{name}", "workflow": "{workflow}",
+                    "description": "A benchmark project."}}"#
             ),
         ),
-        ("runtimes.json", "{}".into()),
-        (
-            "projects.json",
-            r#"{"name": "bench", "workflow": "bench_loop"}"#.into(),
-        ),
-        ("state.json", "{}".into()),
-        (
-            "fsm/bench_loop.toml",
-            format!(
-                r#"id = "bench_loop"
+        (".modix/state.json", "{}".into()),
+    ]
+}
+
+/// A loop of one agent state `WORK` (LOOPS times, then DONE), or one pass
+/// (`once`), after `before` (states and transitions leading to WORK from
+/// INIT's `go`).
+fn loop_workflow(id: &str, agent: &str, once: bool, first: &str, before: &str) -> String {
+    let repeat = if once {
+        String::new()
+    } else {
+        format!(
+            "\n[[transitions]]\nfrom = \"WORK\"\nevent = \"again\"\nto = \"WORK\"\nmax = {LOOPS}\n\
+             exhausted = \"DONE\"\n"
+        )
+    };
+    let again = if once {
+        ""
+    } else {
+        "\n  { on = \"output\", when = \"passed == true\", event = \"again\" },"
+    };
+    format!(
+        r#"id = "{id}"
 version = "1.0.0"
-description = "One trivial command agent, fired in a bounded loop."
+description = "A benchmark: one agent, fired in a bounded loop or once."
 initial = "INIT"
 
 [states.INIT]
 kind = "input"
 event = "go"
-
+{before}
 [states.WORK]
 kind = "agent"
-agent = "worker"
+agent = "{agent}"
 output = "test_result"
-emit = [
-  {{ on = "output", when = "passed == true", event = "again" }},
+emit = [{again}
   {{ on = "output", event = "stop" }},
   {{ on = "invalid_output", event = "stop" }},
   {{ on = "process_error", event = "stop" }},
@@ -232,64 +566,184 @@ outcome = "success"
 [[transitions]]
 from = "INIT"
 event = "go"
-to = "WORK"
-
-[[transitions]]
-from = "WORK"
-event = "again"
-to = "WORK"
-max = {LOOPS}
-exhausted = "DONE"
-
+to = "{first}"
+{repeat}
 [[transitions]]
 from = "WORK"
 event = "stop"
 to = "DONE"
 "#
-            ),
-        ),
-        (
-            "fsm/bench_once.toml",
-            r#"id = "bench_once"
-version = "1.0.0"
-description = "The same agent, fired once: a run's fixed cost."
-initial = "INIT"
+    )
+}
 
-[states.INIT]
-kind = "input"
-event = "go"
+fn write_trivial_project(root: &Path) {
+    let agents = format!(
+        r#"{{"agents": {{"worker": {{"role": "worker", "command": ["echo", {}],
+            "manifest": {{"output_schema": "test_result"}}}}}}}}"#,
+        serde_json::to_string(ANSWER).expect("json")
+    );
+    let mut files = common_files("bench", "bench_loop", agents);
+    files.push((
+        ".modix/fsm/bench_loop.toml",
+        loop_workflow("bench_loop", "worker", false, "WORK", ""),
+    ));
+    files.push((
+        ".modix/fsm/bench_once.toml",
+        loop_workflow("bench_once", "worker", true, "WORK", ""),
+    ));
+    write_files(root, &files);
+}
 
-[states.WORK]
+const REAL_EPIC: &str = "Add rate limiting to the public HTTP API: a token bucket per API key, \
+     configurable per route, with 429 responses that carry Retry-After, metrics for rejected \
+     requests, and documentation of the new settings.";
+
+/// The realistic project: a planner (`cat` of a ~1.5 KB task spec) and the
+/// realistic agent, a prompt template, and a tree of REAL_FILES files.
+/// Returns the agent's ~3 KB log argument.
+fn write_real_project(root: &Path) -> String {
+    let log = words(2900);
+    let spec_path = root.join("task_spec.json");
+    let agents = serde_json::json!({
+        "agents": {
+            "planner": {
+                "role": "planner",
+                "command": ["cat", spec_path],
+                "manifest": {"output_schema": "task_spec"}
+            },
+            "realist": {
+                "role": "tester",
+                "command": ["sh", "-c", REAL_SCRIPT, log],
+                "manifest": {"output_schema": "test_result", "prompt": "prompts/real.md"}
+            }
+        }
+    });
+    let plan = r#"
+[states.PLAN]
 kind = "agent"
-agent = "worker"
-output = "test_result"
+agent = "planner"
+output = "task_spec"
 emit = [
-  { on = "output", event = "stop" },
-  { on = "invalid_output", event = "stop" },
-  { on = "process_error", event = "stop" },
-  { on = "timeout", event = "stop" },
+  { on = "output", event = "planned" },
+  { on = "invalid_output", event = "failed" },
+  { on = "process_error", event = "failed" },
+  { on = "timeout", event = "failed" },
 ]
 
-[states.DONE]
+[states.FAILED]
 kind = "terminal"
-outcome = "success"
+outcome = "failure"
 
 [[transitions]]
-from = "INIT"
-event = "go"
+from = "PLAN"
+event = "planned"
 to = "WORK"
 
 [[transitions]]
-from = "WORK"
-event = "stop"
-to = "DONE"
-"#
-            .into(),
-        ),
-    ];
-    for (name, text) in files {
-        let path = root.join(".modix").join(name);
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write");
+from = "PLAN"
+event = "failed"
+to = "FAILED"
+"#;
+    let mut files = common_files("bench-real", "real_loop", agents.to_string());
+    files.push((
+        ".modix/fsm/real_loop.toml",
+        loop_workflow("real_loop", "realist", false, "PLAN", plan),
+    ));
+    files.push((
+        ".modix/fsm/real_once.toml",
+        loop_workflow("real_once", "realist", true, "PLAN", plan),
+    ));
+    files.push((".modix/prompts/real.md", real_template()));
+    files.push(("task_spec.json", task_spec().to_string()));
+    let tree: Vec<(String, String)> = (0..REAL_FILES)
+        .map(|i| {
+            (
+                format!("src/m{:02}/f{i:03}.rs", i / 15),
+                format!("// file {i}\npub fn f{i}() -> u32 {{ {i} }}\n"),
+            )
+        })
+        .collect();
+    for (name, text) in &tree {
+        write_files(root, &[(name.as_str(), text.clone())]);
     }
+    write_files(root, &files);
+    log
+}
+
+fn task_spec() -> serde_json::Value {
+    let task = |i: usize| {
+        serde_json::json!({
+            "id": format!("T{i}"),
+            "title": format!("Part {i} of the rate limiter"),
+            "description": words(180),
+            "files": [format!("src/m{i:02}/f{:03}.rs", i * 15), "src/m00/f000.rs"],
+            "acceptance": ["cargo test passes", "the new setting is documented"]
+        })
+    };
+    serde_json::json!({
+        "title": "Rate limiting for the public API",
+        "summary": words(200),
+        "tasks": (1..=4).map(task).collect::<Vec<_>>(),
+        "complexity": "medium"
+    })
+}
+
+/// ~2.5 KB of instructions around the epic, attempt and task spec.
+fn real_template() -> String {
+    format!(
+        "You are the {{{{ role }}}} of project {{{{ project.name }}}} ({{{{ project.description }}}}).\n\
+         This is attempt {{{{ attempt }}}} of state {{{{ state }}}} in run {{{{ run_id }}}}.\n\n\
+         ## Epic\n{{{{ epic }}}}\n\n## The plan\n{{{{ task_spec | tojson }}}}\n\n\
+         ## How to work\n{}\n\n## Your answer\nAnswer with one JSON object satisfying the \
+         schema in {{{{ output_schema_path }}}}.\n",
+        words(2200)
+    )
+}
+
+/// The prompt and context the realistic floor stores: the same sizes as the
+/// engine's.
+fn real_prompt_sample(root: &Path) -> String {
+    let t = real_template();
+    t.replace("{{ task_spec | tojson }}", &task_spec().to_string())
+        .replace("{{ epic }}", REAL_EPIC)
+        .replace("{{ output_schema_path }}", &root.display().to_string())
+}
+
+fn real_context_sample(root: &Path) -> String {
+    serde_json::json!({
+        "agent": "realist", "attempt": 1, "bound": LOOPS + 1, "context_mode": "isolated",
+        "epic": REAL_EPIC, "feedback": null, "output_schema": "test_result",
+        "output_schema_path": root.join(".modix/runs/x/schemas/test_result.schema.json"),
+        "previous_result": null, "role": "tester", "run_id": "01K0000000000000000000000",
+        "state": "WORK", "task_spec": task_spec(), "workdir": root, "workflow": "real_loop",
+        "project": {"name": "bench-real", "description": "A benchmark project.",
+                    "stack": [], "conventions": [], "commands": {}}
+    })
+    .to_string()
+}
+
+/// About `n` bytes of plain words (no quotes, backslashes or newlines).
+fn words(n: usize) -> String {
+    const W: [&str; 12] = [
+        "the",
+        "limiter",
+        "checks",
+        "each",
+        "request",
+        "against",
+        "its",
+        "bucket",
+        "and",
+        "records",
+        "rejections",
+        "promptly",
+    ];
+    let mut s = String::with_capacity(n + 16);
+    let mut i = 0;
+    while s.len() < n {
+        s.push_str(W[i % W.len()]);
+        s.push(if i % 17 == 16 { '.' } else { ' ' });
+        i += 1;
+    }
+    s
 }

@@ -16,6 +16,57 @@ pub fn write_durable(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write(path, bytes, true)
 }
 
+/// Replaces `path`'s content atomically for readers, as [`write_replace`]
+/// does, without making (and later freeing) a file per write: the bytes go
+/// into `spare` — a file of the caller's own, on the same file system — and
+/// the two names are then exchanged (`renameat2(RENAME_EXCHANGE)`), so that
+/// `spare` holds the previous content until the next write reuses it. A new
+/// file costs the file system an inode allocated and one freed; rewriting
+/// `state.json` after every step that way was a tenth of modix's own CPU
+/// per step. Where names cannot be exchanged, [`write_replace`].
+pub fn write_swap(path: &Path, spare: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::errno::Errno;
+        use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+        // Private, as the temp file of `write_replace` is.
+        let write_spare = || {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(spare)?;
+            file.write_all(bytes)?;
+            file.set_len(bytes.len() as u64)
+        };
+        if let Err(e) = write_spare() {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(e);
+            }
+            std::fs::create_dir_all(spare.parent().unwrap_or_else(|| Path::new(".")))?;
+            write_spare()?;
+        }
+        match renameat2(
+            AT_FDCWD,
+            spare,
+            AT_FDCWD,
+            path,
+            RenameFlags::RENAME_EXCHANGE,
+        ) {
+            Ok(()) => return Ok(()),
+            // No `path` yet: the spare becomes it (the next write makes a
+            // new spare, once).
+            Err(Errno::ENOENT) => return std::fs::rename(spare, path),
+            // Not supported here (an old kernel, some file systems).
+            Err(_) => {}
+        }
+    }
+    let _ = spare;
+    write_replace(path, bytes)
+}
+
 fn write(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     std::fs::create_dir_all(dir)?;
@@ -26,4 +77,28 @@ fn write(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     }
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_swap_replaces_the_content_and_keeps_the_old_one_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, spare) = (dir.path().join("state.json"), dir.path().join("run/spare"));
+        write_swap(&path, &spare, b"first, and long").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"first, and long");
+        write_swap(&path, &spare, b"second").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        write_swap(&path, &spare, b"third").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"third");
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        assert_eq!(std::fs::read(&spare).unwrap(), b"second");
+        // Two writers with spares of their own never tear each other's file.
+        let other = dir.path().join("run/other");
+        write_swap(&path, &other, b"from the other run").unwrap();
+        write_swap(&path, &spare, b"fourth").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"fourth");
+    }
 }

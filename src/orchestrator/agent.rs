@@ -278,19 +278,28 @@ pub(super) fn prepare(
 /// removing a folder costs a journal write each, every step.
 fn private_tmp(dir: &Path) -> std::io::Result<Vec<(OsString, OsString)>> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    match std::fs::symlink_metadata(dir) {
+    let reuse = match std::fs::symlink_metadata(dir) {
         Ok(m) if m.is_dir() && m.permissions().mode() & 0o777 == 0o700 => {
-            if std::fs::read_dir(dir)?.next().is_some() {
+            let empty = std::fs::read_dir(dir)?.next().is_none();
+            if !empty {
                 std::fs::remove_dir_all(dir)?;
             }
+            empty
         }
-        Ok(_) => remove_any(dir)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Ok(_) => {
+            remove_any(dir)?;
+            false
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(e),
-    }
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-        _ => {}
+    };
+    // Made only when it is not already there, empty and private (a `mkdir`
+    // that fails on every step still costs a path walk and a lock).
+    if !reuse {
+        match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
     }
     let value = dir.as_os_str().to_owned();
     Ok(["TMPDIR", "TMP", "TEMP"]

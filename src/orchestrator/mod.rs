@@ -1135,7 +1135,8 @@ impl Driver<'_> {
         });
         let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
         let path = self.info.project.config.paths.file("state.json");
-        if let Err(e) = write_replace(&path, text.as_bytes()) {
+        let spare = self.info.files.dir.join("state.json.spare");
+        if let Err(e) = crate::fsutil::write_swap(&path, &spare, text.as_bytes()) {
             tracing::warn!("cannot update {}: {e}", path.display());
         }
     }

@@ -209,6 +209,11 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
 pub(super) const MESSAGE_QUERY: &str = "SELECT m.id, m.run_id, m.seq, m.kind, m.state, b.text, b.bytes, \
      m.at FROM messages m JOIN blobs b ON b.id = m.payload";
 
+/// The statement [`Store::latest_message`] runs.
+pub(super) fn latest_message_sql() -> String {
+    format!("{MESSAGE_QUERY} WHERE m.run_id = ?1 AND m.kind = ?2 ORDER BY m.id DESC LIMIT 1")
+}
+
 pub(super) fn message_from_row(row: &Row<'_>) -> rusqlite::Result<MessageRecord> {
     Ok(MessageRecord {
         id: row.get(0)?,
@@ -284,9 +289,7 @@ impl Store {
         kind: &str,
     ) -> Result<Option<MessageRecord>, StoreError> {
         self.conn
-            .prepare_cached(&format!(
-                "{MESSAGE_QUERY} WHERE m.run_id = ?1 AND m.kind = ?2 ORDER BY m.id DESC LIMIT 1"
-            ))
+            .prepare_cached(&latest_message_sql())
             .and_then(|mut s| {
                 s.query_row(params![run_id, kind], message_from_row)
                     .optional()

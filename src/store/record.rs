@@ -144,12 +144,11 @@ impl Writer<'_> {
     /// Current state and status of `run_id`, or NotFound.
     pub(super) fn run_state(&self, run_id: &str) -> Result<(String, RunStatus), StoreError> {
         self.tx
-            .query_row(
-                "SELECT current_state, status FROM runs WHERE id = ?1",
-                [run_id],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
-            .optional()
+            .prepare_cached("SELECT current_state, status FROM runs WHERE id = ?1")
+            .and_then(|mut s| {
+                s.query_row([run_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()
+            })
             .ctx(self.path, "reading a run's state")?
             .ok_or_else(|| StoreError::NotFound {
                 path: self.path.to_path_buf(),
@@ -386,12 +385,9 @@ pub(super) fn write_step(
         None => None,
     };
     let seq: u32 =
-        w.tx.query_row(
-            "SELECT coalesce(max(seq), 0) + 1 FROM transitions WHERE run_id = ?1",
-            [run_id],
-            |row| row.get(0),
-        )
-        .ctx(w.path, "numbering a transition")?;
+        w.tx.prepare_cached("SELECT coalesce(max(seq), 0) + 1 FROM transitions WHERE run_id = ?1")
+            .and_then(|mut s| s.query_row([run_id], |row| row.get(0)))
+            .ctx(w.path, "numbering a transition")?;
     w.tx.prepare_cached(
         "INSERT INTO transitions (run_id, seq, at, from_state, event, to_state, attempt, bound, \
          agent, reason, redirected, invocation_id) \
@@ -437,11 +433,10 @@ pub(super) fn write_step(
             .and_then(|mut s| s.execute(params![run_id, ws.to_string()]))
             .ctx(w.path, "recording the run's workspace")?;
     }
-    w.tx.query_row(
-        &format!("SELECT {TRANSITION_COLUMNS} WHERE t.run_id = ?1 AND t.seq = ?2"),
-        params![run_id, seq],
-        transition_from_row,
-    )
+    w.tx.prepare_cached(&format!(
+        "SELECT {TRANSITION_COLUMNS} WHERE t.run_id = ?1 AND t.seq = ?2"
+    ))
+    .and_then(|mut s| s.query_row(params![run_id, seq], transition_from_row))
     .ctx(w.path, "reading back a transition")
 }
 

@@ -852,3 +852,34 @@ fn bytes_that_are_not_text_are_stored_as_written() {
         "nul \0 and \u{fffd}"
     );
 }
+
+/// A cached statement is planned once: binding it again must not make
+/// SQLite parse and plan it anew (see `Store::keep_plans`).
+#[test]
+fn cached_statements_are_not_planned_again_at_each_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    for (from, to) in [("plan", "a"), ("a", "b"), ("b", "c")] {
+        let mut s = step(from, "go", to);
+        s.invocation = Some(new_invocation());
+        s.messages = vec![NewMessage {
+            kind: "task_spec".into(),
+            state: from.into(),
+            payload: json!({ "to": to }),
+        }];
+        store.record_step(&run.id, &s).unwrap();
+        let latest = store.latest_message(&run.id, "task_spec").unwrap();
+        assert_eq!(latest.unwrap().payload, json!({ "to": to }));
+    }
+    // The statement `latest_message` ran three times, from the cache.
+    let stmt = store
+        .conn
+        .prepare_cached(&super::query::latest_message_sql())
+        .unwrap();
+    assert_eq!(stmt.get_status(rusqlite::StatementStatus::RePrepare), 0);
+    drop(stmt);
+    let ro = Store::open_read_only(&db(&dir)).unwrap();
+    let qpsg = rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG;
+    assert!(ro.conn.db_config(qpsg).unwrap());
+}
