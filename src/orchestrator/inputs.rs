@@ -62,7 +62,7 @@ pub(super) struct CameFrom {
 impl Driver<'_> {
     /// What earlier steps left that this agent is handed.
     pub(super) fn inputs(
-        &self,
+        &mut self,
         state: StateId,
         agent: &Agent,
         attempt: u32,
@@ -71,17 +71,17 @@ impl Driver<'_> {
         let latest = |kind: &str| -> Result<Option<Value>, RunError> {
             Ok(self.store.latest_message(run_id, kind)?.map(|m| m.payload))
         };
+        self.store.refresh_tail(&mut self.tail)?;
         let outputs: BTreeMap<String, Output> = self
-            .store
-            .latest_outputs(run_id)?
-            .into_iter()
+            .tail
+            .latest_outputs()
             .map(|m| {
                 let out = Output {
-                    schema: m.kind,
+                    schema: m.kind.clone(),
                     seq: m.seq,
-                    output: m.payload,
+                    output: m.payload.clone(),
                 };
-                (m.state, out)
+                (m.state.clone(), out)
             })
             .collect();
         let came_from = self.came_from(state)?;
@@ -142,7 +142,11 @@ impl Driver<'_> {
         let Some(t) = self.store.transition(run_id, seq)? else {
             return Ok(None);
         };
-        let messages = self.store.messages_at(run_id, seq)?;
+        // Nearly always the run's latest step, which the tail holds.
+        let messages = match self.tail.messages_at(seq) {
+            Some(m) => m.to_vec(),
+            None => self.store.messages_at(run_id, seq)?,
+        };
         let output = messages
             .iter()
             .find(|m| !crate::store::NOT_OUTPUTS.contains(&m.kind.as_str()))

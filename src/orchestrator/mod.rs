@@ -749,6 +749,8 @@ struct Driver<'p> {
     work: work::Work,
     /// The last commit the store's workspace record names.
     stored_commit: String,
+    /// The run's latest outputs and latest step, read incrementally.
+    tail: crate::store::RunTail,
     /// Stops asked by other processes (`modix stop`).
     controls: control::Controls,
     /// The task watching for them (ended when the drive ends).
@@ -759,6 +761,11 @@ struct Driver<'p> {
     cancel: tokio::sync::watch::Receiver<bool>,
     sink: &'p mut dyn EventSink,
     started: Instant,
+    /// Test instrumentation (`MODIX_CRASH_BEFORE_COMMIT`): the drive's step
+    /// at whose commit this process kills itself.
+    crash_before: Option<u32>,
+    /// Steps this drive has committed.
+    committed: u32,
 }
 
 #[allow(clippy::too_many_arguments)] // start and resume hand over what they settled
@@ -806,7 +813,7 @@ fn drive(
         });
     }
     let prepared = prepare_run(&workflow, &store, &run, project);
-    let (files, cursor) = match prepared {
+    let (files, cursor, tail) = match prepared {
         Ok(p) => p,
         Err(e) => return Err(give_up(&mut store, &run.id, e)),
     };
@@ -823,6 +830,7 @@ fn drive(
         },
         store,
         cursor,
+        tail,
         work: opened.work,
         stored_commit,
         controls,
@@ -832,6 +840,10 @@ fn drive(
         cancel,
         sink,
         started: Instant::now(),
+        crash_before: std::env::var("MODIX_CRASH_BEFORE_COMMIT")
+            .ok()
+            .and_then(|v| v.parse().ok()),
+        committed: 0,
     };
     let result = engine.runtime.block_on(driver.go());
     driver.watcher.abort();
@@ -855,16 +867,25 @@ fn give_up(store: &mut Store, run_id: &str, e: RunError) -> RunError {
     e
 }
 
-/// The run's files, and where its record says it is.
+/// Dies as `kill -9` would kill it, between a step's agent ending (its work
+/// settled) and the step's commit: the window tests of the record's crash
+/// guarantees cannot hit reliably from outside.
+fn crash_for_tests() -> ! {
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    unreachable!("SIGKILL cannot be caught")
+}
+
+/// The run's files, where its record says it is, and its latest steps.
 fn prepare_run(
     workflow: &Workflow,
     store: &Store,
     run: &Run,
     project: &Project,
-) -> Result<(RunFiles, Cursor), RunError> {
+) -> Result<(RunFiles, Cursor, crate::store::RunTail), RunError> {
     let files = RunFiles::create(project, &run.id, workflow)?;
     let cursor = Cursor::replay(&workflow.machine, &store.transitions(&run.id)?)?;
-    Ok((files, cursor))
+    let tail = store.run_tail(&run.id, cursor.transitions())?;
+    Ok((files, cursor, tail))
 }
 
 impl Driver<'_> {
@@ -954,6 +975,10 @@ impl Driver<'_> {
         // in the step's transaction so the two never disagree.
         let last = self.work.workspace().last_commit();
         let workspace = (last != self.stored_commit).then(|| self.work.record_json());
+        self.committed += 1;
+        if self.crash_before == Some(self.committed) {
+            crash_for_tests();
+        }
         let record = self.store.record_step(
             &self.info.run.id,
             &Step {

@@ -74,3 +74,96 @@ impl Store {
             .ctx(self, "reading notes")
     }
 }
+
+/// What an agent is handed of the run's latest steps, kept current by
+/// reading only the messages written since the last read: the latest output
+/// of every state and the messages of the run's latest step. Found once per
+/// drive by [`Store::run_tail`] (reading the run's messages), then
+/// [`Store::refresh_tail`] at each step reads only what is new, so a step's
+/// cost does not grow with the run's length.
+#[derive(Debug)]
+pub struct RunTail {
+    run_id: String,
+    /// Every message of the run with an id up to here has been read.
+    watermark: i64,
+    latest: std::collections::BTreeMap<String, MessageRecord>,
+    last_seq: u32,
+    last_step: Vec<MessageRecord>,
+}
+
+impl RunTail {
+    /// The latest output message of every state, by state name.
+    pub fn latest_outputs(&self) -> impl Iterator<Item = &MessageRecord> {
+        self.latest.values()
+    }
+
+    /// The messages of step `seq`, when it is the latest step read.
+    pub fn messages_at(&self, seq: u32) -> Option<&[MessageRecord]> {
+        (seq == self.last_seq).then_some(self.last_step.as_slice())
+    }
+
+    fn take(&mut self, m: MessageRecord) {
+        if m.seq > self.last_seq {
+            self.last_seq = m.seq;
+            self.last_step.clear();
+        }
+        if m.seq == self.last_seq {
+            self.last_step.push(m.clone());
+        }
+        if !NOT_OUTPUTS.contains(&m.kind.as_str()) {
+            self.latest.insert(m.state.clone(), m);
+        }
+    }
+}
+
+impl Store {
+    /// The run's tail as it stands: its latest outputs and the messages of
+    /// its step `last_seq` (its latest).
+    pub fn run_tail(&self, run_id: &str, last_seq: u32) -> Result<RunTail, StoreError> {
+        // Taken first: anything written after it is read by the next refresh.
+        let watermark: i64 = self
+            .conn
+            .prepare_cached("SELECT coalesce(max(id), 0) FROM messages")
+            .and_then(|mut s| s.query_row([], |row| row.get(0)))
+            .ctx(self, "reading the run's messages")?;
+        let mut tail = RunTail {
+            run_id: run_id.to_owned(),
+            watermark,
+            latest: Default::default(),
+            last_seq,
+            last_step: Vec::new(),
+        };
+        for m in self.latest_outputs(run_id)? {
+            tail.latest.insert(m.state.clone(), m);
+        }
+        tail.last_step = self.messages_at(run_id, last_seq)?;
+        tail.latest.retain(|_, m| m.id <= watermark);
+        tail.last_step.retain(|m| m.id <= watermark);
+        self.refresh_tail(&mut tail)?;
+        Ok(tail)
+    }
+
+    /// Reads the run's messages written since the tail was last read.
+    pub fn refresh_tail(&self, tail: &mut RunTail) -> Result<(), StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&new_messages_sql())
+            .ctx(self, "reading new messages")?;
+        let new: Vec<MessageRecord> = stmt
+            .query_map(params![tail.run_id, tail.watermark], message_from_row)
+            .and_then(|rows| rows.collect())
+            .ctx(self, "reading new messages")?;
+        for m in new {
+            tail.watermark = tail.watermark.max(m.id);
+            tail.take(m);
+        }
+        Ok(())
+    }
+}
+
+/// The run's (`?1`) messages after id `?2`. `+m.run_id` keeps SQLite on the
+/// primary key's range (the newest messages of every run) instead of the
+/// run's whole index range.
+pub(super) fn new_messages_sql() -> String {
+    format!("{MESSAGE_QUERY} WHERE m.id > ?2 AND +m.run_id = ?1 ORDER BY m.id")
+}

@@ -35,7 +35,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::shell::Redactor;
 
-pub use context::NOT_OUTPUTS;
+pub use context::{NOT_OUTPUTS, RunTail};
 pub use controls::{Control, ControlKind};
 pub use migrations::SCHEMA_VERSION;
 pub use query::{MessageRecord, TransitionRecord};

@@ -883,3 +883,69 @@ fn cached_statements_are_not_planned_again_at_each_step() {
     let qpsg = rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG;
     assert!(ro.conn.db_config(qpsg).unwrap());
 }
+
+#[test]
+fn a_run_tail_reads_only_its_own_new_messages_by_the_primary_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let a = store.create_run(&new_run()).unwrap();
+    let b = store.create_run(&new_run()).unwrap();
+    let output = |state: &str, n: i64| NewMessage {
+        kind: "test_result".into(),
+        state: state.into(),
+        payload: json!({ "n": n }),
+    };
+    let mut s = step("plan", "planned", "execute");
+    s.messages.push(output("plan", 1));
+    store.record_step(&a.id, &s).unwrap();
+    let mut tail = store.run_tail(&a.id, 1).unwrap();
+    let states = ["execute", "test", "execute", "test"];
+    for (i, w) in states.windows(2).enumerate() {
+        // The other run writes between each of this one's steps.
+        let mut other = step(if i == 0 { "plan" } else { w[0] }, "next", w[1]);
+        other.messages.push(output(w[0], 100));
+        store.record_step(&b.id, &other).unwrap();
+        let mut s = step(w[0], "next", w[1]);
+        s.messages.push(output(w[0], i as i64 + 2));
+        s.messages.push(NewMessage {
+            kind: "feedback".into(),
+            state: w[0].into(),
+            payload: json!({ "text": "again" }),
+        });
+        store.record_step(&a.id, &s).unwrap();
+        store.refresh_tail(&mut tail).unwrap();
+        let seq = i as u32 + 2;
+        let last = tail.messages_at(seq).expect("the latest step is held");
+        assert_eq!(last.len(), 2);
+        assert!(last.iter().all(|m| m.run_id == a.id && m.seq == seq));
+        assert!(tail.messages_at(seq - 1).is_none());
+    }
+    let latest: Vec<(String, i64)> = tail
+        .latest_outputs()
+        .map(|m| (m.state.clone(), m.payload["n"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        latest,
+        [
+            ("execute".into(), 4),
+            ("plan".into(), 1),
+            ("test".into(), 3)
+        ]
+    );
+    // A tail found afresh agrees with the one kept up to date.
+    let fresh = store.run_tail(&a.id, 4).unwrap();
+    let ids = |t: &RunTail| t.latest_outputs().map(|m| m.id).collect::<Vec<_>>();
+    assert_eq!(ids(&fresh), ids(&tail));
+    assert_eq!(fresh.messages_at(4).unwrap(), tail.messages_at(4).unwrap());
+    // The refresh walks the newest messages by the primary key, not the
+    // run's whole index range.
+    let plan: String = store
+        .conn
+        .query_row(
+            &format!("EXPLAIN QUERY PLAN {}", super::context::new_messages_sql()),
+            params![a.id, 0],
+            |row| row.get(3),
+        )
+        .unwrap();
+    assert!(plan.contains("INTEGER PRIMARY KEY (rowid>?)"), "{plan}");
+}

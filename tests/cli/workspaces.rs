@@ -2,6 +2,7 @@
 //! works on its own branch (or a copy), never touches the user's checkout,
 //! has every step's changes recorded and judged, and has a way back.
 
+use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -866,4 +867,86 @@ fn submodules_are_refused_before_anything_is_recorded() {
     );
     let out = modix(&sb, &["history"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("No runs yet"));
+}
+
+/// Killed (as by `kill -9`) after the executor ran and its work was settled
+/// on the run's branch, but before the step was committed: the record has no
+/// trace of the step, so resume records the invocation as abandoned, discards
+/// the settled work and runs the executor again — its change lands once, the history has no gap and no
+/// duplicate, and the database is intact.
+#[test]
+fn kill_nine_between_the_agent_and_the_commit_then_resume_runs_the_step_once() {
+    let sb = repo();
+    let count = sb.dir.path().join("executor-runs");
+    scenarios::agent(
+        &sb,
+        &format!(
+            "    echo run >> {c}\n    echo '# attempt' >> calc.py\n{FIX}\n{DONE}",
+            c = count.display()
+        ),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    // Step 3 is the executor's (INIT→PLANNING, the planner's, the executor's).
+    let out = sb
+        .modix()
+        .env("MODIX_CRASH_BEFORE_COMMIT", "3")
+        .args(["go", "--json", "crash before the commit"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(9), "{}", output_text(&out));
+    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(sb.runs()[0]["state"], "EXECUTING");
+    let transitions = history_seqs(&sb, &run);
+    assert_eq!(transitions, [1, 2], "the crashed step left no transition");
+
+    let out = modix(&sb, &["resume", "--json", &run]);
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(history_seqs(&sb, &run), [1, 2, 3, 4]);
+    assert_eq!(std::fs::read_to_string(&count).unwrap(), "run\nrun\n");
+    // Planner, the killed executor (abandoned, its settled work discarded),
+    // the executor again, tester.
+    let invs: Vec<(String, String)> = (1..=4)
+        .map(|n| {
+            let inv = sb.invocation(&run, n);
+            let s = |k: &str| inv[k].as_str().unwrap().to_owned();
+            (s("state"), s("status"))
+        })
+        .collect();
+    let want = [
+        ("PLANNING", "completed"),
+        ("EXECUTING", "abandoned"),
+        ("EXECUTING", "completed"),
+        ("TESTING", "completed"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(invs, want);
+    let discarded = sb.invocation(&run, 2)["changes"]["discarded"]["paths"].clone();
+    assert_eq!(discarded, serde_json::json!(["calc.py"]));
+    let id = short(&sb, &run);
+    let calc = git(&sb.root(), &["show", &format!("modix/{id}:calc.py")]);
+    assert_eq!(calc.matches("# attempt").count(), 1, "{calc}");
+    let db = rusqlite::Connection::open(sb.root().join(".modix/modix.db")).unwrap();
+    let check: String = db
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+}
+
+/// The seqs of the run's transitions.
+fn history_seqs(sb: &Sandbox, run: &str) -> Vec<u64> {
+    let out = modix(sb, &["history", run, "--json"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["seq"].as_u64().unwrap())
+        .collect()
 }
