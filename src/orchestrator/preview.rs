@@ -102,8 +102,48 @@ pub fn preview(project: &Project, workflow: Workflow, epic: &str) -> Result<Prev
     let workdir = tmp.path().join("workspace");
     let machine = std::sync::Arc::clone(&workflow.machine);
     let (first, history) = first_agent_state(&machine, epic);
+    let info = preview_info(project, workflow, epic, &dir, &workdir);
+    let shown = |s: &str| {
+        s.replace(&dir.display().to_string(), RUN_DIR)
+            .replace(&workdir.display().to_string(), WORKSPACE)
+    };
+    let mut preview = Preview {
+        epic: info.redactor.redact(epic).into_owned(),
+        workflow: machine.id().to_owned(),
+        workflow_version: machine.version().to_string(),
+        states: Vec::new(),
+        first: None,
+    };
+    for (id, state) in machine.states() {
+        let (StateKind::Agent(spec), Some(agent)) = (&state.kind, info.workflow.agent(id)) else {
+            continue;
+        };
+        let seen = Seen {
+            info: &info,
+            history: &history,
+            shown: &shown,
+        };
+        let (state, prompts) = seen.state(id, spec, agent, Some(id) == first)?;
+        preview.states.push(state);
+        if prompts.is_some() {
+            preview.first = prompts;
+        }
+    }
+    Ok(preview)
+}
+
+/// A run as the preview pretends it is: nothing recorded, its folders in a
+/// temporary one.
+fn preview_info<'p>(
+    project: &'p Project,
+    workflow: Workflow,
+    epic: &str,
+    dir: &std::path::Path,
+    workdir: &std::path::Path,
+) -> RunInfo<'p> {
+    let machine = std::sync::Arc::clone(&workflow.machine);
     let now = crate::store::now();
-    let info = RunInfo {
+    RunInfo {
         project,
         redactor: agent::redactor(&project.config),
         workflow,
@@ -125,50 +165,40 @@ pub fn preview(project: &Project, workflow: Workflow, epic: &str) -> Result<Prev
             workspace: None,
             forked_from: None,
         },
-        workdir: workdir.clone(),
-        files: RunFiles { dir: dir.clone() },
+        workdir: workdir.to_path_buf(),
+        files: RunFiles {
+            dir: dir.to_path_buf(),
+        },
         stream: false,
         rules: Default::default(),
-    };
-    let shown = |s: &str| {
-        s.replace(&dir.display().to_string(), RUN_DIR)
-            .replace(&workdir.display().to_string(), WORKSPACE)
-    };
-    let mut preview = Preview {
-        epic: info.redactor.redact(epic).into_owned(),
-        workflow: machine.id().to_owned(),
-        workflow_version: machine.version().to_string(),
-        states: Vec::new(),
-        first: None,
-    };
-    for (id, state) in machine.states() {
-        let (StateKind::Agent(spec), Some(agent)) = (&state.kind, info.workflow.agent(id)) else {
-            continue;
-        };
-        let inputs = Inputs {
-            task_spec: None,
-            previous_result: None,
-            feedback: None,
-            outputs: Default::default(),
-            came_from: None,
-            next_task: None,
-            notes: Vec::new(),
-            pending: Vec::new(),
-            pending_ids: Vec::new(),
-            context_mode: context_mode(project, agent),
-            history: None,
-        };
-        let inputs = match inputs.context_mode {
-            crate::config::ContextMode::Shared => Inputs {
-                history: Some(history.clone()),
-                ..inputs
-            },
-            crate::config::ContextMode::Isolated => inputs,
-        };
+    }
+}
+
+/// What one agent state of the previewed run is seen to do.
+struct Seen<'a, 'p> {
+    info: &'a RunInfo<'p>,
+    /// What a `shared` agent is handed by the first agent state.
+    history: &'a [Value],
+    /// A text with the temporary folders named as placeholders.
+    shown: &'a dyn Fn(&str) -> String,
+}
+
+impl Seen<'_, '_> {
+    /// The state's binding, argv and environment; with its prompts when it is
+    /// the `first` agent state (a later state's depend on what earlier
+    /// agents answer).
+    fn state(
+        &self,
+        id: StateId,
+        spec: &crate::fsm::AgentState,
+        agent: &crate::config::Agent,
+        first: bool,
+    ) -> Result<(StatePreview, Option<FirstPrompts>), RunError> {
+        let (info, project, shown) = (self.info, self.info.project, self.shown);
+        let machine = &info.workflow.machine;
+        let inputs = self.inputs(agent);
         let call = info.call(id, spec, agent, 1, &inputs);
-        // The first agent state's prompts are rendered as the run would; a
-        // later state's depend on what earlier agents answer.
-        let (prompt, system_prompt) = if Some(id) == first {
+        let (prompt, system_prompt) = if first {
             let ctx = ContextPackage::new(&call, &project.config.project, &inputs);
             let prompt = info.prompt(agent, &ctx)?;
             let system = match &agent.manifest.system_prompt {
@@ -221,8 +251,15 @@ pub fn preview(project: &Project, workflow: Workflow, epic: &str) -> Result<Prev
                 call.timeout,
             ),
         };
-        preview.states.push(StatePreview {
-            state: state.name.clone(),
+        let name = machine.state(id).name.clone();
+        let prompts = first.then(|| FirstPrompts {
+            state: name.clone(),
+            agent: agent.id.clone(),
+            prompt: shown(&redacted_prompt),
+            system_prompt: redacted_system.as_deref().map(shown),
+        });
+        let state = StatePreview {
+            state: name,
             agent: agent.id.clone(),
             role: agent.role.clone(),
             binding: binding(agent),
@@ -235,17 +272,32 @@ pub fn preview(project: &Project, workflow: Workflow, epic: &str) -> Result<Prev
             env,
             timeout_secs: timeout.as_secs(),
             worst_case_visits: machine.bound_for_visits(id),
-        });
-        if Some(id) == first {
-            preview.first = Some(FirstPrompts {
-                state: state.name.clone(),
-                agent: agent.id.clone(),
-                prompt: shown(&redacted_prompt),
-                system_prompt: redacted_system.as_deref().map(shown),
-            });
+        };
+        Ok((state, prompts))
+    }
+
+    /// What the state would be handed on its first visit: nothing from
+    /// earlier agents, the run's messages when it shares them.
+    fn inputs(&self, agent: &crate::config::Agent) -> Inputs {
+        let context_mode = context_mode(self.info.project, agent);
+        let history = match context_mode {
+            crate::config::ContextMode::Shared => Some(self.history.to_vec()),
+            crate::config::ContextMode::Isolated => None,
+        };
+        Inputs {
+            task_spec: None,
+            previous_result: None,
+            feedback: None,
+            outputs: Default::default(),
+            came_from: None,
+            next_task: None,
+            notes: Vec::new(),
+            pending: Vec::new(),
+            pending_ids: Vec::new(),
+            context_mode,
+            history,
         }
     }
-    Ok(preview)
 }
 
 /// The first agent state a run reaches from the initial state through its

@@ -341,24 +341,16 @@ enum Kill {
     Killed,
 }
 
-/// Run `spec` to completion, timeout or cancellation. Only failing to start
-/// is an error; every way the process can end is a [`ProcessOutcome`].
-///
-/// Long on purpose: it is one `select!` loop over the pipes, stdin, the
-/// child, the timers and cancellation, whose shared state (deadlines, kill
-/// stage, drain window) is easier to check for races in one place than
-/// spread over helpers.
-pub async fn run_process(
-    spec: ProcessSpec,
-    mut cancel: watch::Receiver<bool>,
-) -> Result<ProcessOutcome, SpawnError> {
+/// Starts `spec`'s program in a process group of its own, with a clean
+/// environment and piped output; the child and its pid (= its group's id).
+fn spawn_group(spec: &ProcessSpec) -> Result<(tokio::process::Child, u32), SpawnError> {
     let program = spec.program.clone();
     // Checked up front: a missing cwd makes spawn fail with ENOENT, which
     // would be misreported as "program not found".
     if !spec.cwd.is_dir() {
         return Err(SpawnError::BadCwd {
             program,
-            cwd: spec.cwd,
+            cwd: spec.cwd.clone(),
         });
     }
     let mut cmd = Command::new(&spec.program);
@@ -375,7 +367,7 @@ pub async fn run_process(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|source| match source.kind() {
+    let child = cmd.spawn().map_err(|source| match source.kind() {
         io::ErrorKind::NotFound => match shebang_interpreter(&program) {
             Some(interpreter) => SpawnError::InterpreterNotFound {
                 program: program.clone(),
@@ -393,13 +385,29 @@ pub async fn run_process(
             source,
         },
     })?;
-    let start = Instant::now();
     let Some(pid) = child.id() else {
         return Err(SpawnError::Io {
             program,
             source: io::Error::other("child exited before its pid was known"),
         });
     };
+    Ok((child, pid))
+}
+
+/// Run `spec` to completion, timeout or cancellation. Only failing to start
+/// is an error; every way the process can end is a [`ProcessOutcome`].
+///
+/// Long on purpose: it is one `select!` loop over the pipes, stdin, the
+/// child, the timers and cancellation, whose shared state (deadlines, kill
+/// stage, drain window) is easier to check for races in one place than
+/// spread over helpers.
+pub async fn run_process(
+    spec: ProcessSpec,
+    mut cancel: watch::Receiver<bool>,
+) -> Result<ProcessOutcome, SpawnError> {
+    let program = spec.program.clone();
+    let (mut child, pid) = spawn_group(&spec)?;
+    let start = Instant::now();
     let mut guard = GroupGuard {
         // A pid above i32::MAX cannot happen on Unix; 0 would signal our own group.
         pgid: Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
