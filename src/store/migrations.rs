@@ -265,6 +265,16 @@ CREATE TABLE controls (
 CREATE INDEX controls_open ON controls(run_id, taken_at);
 "#;
 
+/// Version 6: a context package is stored in two parts, so what stays the
+/// same from one visit of a state to the next (the epic, the project, the
+/// task spec, the agent's setup) is stored once: `context` holds the rest of
+/// the package, `context_step` the members that change at each visit
+/// (`record::CONTEXT_STEP_MEMBERS`). Rows written before it have the whole
+/// package in `context` and no `context_step`.
+const V6: &str = r#"
+ALTER TABLE invocations ADD COLUMN context_step INTEGER REFERENCES blobs(id);
+"#;
+
 /// One step of the schema's history.
 enum Migration {
     Sql(&'static str),
@@ -285,6 +295,7 @@ const VERSIONS: &[&[Migration]] = &[
     &[Migration::Sql(V3)],
     &[Migration::Sql(V4)],
     &[Migration::Sql(V5)],
+    &[Migration::Sql(V6)],
 ];
 
 /// The schema version this binary writes.

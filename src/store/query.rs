@@ -119,6 +119,54 @@ pub(super) fn transition_from_row(row: &Row<'_>) -> rusqlite::Result<TransitionR
     })
 }
 
+/// A context package put back together from its stored parts (see
+/// `record::split_context`); its members in the order it was written
+/// (alphabetical: serde_json's maps are sorted).
+fn joined_context(frame: Value, step: Option<Value>) -> Value {
+    match (frame, step) {
+        (Value::Object(mut all), Some(Value::Object(step))) => {
+            all.extend(step);
+            Value::Object(all)
+        }
+        (frame, _) => frame,
+    }
+}
+
+/// An invocation's lifecycle steps from its stored text: each step either
+/// as written since schema 6 — `[from, event, to]`, the first at the
+/// invocation's `started_at`, the others at its `ended_at` — or whole, with
+/// its own `seq` and `at` (older rows, abandoned invocations).
+pub(super) fn lifecycle_records(
+    text: &str,
+    started_at: &str,
+    ended_at: Option<&str>,
+) -> Result<Vec<LifecycleRecord>, serde_json::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Stored {
+        Step(String, String, String),
+        Whole(LifecycleRecord),
+    }
+    let stored: Vec<Stored> = serde_json::from_str(text)?;
+    Ok(stored
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| match s {
+            Stored::Whole(r) => r,
+            Stored::Step(from, event, to) => LifecycleRecord {
+                seq: i as u32 + 1,
+                at: match (i, ended_at) {
+                    (0, _) | (_, None) => started_at.to_owned(),
+                    (_, Some(end)) => end.to_owned(),
+                },
+                from,
+                event,
+                to,
+            },
+        })
+        .collect())
+}
+
 /// A JSON text column, parsed; a parse failure is a conversion error of that column.
 fn json_col<T: serde::de::DeserializeOwned>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
     let text: String = row.get(idx)?;
@@ -140,6 +188,7 @@ fn invocation_query(filter: &str) -> String {
         ("bo", "i.stdout"),
         ("be", "i.stderr"),
         ("bj", "i.parsed_output"),
+        ("bs", "i.context_step"),
     ]
     .iter()
     .map(|(alias, col)| blobs::join(alias, col))
@@ -192,14 +241,23 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
             None => Vec::new(),
             Some(_) => json_col(row, 19)?,
         },
-        lifecycle: json_col(row, 20)?,
+        lifecycle: {
+            let text: String = row.get(20)?;
+            let ended: Option<String> = row.get(8)?;
+            lifecycle_records(&text, &row.get::<_, String>(7)?, ended.as_deref()).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(20, Type::Text, Box::new(e))
+            })?
+        },
         class: row.get(21)?,
         reason: row.get(22)?,
         usage: opt_json(23)?,
         changes: opt_json(24)?,
         retry: opt_json(25)?,
         prompt: blobs::read(row, blob(0))?,
-        context: blobs::read_json(row, blob(1))?.unwrap_or(Value::Null),
+        context: joined_context(
+            blobs::read_json(row, blob(1))?.unwrap_or(Value::Null),
+            blobs::read_json(row, blob(5))?,
+        ),
         stdout: blobs::read(row, blob(2))?,
         stderr: blobs::read(row, blob(3))?,
         parsed_output: blobs::read_json(row, blob(4))?,

@@ -11,9 +11,11 @@
 
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::query::{TRANSITION_COLUMNS, TransitionRecord, transition_from_row};
+use super::query::{
+    LifecycleRecord, TRANSITION_COLUMNS, TransitionRecord, lifecycle_records, transition_from_row,
+};
 use super::{Ctx, RunStatus, Store, StoreError, Writer, now, text_enum_sql, to_i64};
 use crate::fsm::{FailureClass, Outcome};
 
@@ -163,15 +165,15 @@ impl Writer<'_> {
         inv: &NewInvocation,
         ended_at: &str,
     ) -> Result<i64, StoreError> {
-        let lifecycle: Vec<Value> = inv
+        // Its first step is at `started_at`, the others at `ended_at`: only
+        // the steps are written (see `query::lifecycle_records`), so the
+        // text is the same from one invocation to the next.
+        let lifecycle: Vec<[&str; 3]> = inv
             .lifecycle
             .iter()
-            .enumerate()
-            .map(|(i, (from, event, to))| {
-                let at = if i == 0 { &inv.started_at } else { ended_at };
-                json!({ "seq": i + 1, "at": at, "from": from, "event": event, "to": to })
-            })
+            .map(|(from, event, to)| [from.as_str(), event.as_str(), to.as_str()])
             .collect();
+        let (context, context_step) = split_context(&inv.context);
         let validation_errors = match inv.validation_errors.is_empty() {
             true => None,
             false => Some(self.json(&inv.validation_errors)?),
@@ -181,10 +183,10 @@ impl Writer<'_> {
              lifecycle, argv, prompt, context, started_at, ended_at, status, outcome, error, \
              pgid, process_started, exit_code, signal, timed_out, duration_ms, stdout, stderr, \
              stdout_bytes, stderr_bytes, parsed_output, validation_errors, class, reason, usage, \
-             changes, retry) \
+             changes, retry, context_step) \
              VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM invocations WHERE run_id = ?1), \
              ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-             ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31)";
+             ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)";
         self.tx
             .prepare_cached(stmt)
             .and_then(|mut s| {
@@ -194,10 +196,10 @@ impl Writer<'_> {
                     inv.agent,
                     inv.attempt,
                     inv.lifecycle_fsm,
-                    Value::Array(lifecycle).to_string(),
+                    serde_json::to_string(&lifecycle).unwrap_or_else(|_| "[]".into()),
                     self.json(&inv.argv).map_err(to_sql)?,
                     self.blob(inv.prompt.as_bytes()).map_err(to_sql)?,
-                    self.blob_json(&inv.context).map_err(to_sql)?,
+                    self.blob_json(&context).map_err(to_sql)?,
                     inv.started_at,
                     ended_at,
                     inv.status,
@@ -232,11 +234,44 @@ impl Writer<'_> {
                         .map(|r| self.json(r))
                         .transpose()
                         .map_err(to_sql)?,
+                    match &context_step {
+                        Some(v) => self.blob_json(v).map_err(to_sql)?,
+                        None => None,
+                    },
                 ])
             })
             .ctx(self.path, "recording an invocation")?;
         Ok(self.tx.last_insert_rowid())
     }
+}
+
+/// Members of a context package that differ from one visit of a state to
+/// the next. They are stored apart from the rest of the package (which is
+/// then the same text, stored once, for every visit), and put back together
+/// when it is read.
+const CONTEXT_STEP_MEMBERS: [&str; 9] = [
+    "attempt",
+    "came_from",
+    "feedback",
+    "outputs",
+    "notes",
+    "pending",
+    "next_task",
+    "previous_result",
+    "history",
+];
+
+/// A context package as its stable part and its step part (`None` when it
+/// is not an object: stored whole).
+fn split_context(context: &Value) -> (Value, Option<Value>) {
+    let Value::Object(all) = context else {
+        return (context.clone(), None);
+    };
+    let (step, frame): (serde_json::Map<_, _>, serde_json::Map<_, _>) = all
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .partition(|(k, _)| CONTEXT_STEP_MEMBERS.contains(&k.as_str()));
+    (Value::Object(frame), Some(Value::Object(step)))
 }
 
 /// A store error raised inside a statement's parameters, carried out as a
@@ -319,32 +354,47 @@ impl Store {
         abandoned: impl Fn(&str, &str) -> Option<(String, String, String)>,
     ) -> Result<usize, StoreError> {
         let w = self.write_tx()?;
-        let open: Vec<(i64, String, String)> =
+        type Open = (i64, String, String, String, Option<String>);
+        let open: Vec<Open> =
             w.tx.prepare_cached(
-                "SELECT id, lifecycle_fsm, lifecycle FROM invocations \
+                "SELECT id, lifecycle_fsm, lifecycle, started_at, ended_at FROM invocations \
                  WHERE run_id = ?1 AND status = 'running' ORDER BY n",
             )
             .and_then(|mut s| {
-                s.query_map([run_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
-                    .collect()
+                s.query_map([run_id], |row| {
+                    Ok((
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                        row.get(4)?,
+                    ))
+                })?
+                .collect()
             })
             .ctx(w.path, "finding open invocations")?;
         let at = now();
-        for (id, fsm, lifecycle) in &open {
-            let mut steps: Vec<Value> = serde_json::from_str(lifecycle).unwrap_or_default();
-            let last = steps
-                .last()
-                .and_then(|s| s["to"].as_str())
-                .unwrap_or_default()
-                .to_owned();
+        for (id, fsm, lifecycle, started_at, ended_at) in &open {
+            let mut steps =
+                lifecycle_records(lifecycle, started_at, ended_at.as_deref()).unwrap_or_default();
+            let last = steps.last().map(|s| s.to.clone()).unwrap_or_default();
             if let Some((from, event, to)) = abandoned(fsm, &last) {
-                let seq = steps.len() + 1;
-                steps.push(json!({ "seq": seq, "at": at, "from": from, "event": event, "to": to }));
+                let seq = steps.len() as u32 + 1;
+                let at = at.clone();
+                steps.push(LifecycleRecord {
+                    seq,
+                    at,
+                    from,
+                    event,
+                    to,
+                });
             }
+            // Written whole, with its times: its last step's is not `ended_at`'s.
+            let text = serde_json::to_string(&steps).unwrap_or_else(|_| "[]".into());
             w.tx.execute(
                 "UPDATE invocations SET status = 'abandoned', outcome = NULL, ended_at = ?2, \
                  lifecycle = ?3 WHERE id = ?1",
-                params![id, at, Value::Array(steps).to_string()],
+                params![id, at, text],
             )
             .ctx(w.path, "abandoning an invocation")?;
         }

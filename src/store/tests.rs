@@ -949,3 +949,93 @@ fn a_run_tail_reads_only_its_own_new_messages_by_the_primary_key() {
         .unwrap();
     assert!(plan.contains("INTEGER PRIMARY KEY (rowid>?)"), "{plan}");
 }
+
+#[test]
+fn a_state_visited_again_stores_only_what_changed_of_its_context_and_lifecycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    let big = "the task spec, the same at every visit ".repeat(50);
+    let blobs = |store: &Store| -> (i64, i64) {
+        store
+            .conn
+            .query_row("SELECT count(*), sum(size) FROM blobs", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap()
+    };
+    let mut sizes = Vec::new();
+    for (attempt, (from, to)) in [("plan", "plan"), ("plan", "plan"), ("plan", "done")]
+        .into_iter()
+        .enumerate()
+    {
+        let mut s = step(from, "again", to);
+        let mut inv = new_invocation();
+        inv.attempt = attempt as u32 + 1;
+        inv.context = json!({
+            "epic": "add login",
+            "task_spec": { "text": big },
+            "attempt": attempt + 1,
+            "feedback": format!("try again ({attempt})"),
+        });
+        s.invocation = Some(inv);
+        store.record_step(&run.id, &s).unwrap();
+        sizes.push(blobs(&store));
+    }
+    // Each later visit adds one small blob (its step part), not the task spec.
+    for w in sizes.windows(2) {
+        assert_eq!(w[1].0, w[0].0 + 1, "{sizes:?}");
+        assert!(w[1].1 - w[0].1 < 100, "{sizes:?}");
+    }
+    let inv = store.invocation(&run.id, 3).unwrap();
+    assert_eq!(
+        inv.context,
+        json!({
+            "attempt": 3,
+            "epic": "add login",
+            "feedback": "try again (2)",
+            "task_spec": { "text": big },
+        })
+    );
+    // The lifecycle is read back with its times: the first step at the
+    // start, the last at the end.
+    let steps: Vec<(&str, &str)> = inv
+        .lifecycle
+        .iter()
+        .map(|l| (l.from.as_str(), l.at.as_str()))
+        .collect();
+    let ended = inv.ended_at.as_deref().unwrap();
+    assert_eq!(
+        steps,
+        [("IDLE", inv.started_at.as_str()), ("EXECUTING", ended)]
+    );
+    assert_eq!(
+        inv.lifecycle.iter().map(|l| l.seq).collect::<Vec<_>>(),
+        [1, 2]
+    );
+}
+
+#[test]
+fn rows_written_before_schema_6_read_back_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    let mut s = step("plan", "planned", "done");
+    s.invocation = Some(new_invocation());
+    store.record_step(&run.id, &s).unwrap();
+    // As an older modix wrote it: the whole package in `context`, each
+    // lifecycle step with its own seq and time.
+    let whole = r#"[{"seq":1,"at":"2026-01-01T00:00:00.000Z","from":"IDLE","event":"start","to":"EXECUTING"},{"seq":2,"at":"2026-01-01T00:00:09.000Z","from":"EXECUTING","event":"exit","to":"COMPLETED"}]"#;
+    store
+        .conn
+        .execute_batch(&format!(
+            "INSERT INTO blobs (hash, size, text) VALUES ('old', 23, '{{\"epic\":\"old\",\"attempt\":1}}');
+             UPDATE invocations SET lifecycle = '{whole}', context_step = NULL,
+               context = (SELECT id FROM blobs WHERE hash = 'old');"
+        ))
+        .unwrap();
+    let inv = store.invocation(&run.id, 1).unwrap();
+    assert_eq!(inv.context, json!({"epic": "old", "attempt": 1}));
+    assert_eq!(inv.lifecycle[1].at, "2026-01-01T00:00:09.000Z");
+    assert_eq!(inv.lifecycle[1].to, "COMPLETED");
+}
