@@ -1,0 +1,506 @@
+//! Driving a run: the loop that takes each state's turn (an agent's, a
+//! gate's, an input's), fires the event, and commits the step in one
+//! transaction before the next — and how a drive ends (done, waiting at a
+//! gate, stopped, interrupted, given up).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::*;
+
+/// Everything fixed for the length of a run.
+pub(super) struct RunInfo<'p> {
+    pub(super) project: &'p Project,
+    pub(super) workflow: Workflow,
+    pub(super) run: Run,
+    pub(super) redactor: Redactor,
+    pub(super) workdir: PathBuf,
+    pub(super) files: RunFiles,
+    pub(super) stream: bool,
+    /// Each shell's failure rules, compiled on first use.
+    pub(super) rules: std::cell::RefCell<std::collections::HashMap<String, Arc<classify::Rules>>>,
+}
+
+impl RunInfo<'_> {
+    pub(super) fn rules(&self, shell: &crate::config::Shell) -> Arc<classify::Rules> {
+        let mut cache = self.rules.borrow_mut();
+        let rules = cache
+            .entry(shell.name.clone())
+            .or_insert_with(|| Arc::new(classify::Rules::of(shell)));
+        Arc::clone(rules)
+    }
+}
+
+pub(super) struct Driver<'p> {
+    pub(super) info: RunInfo<'p>,
+    pub(super) store: Store,
+    /// The one source of where the run stands.
+    pub(super) cursor: Cursor,
+    /// The run's workspace and the rules its steps are judged by.
+    pub(super) work: work::Work,
+    /// The last commit the store's workspace record names.
+    pub(super) stored_commit: String,
+    /// The run's latest outputs and latest step, read incrementally.
+    pub(super) tail: crate::store::RunTail,
+    /// Stops asked by other processes (`modix stop`).
+    pub(super) controls: control::Controls,
+    /// The task watching for them (ended when the drive ends).
+    pub(super) watcher: tokio::task::JoinHandle<()>,
+    /// Handed in by the command: the gate's answer, the redrive.
+    pub(super) answer: Option<Answer>,
+    pub(super) redrive: Option<Redrive>,
+    pub(super) cancel: tokio::sync::watch::Receiver<bool>,
+    pub(super) sink: &'p mut dyn EventSink,
+    pub(super) started: Instant,
+    /// Test instrumentation (`MODIX_CRASH_BEFORE_COMMIT`): the drive's step
+    /// at whose commit this process kills itself.
+    pub(super) crash_before: Option<u32>,
+    /// Steps this drive has committed.
+    pub(super) committed: u32,
+}
+
+#[allow(clippy::too_many_arguments)] // start and resume hand over what they settled
+pub(super) fn drive(
+    engine: &Engine,
+    project: &Project,
+    workflow: Workflow,
+    mut store: Store,
+    run: Run,
+    opts: &RunOptions,
+    sink: &mut dyn EventSink,
+    opened: Opened,
+) -> Result<RunReport, RunError> {
+    sink.event(&RunEvent::RunStarted {
+        run_id: run.id.clone(),
+        workflow: workflow.machine.id().to_owned(),
+        resumed: opened.resumed,
+    });
+    let ws = opened.work.workspace();
+    sink.event(&RunEvent::Workspace {
+        run_id: run.id.clone(),
+        mode: ws.mode(),
+        workdir: ws.workdir().to_path_buf(),
+        branch: ws
+            .record()
+            .run_ref
+            .strip_prefix("refs/heads/")
+            .map(str::to_owned),
+        base: ws.base_commit().to_owned(),
+        notes: opened.notes,
+    });
+    let workdir = ws.workdir().to_path_buf();
+    let stored_commit = ws.last_commit().to_owned();
+    let (controls, cancel, watcher) = {
+        let _in_runtime = engine.runtime.enter();
+        control::watch(
+            project.config.paths.db(),
+            run.id.clone(),
+            engine.cancel.clone(),
+        )
+    };
+    if opts.stop_after_answer {
+        controls.ask(control::StopAsked::AtBoundary {
+            by: "the answer's --later".into(),
+        });
+    }
+    let prepared = prepare_run(&workflow, &store, &run, project);
+    let (files, cursor, tail) = match prepared {
+        Ok(p) => p,
+        Err(e) => return Err(give_up(&mut store, &run.id, e)),
+    };
+    let mut driver = Driver {
+        info: RunInfo {
+            project,
+            redactor: agent::redactor(&project.config),
+            workflow,
+            run,
+            workdir,
+            files,
+            stream: opts.stream,
+            rules: Default::default(),
+        },
+        store,
+        cursor,
+        tail,
+        work: opened.work,
+        stored_commit,
+        controls,
+        watcher,
+        answer: opts.answer.clone(),
+        redrive: opts.redrive.clone(),
+        cancel,
+        sink,
+        started: Instant::now(),
+        crash_before: std::env::var("MODIX_CRASH_BEFORE_COMMIT")
+            .ok()
+            .and_then(|v| v.parse().ok()),
+        committed: 0,
+    };
+    let result = engine.runtime.block_on(driver.go());
+    driver.watcher.abort();
+    match result {
+        Ok(report) => {
+            // The agents' private TMPDIR, empty by now.
+            let _ = agent::remove_any(&driver.info.files.dir.join("tmp"));
+            let pid = std::process::id();
+            let _ = driver.store.release_run(&report.run_id, pid);
+            driver.sink.event(&RunEvent::RunFinished(report.clone()));
+            Ok(report)
+        }
+        Err(e) => Err(give_up(&mut driver.store, &driver.info.run.id, e)),
+    }
+}
+
+/// Leaves the run resumable rather than stuck "running" under a dead owner.
+pub(super) fn give_up(store: &mut Store, run_id: &str, e: RunError) -> RunError {
+    let _ = store.set_status(run_id, RunStatus::Interrupted, Some(&e.to_string()));
+    let _ = store.release_run(run_id, std::process::id());
+    e
+}
+
+/// Dies as `kill -9` would kill it, between a step's agent ending (its work
+/// settled) and the step's commit: the window tests of the record's crash
+/// guarantees cannot hit reliably from outside.
+fn crash_for_tests() -> ! {
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    unreachable!("SIGKILL cannot be caught")
+}
+
+/// The run's files, where its record says it is, and its latest steps.
+fn prepare_run(
+    workflow: &Workflow,
+    store: &Store,
+    run: &Run,
+    project: &Project,
+) -> Result<(RunFiles, Cursor, crate::store::RunTail), RunError> {
+    let files = RunFiles::create(project, &run.id, workflow)?;
+    let cursor = Cursor::replay(&workflow.machine, &store.transitions(&run.id)?)?;
+    let tail = store.run_tail(&run.id, cursor.transitions())?;
+    Ok((files, cursor, tail))
+}
+
+impl Driver<'_> {
+    pub(super) async fn go(&mut self) -> Result<RunReport, RunError> {
+        let machine = std::sync::Arc::clone(&self.info.workflow.machine);
+        if self.cursor.transitions() == 0 {
+            self.notify(machine.initial());
+        }
+        if let Some(r) = self.redrive.take() {
+            self.commit_redrive(&r)?;
+        }
+        loop {
+            // A gate's answer is recorded before any stop is taken.
+            if let Some(stop) = self.controls.stop_asked().filter(|_| self.answer.is_none()) {
+                return self.stopped(&stop);
+            }
+            if *self.cancel.borrow() {
+                return self.interrupted("interrupted before the next step");
+            }
+            let id = self.cursor.state();
+            let state = machine.state(id);
+            let turn = match &state.kind {
+                StateKind::Terminal { .. } => {
+                    let status = status_in(&state.kind);
+                    return Ok(self.report(status, None));
+                }
+                StateKind::Input { event } => {
+                    invoke::input_turn(event, &state.name, &self.info.run.epic)
+                }
+                StateKind::Human { question, events } => match self.answer.take() {
+                    Some(a) if events.contains(&a.event) => invoke::human_turn(&a, &state.name),
+                    Some(a) => {
+                        return Err(RunError::NotResumable {
+                            message: format!(
+                                "gate {} takes {}; `{}` is not one of them",
+                                state.name,
+                                events.join(", "),
+                                a.event
+                            ),
+                            help: "`modix status <run>` shows the gate and its answers",
+                        });
+                    }
+                    None => return self.waiting(question),
+                },
+                StateKind::Agent(spec) => {
+                    let agent = self.info.workflow.agent(id).cloned().ok_or_else(|| {
+                        RunError::Internal(format!("state {} has no resolved agent", state.name))
+                    })?;
+                    match self.agent_turn(id, spec, &agent).await? {
+                        Ended::Turn(turn) => *turn,
+                        Ended::Interrupted(invocation) => {
+                            if let Some(invocation) = invocation {
+                                self.store
+                                    .record_abandoned(&self.info.run.id, &invocation)?;
+                            }
+                            self.info.files.forget_in_flight();
+                            if let Some(stop) = self.controls.stop_asked() {
+                                return self.stopped(&stop);
+                            }
+                            return self.interrupted(
+                                "interrupted while an agent ran; resume repeats that invocation",
+                            );
+                        }
+                    }
+                }
+            };
+            self.commit(turn)?;
+        }
+    }
+
+    /// Fires the turn's event and records the step in one transaction.
+    pub(super) fn commit(&mut self, turn: Turn) -> Result<(), RunError> {
+        let machine = std::sync::Arc::clone(&self.info.workflow.machine);
+        let fired = machine.fire(self.cursor.position(), &turn.event)?;
+        let mut reason = turn.reason;
+        if fired.redirected {
+            reason = format!(
+                "{reason}; `{}` already fired {} time(s), its bound — redirected to {}",
+                fired.event,
+                fired.max.unwrap_or(0),
+                machine.state(fired.to).name
+            );
+        }
+        let to = machine.state(fired.to);
+        let status = status_in(&to.kind);
+        // The workspace record moves with each recorded change; it is kept
+        // in the step's transaction so the two never disagree.
+        let last = self.work.workspace().last_commit();
+        let workspace = (last != self.stored_commit).then(|| self.work.record_json());
+        self.committed += 1;
+        if self.crash_before == Some(self.committed) {
+            crash_for_tests();
+        }
+        let record = self.store.record_step(
+            &self.info.run.id,
+            &Step {
+                invocation: turn.invocation,
+                messages: turn.messages,
+                transition: NewTransition {
+                    from: machine.state(fired.from).name.clone(),
+                    event: fired.event.clone(),
+                    to: to.name.clone(),
+                    attempt: self.cursor.visits(fired.from),
+                    bound: machine.bound_for_visits(fired.from).map(|b| b as u32),
+                    agent: turn.agent,
+                    reason: Some(reason),
+                    redirected: fired.redirected,
+                },
+                run_status: status,
+                workspace,
+                delivered: turn.delivered,
+            },
+        )?;
+        self.stored_commit = self.work.workspace().last_commit().to_owned();
+        self.cursor.advance(&fired);
+        self.write_state_file(status);
+        self.sink.event(&RunEvent::Transition(record));
+        self.notify(fired.to);
+        Ok(())
+    }
+
+    pub(super) fn notify(&mut self, state: crate::fsm::StateId) {
+        let state = self.info.workflow.machine.state(state);
+        for name in &state.on_enter {
+            tracing::info!("{}: {name}", state.name);
+            self.sink.event(&RunEvent::Notification {
+                run_id: self.info.run.id.clone(),
+                state: state.name.clone(),
+                name: name.clone(),
+            });
+        }
+    }
+
+    pub(super) fn interrupted(&mut self, why: &str) -> Result<RunReport, RunError> {
+        self.pause(RunStatus::Interrupted, why)
+    }
+
+    /// Stopped as asked (`modix stop`): resumable, like an interruption.
+    pub(super) fn stopped(&mut self, stop: &control::StopAsked) -> Result<RunReport, RunError> {
+        let why = match stop {
+            control::StopAsked::AtBoundary { by } => {
+                format!("stopped at a step boundary, as {by} asked (`modix stop`)")
+            }
+            control::StopAsked::Now { by } => format!(
+                "stopped now, as {by} asked (`modix stop --now`); resume repeats the agent's invocation"
+            ),
+        };
+        self.pause(RunStatus::Stopped, &why)
+    }
+
+    /// At a human gate: the run waits, with nobody driving it, for
+    /// `modix approve`/`reject`/`answer`.
+    pub(super) fn waiting(&mut self, question: &str) -> Result<RunReport, RunError> {
+        self.store
+            .set_status(&self.info.run.id, RunStatus::Waiting, Some(question))?;
+        self.write_state_file(RunStatus::Waiting);
+        Ok(self.report(RunStatus::Waiting, Some(question.to_owned())))
+    }
+
+    /// Leaves the run resumable in `status`, for `why`.
+    pub(super) fn pause(&mut self, status: RunStatus, why: &str) -> Result<RunReport, RunError> {
+        abandon_open_invocations(&mut self.store, self.info.project, &self.info.run.id)?;
+        self.store
+            .set_status(&self.info.run.id, status, Some(why))?;
+        self.write_state_file(status);
+        Ok(self.report(status, Some(why.to_owned())))
+    }
+
+    /// Takes a run that ended in a failure terminal back to a state it
+    /// visited, recorded as a `redrive` transition with the person's note.
+    pub(super) fn commit_redrive(&mut self, r: &Redrive) -> Result<(), RunError> {
+        let machine = std::sync::Arc::clone(&self.info.workflow.machine);
+        let from = self.cursor.state();
+        let to = redrive_target(&machine, &self.store.transitions(&self.info.run.id)?, r)?;
+        let note = r
+            .note
+            .as_deref()
+            .map(|n| format!(": {n}"))
+            .unwrap_or_default();
+        let target = machine.state(to);
+        let record = self.store.record_step(
+            &self.info.run.id,
+            &Step {
+                invocation: None,
+                messages: invoke::note_message(
+                    &target.name,
+                    crate::fsm::REDRIVE,
+                    r.note.as_deref(),
+                    &r.by,
+                ),
+                transition: NewTransition {
+                    from: machine.state(from).name.clone(),
+                    event: crate::fsm::REDRIVE.to_owned(),
+                    to: target.name.clone(),
+                    attempt: 1,
+                    bound: None,
+                    agent: None,
+                    reason: Some(format!("redriven by {}{note}", r.by)),
+                    redirected: false,
+                },
+                run_status: status_in(&target.kind),
+                workspace: None,
+                delivered: Vec::new(),
+            },
+        )?;
+        self.cursor
+            .redrive(&machine, to)
+            .ok_or_else(|| RunError::Internal("the machine refused a checked redrive".into()))?;
+        self.work.forget_progress();
+        self.write_state_file(status_in(&target.kind));
+        self.sink.event(&RunEvent::Transition(record));
+        self.notify(to);
+        Ok(())
+    }
+
+    pub(super) fn state_name(&self) -> &str {
+        &self.info.workflow.machine.state(self.cursor.state()).name
+    }
+
+    pub(super) fn report(&self, status: RunStatus, reason: Option<String>) -> RunReport {
+        let machine = &self.info.workflow.machine;
+        RunReport {
+            run_id: self.info.run.id.clone(),
+            workflow: machine.id().to_owned(),
+            epic: self.info.run.epic.clone(),
+            status,
+            state: self.state_name().to_owned(),
+            transitions: self.cursor.transitions(),
+            duration_ms: self.started.elapsed().as_millis() as u64,
+            reason,
+            changes: self.change_summary(),
+            usage: budget::reported(&self.store, &self.info.run.id),
+        }
+    }
+
+    /// The run's changes against its base (`None` if git cannot say).
+    pub(super) fn change_summary(&self) -> Option<ChangeSummary> {
+        let ws = self.work.workspace();
+        let rec = ws.record();
+        // Nothing recorded since the base: no need to ask git.
+        let changes = if rec.last_commit == rec.base_commit {
+            Vec::new()
+        } else {
+            match crate::workspace::changes(ws.git(), rec) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("cannot summarise the run's changes: {e}");
+                    return None;
+                }
+            }
+        };
+        let (added, removed) = line_counts(&changes);
+        Some(ChangeSummary {
+            mode: rec.mode,
+            branch: rec.run_ref.strip_prefix("refs/heads/").map(str::to_owned),
+            short_id: rec.short_id.clone(),
+            workdir: rec.workdir.clone(),
+            files: changes.len(),
+            added,
+            removed,
+        })
+    }
+
+    /// `state.json`: a pointer for humans and scripts; SQLite stays the truth.
+    pub(super) fn write_state_file(&self, status: RunStatus) {
+        let v = serde_json::json!({
+            "run_id": self.info.run.id,
+            "workflow": self.info.workflow.machine.id(),
+            "state": self.state_name(),
+            "status": status,
+            "updated_at": jiff::Timestamp::now().to_string(),
+        });
+        let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
+        let path = self.info.project.config.paths.file("state.json");
+        let spare = self.info.files.dir.join("state.json.spare");
+        if let Err(e) = crate::fsutil::write_swap(&path, &spare, text.as_bytes()) {
+            tracing::warn!("cannot update {}: {e}", path.display());
+        }
+    }
+}
+
+/// The state a redrive continues from: the one asked for, which must be a
+/// state the run visited and not a terminal; by default the state whose
+/// failure ended the run (the last transition's source).
+pub(super) fn redrive_target(
+    machine: &crate::fsm::Machine,
+    history: &[crate::store::TransitionRecord],
+    r: &Redrive,
+) -> Result<crate::fsm::StateId, RunError> {
+    let refuse = |message: String| RunError::NotResumable {
+        message,
+        help: "name a state the run visited with `--from STATE` (`modix history <run>` lists them)",
+    };
+    let name = match &r.from {
+        Some(name) => name.clone(),
+        None => history
+            .last()
+            .map(|t| t.from.clone())
+            .ok_or_else(|| refuse("the run has no recorded step to redrive from".into()))?,
+    };
+    let id = machine
+        .state_id(&name)
+        .ok_or_else(|| refuse(format!("the workflow has no state `{name}`")))?;
+    if machine.state(id).is_terminal() {
+        return Err(refuse(format!(
+            "{name} is a final state; redrive to a state that works"
+        )));
+    }
+    if !history.iter().any(|t| t.to == name || t.from == name) {
+        return Err(refuse(format!("the run never visited {name}")));
+    }
+    Ok(id)
+}
+
+/// The run's status while it is in a state of this kind: the one place
+/// that decides it.
+pub(super) fn status_in(kind: &StateKind) -> RunStatus {
+    match kind {
+        StateKind::Terminal {
+            outcome: Ending::Success,
+        } => RunStatus::Succeeded,
+        StateKind::Terminal { .. } => RunStatus::Failed,
+        StateKind::Human { .. } => RunStatus::Waiting,
+        _ => RunStatus::Running,
+    }
+}
