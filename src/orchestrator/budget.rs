@@ -43,8 +43,12 @@ pub(super) fn reported(store: &Store, run_id: &str) -> Option<RunUsage> {
 }
 
 /// Why the run may not start another attempt — a budget it has spent —
-/// or `None`. Cost and tokens are what the CLIs reported so far.
-pub(super) fn spent(store: &Store, info: &RunInfo<'_>) -> Result<Option<String>, RunError> {
+/// or `None`. Cost and tokens are what the CLIs reported so far, asked of
+/// `used` only when the budget bounds them.
+pub(super) fn spent(
+    info: &RunInfo<'_>,
+    used: impl FnOnce() -> Result<RunUsage, crate::store::StoreError>,
+) -> Result<Option<String>, RunError> {
     let budget = &info.project.config.runtimes.budget;
     if let (Some(max), Some(elapsed)) = (budget.max_run_secs, run_elapsed(&info.run.created_at))
         && elapsed >= Duration::from_secs(max)
@@ -57,7 +61,7 @@ pub(super) fn spent(store: &Store, info: &RunInfo<'_>) -> Result<Option<String>,
     if budget.max_cost_usd.is_none() && budget.max_tokens.is_none() {
         return Ok(None);
     }
-    let used = store.run_usage(&info.run.id)?;
+    let used = used()?;
     if let (Some(max), Some(cost)) = (budget.max_cost_usd, used.cost_usd)
         && cost >= max
     {

@@ -148,7 +148,8 @@ impl Driver<'_> {
         let mut retried = 0;
         loop {
             let seq = self.cursor.transitions() + 1;
-            let spent = super::budget::spent(&self.store, &self.info)?;
+            let (store, tally) = (&self.store, &mut self.usage);
+            let spent = super::budget::spent(&self.info, || store.tally_usage(tally))?;
             let mut tried = self
                 .info
                 .attempt(

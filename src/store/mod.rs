@@ -41,7 +41,7 @@ pub use migrations::SCHEMA_VERSION;
 pub use query::{MessageRecord, TransitionRecord};
 pub use record::{InvocationStatus, NewInvocation, NewMessage, NewTransition, ProcessIds, Step};
 pub use runs::{NewRun, Run};
-pub use usage::RunUsage;
+pub use usage::{RunUsage, UsageTally};
 
 /// File name of the database inside `.modix/`.
 pub const DB_FILE: &str = "modix.db";

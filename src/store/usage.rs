@@ -29,30 +29,80 @@ impl RunUsage {
     }
 }
 
+impl RunUsage {
+    fn add(&mut self, more: &RunUsage) {
+        self.input_tokens = self.input_tokens.saturating_add(more.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(more.output_tokens);
+        self.turns = self.turns.saturating_add(more.turns);
+        self.invocations += more.invocations;
+        self.priced += more.priced;
+        self.cost_usd = match (self.cost_usd, more.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// A run's usage kept current by reading only the invocations recorded
+/// since the last read, so checking a budget before every attempt does not
+/// cost more the longer the run gets.
+#[derive(Debug)]
+pub struct UsageTally {
+    run_id: String,
+    /// Invocations up to this `n` are counted.
+    counted: u32,
+    total: RunUsage,
+}
+
 impl Store {
     /// The sum of every recorded invocation's usage in run `run_id` (the
     /// attempts its states retried included: they were paid for too).
     pub fn run_usage(&self, run_id: &str) -> Result<RunUsage, StoreError> {
+        self.usage_after(run_id, 0).map(|(usage, _)| usage)
+    }
+
+    /// A tally of run `run_id`'s usage, nothing counted yet.
+    pub fn usage_tally(&self, run_id: &str) -> UsageTally {
+        UsageTally {
+            run_id: run_id.to_owned(),
+            counted: 0,
+            total: RunUsage::default(),
+        }
+    }
+
+    /// The run's usage so far: the tally with the invocations recorded
+    /// since it was last brought up to date added.
+    pub fn tally_usage(&self, tally: &mut UsageTally) -> Result<RunUsage, StoreError> {
+        let (more, last) = self.usage_after(&tally.run_id, tally.counted)?;
+        tally.total.add(&more);
+        tally.counted = tally.counted.max(last);
+        Ok(tally.total.clone())
+    }
+
+    /// The usage of the run's invocations after number `after` (a range of
+    /// its primary key), and the last invocation number seen.
+    fn usage_after(&self, run_id: &str, after: u32) -> Result<(RunUsage, u32), StoreError> {
         let sql = "SELECT count(usage), count(json_extract(usage, '$.cost_usd')), \
              coalesce(sum(json_extract(usage, '$.input_tokens')), 0), \
              coalesce(sum(json_extract(usage, '$.output_tokens')), 0), \
              total(json_extract(usage, '$.cost_usd')), \
-             coalesce(sum(json_extract(usage, '$.turns')), 0) \
-             FROM invocations WHERE run_id = ?1 AND usage IS NOT NULL";
+             coalesce(sum(json_extract(usage, '$.turns')), 0), coalesce(max(n), 0) \
+             FROM invocations WHERE run_id = ?1 AND n > ?2";
         let whole = |n: i64| u64::try_from(n).unwrap_or(0);
         self.conn
             .prepare_cached(sql)
             .and_then(|mut s| {
-                s.query_row(params![run_id], |row| {
+                s.query_row(params![run_id, after], |row| {
                     let priced: u32 = row.get(1)?;
-                    Ok(RunUsage {
+                    let usage = RunUsage {
                         invocations: row.get(0)?,
                         priced,
                         input_tokens: whole(row.get(2)?),
                         output_tokens: whole(row.get(3)?),
                         cost_usd: (priced > 0).then_some(row.get::<_, f64>(4)?),
                         turns: whole(row.get(5)?),
-                    })
+                    };
+                    Ok((usage, row.get(6)?))
                 })
             })
             .ctx(self, "summing a run's usage")
@@ -80,6 +130,8 @@ mod tests {
             None,
             Some(json!({"input_tokens": 50, "output_tokens": 5})),
         ];
+        let mut tally = store.usage_tally(&run.id);
+        let mut tallied = Vec::new();
         let mut at = "plan".to_owned();
         for (i, usage) in usages.into_iter().enumerate() {
             let to = format!("s{i}");
@@ -89,8 +141,15 @@ mod tests {
                 ..new_invocation()
             });
             store.record_step(&run.id, &s).unwrap();
+            tallied.push(store.tally_usage(&mut tally).unwrap());
             at = to;
         }
+        // The tally, brought up to date after each step, agrees with the
+        // sum at each point.
+        assert_eq!(tallied[0].cost_usd, Some(0.25));
+        assert_eq!(tallied[1], tallied[0]);
+        assert_eq!(tallied[2], store.run_usage(&run.id).unwrap());
+        assert_eq!(store.tally_usage(&mut tally).unwrap(), tallied[2]);
         let u = store.run_usage(&run.id).unwrap();
         assert_eq!(
             u,
