@@ -30,6 +30,12 @@ pub struct HistoryArgs {
     /// milliseconds, when stdout is not a terminal).
     #[arg(long, requires = "run", conflicts_with = "invocation")]
     pub timeline: bool,
+    /// Show only the run's last N steps (0: every step). A run of more
+    /// steps than this shows its last ones and says how many it left out;
+    /// `--json` always has every step.
+    #[arg(long, default_value_t = STEPS_SHOWN, value_name = "N", requires = "run",
+          conflicts_with_all = ["invocation", "timeline"])]
+    pub steps: u32,
     /// List at most this many runs, newest first; 0 lists them all.
     #[arg(long, default_value_t = 20, value_name = "N", conflicts_with = "run")]
     pub limit: usize,
@@ -46,6 +52,11 @@ pub struct HistoryArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// Steps `history RUN` shows by default: every step of any ordinary run,
+/// the last ones of a loop left running for days (a table of a million
+/// rows is read by no one, and takes seconds to print).
+const STEPS_SHOWN: u32 = 1000;
 
 fn status_parser() -> impl clap::builder::TypedValueParser<Value = RunStatus> {
     use clap::builder::TypedValueParser as _;
@@ -87,7 +98,7 @@ pub fn run(ctx: &Ctx, args: &HistoryArgs) -> Result<Exit, Error> {
                 None if args.timeline => timeline(&store, &run, args.json, out)?,
                 None => {
                     let machine = workflow_of(ctx, &paths, &run);
-                    show_run(&store, &run, machine, args.json, out)?
+                    show_run(&store, &run, machine, args, out)?
                 }
             }
         }
@@ -147,10 +158,11 @@ fn list(store: &Store, args: &HistoryArgs, out: &Output) -> Result<(), Error> {
         return Ok(());
     }
     if runs.is_empty() {
-        empty_list(out, args, store.run_ids()?.len());
+        let recorded = usize::try_from(store.run_count()?).unwrap_or(usize::MAX);
+        empty_list(out, args, recorded);
         return Ok(());
     }
-    let ids = ShortIds::load(store)?;
+    let ids = ShortIds::load(store, runs.iter().map(|r| r.run.id.as_str()))?;
     // On a narrow terminal the epic is cut first, then these columns go.
     let mut t = Table::new([
         "run", "started", "epic", "workflow", "state", "status", "took", "steps",
@@ -263,12 +275,12 @@ fn show_run(
     store: &Store,
     run: &Run,
     machine: Option<Arc<Machine>>,
-    json: bool,
+    args: &HistoryArgs,
     out: &Output,
 ) -> Result<(), Error> {
-    let transitions = store.transitions(&run.id)?;
-    let looping = loops_of(machine, &transitions);
-    if json {
+    if args.json {
+        let transitions = store.transitions(&run.id)?;
+        let looping = loops_of(machine, &transitions);
         let messages = store.messages(&run.id)?;
         let steps: Vec<serde_json::Value> = transitions
             .iter()
@@ -306,6 +318,59 @@ fn show_run(
     if let Some(used) = usage_totals(&store.run_usage(&run.id)?) {
         out.para(used);
     }
+    let transitions = steps_table(store, run, machine, args.steps, out)?;
+    if !out.tty {
+        // Hints are for people; a pipe gets the record alone.
+        return Ok(());
+    }
+    if let Some(worst) = worst_cases(&transitions) {
+        out.para(worst);
+    }
+    let id = runs::id_cell(out, &ShortIds::load(store, [run.id.as_str()])?, &run.id);
+    if runs::status(run).status == RunStatus::Interrupted {
+        out.para(format!("`modix resume {id}` continues it."));
+    }
+    out.para(format!(
+        "`modix history {id} --invocation N` shows an invocation; `--timeline` charts the steps."
+    ));
+    Ok(())
+}
+
+/// The table of the run's steps: the last `shown` of them (all for 0),
+/// which it returns. Which loop a step was in needs every step before it,
+/// so a run cut short shows attempts alone.
+fn steps_table(
+    store: &Store,
+    run: &Run,
+    machine: Option<Arc<Machine>>,
+    shown: u32,
+    out: &Output,
+) -> Result<Vec<TransitionRecord>, Error> {
+    let total = store.transition_count(&run.id)?;
+    let left_out = if shown == 0 {
+        0
+    } else {
+        total.saturating_sub(shown)
+    };
+    let (transitions, looping, took) = if left_out == 0 {
+        let transitions = store.transitions(&run.id)?;
+        let took = step_durations(&run.created_at, &transitions);
+        let looping = loops_of(machine, &transitions);
+        (transitions, looping, took)
+    } else {
+        // From the step before the first shown: when that one began.
+        let mut transitions = store.transitions_after(&run.id, left_out - 1)?;
+        let previous = transitions.remove(0);
+        let took = step_durations(&previous.at, &transitions);
+        let looping = vec![None; transitions.len()];
+        (transitions, looping, took)
+    };
+    if left_out > 0 {
+        out.para(format!(
+            "Its last {} of {} steps (`--steps 0` shows every one, `--json` the whole record):",
+            shown, total
+        ));
+    }
     let mut t = Table::new([
         "seq",
         "at",
@@ -321,7 +386,7 @@ fn show_run(
     // reason says why), then the attempt.
     .optional(&[1, 3, 4]);
     let steps = transitions.iter().zip(&looping);
-    for ((tr, looping), took) in steps.zip(step_durations(run, &transitions)) {
+    for ((tr, looping), took) in steps.zip(took) {
         let at = if out.tty {
             text::local_time(&tr.at, "%H:%M:%S")
         } else {
@@ -343,21 +408,7 @@ fn show_run(
         ]);
     }
     out.table(&t);
-    if !out.tty {
-        // Hints are for people; a pipe gets the record alone.
-        return Ok(());
-    }
-    if let Some(worst) = worst_cases(&transitions) {
-        out.para(worst);
-    }
-    let id = runs::id_cell(out, &ShortIds::load(store)?, &run.id);
-    if runs::status(run).status == RunStatus::Interrupted {
-        out.para(format!("`modix resume {id}` continues it."));
-    }
-    out.para(format!(
-        "`modix history {id} --invocation N` shows an invocation; `--timeline` charts the steps."
-    ));
-    Ok(())
+    Ok(transitions)
 }
 
 /// `At most: EXECUTING 6 visits, TESTING 4 (…)`: the worst case the
@@ -384,10 +435,10 @@ fn worst_cases(transitions: &[TransitionRecord]) -> Option<String> {
     .into_owned())
 }
 
-/// How long each step took: from the previous transition (the run's start
-/// for the first) to this one.
-fn step_durations(run: &Run, transitions: &[TransitionRecord]) -> Vec<Option<u64>> {
-    let mut previous = run.created_at.as_str();
+/// How long each step took: from the previous transition (`start`, the
+/// run's start or the step before, for the first) to this one.
+fn step_durations(start: &str, transitions: &[TransitionRecord]) -> Vec<Option<u64>> {
+    let mut previous = start;
     transitions
         .iter()
         .map(|t| {
@@ -416,7 +467,7 @@ fn step_tone(run: &Run, t: &TransitionRecord) -> Tone {
 /// terminal; tab-separated rows (seq, from, to, event, agent, ms) otherwise.
 fn timeline(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Error> {
     let transitions = store.transitions(&run.id)?;
-    let took = step_durations(run, &transitions);
+    let took = step_durations(&run.created_at, &transitions);
     if json {
         let steps: Vec<_> = transitions
             .iter()

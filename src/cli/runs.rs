@@ -119,33 +119,44 @@ pub fn owner_gone_reason(run: &Run) -> String {
     }
 }
 
-/// The shortest prefix of each run id, at least [`SHORT_ID`] long, that no
-/// other run shares (so what a table shows can be typed back).
+/// The shortest prefix of each run id shown, at least [`SHORT_ID`] long,
+/// that no other run shares (so what a table shows can be typed back).
 pub struct ShortIds(HashMap<String, usize>);
 
 impl ShortIds {
-    pub fn new(mut ids: Vec<String>) -> Self {
-        ids.sort_unstable();
-        let common =
-            |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    /// For the ids a table shows: each needs only its neighbours in id
+    /// order (the ids sharing the longest prefix with it), two seeks in the
+    /// primary key, not every id of the store.
+    pub fn load<'a>(
+        store: &Store,
+        shown: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, Error> {
         let mut map = HashMap::new();
-        for (i, id) in ids.iter().enumerate() {
-            let before = i.checked_sub(1).map_or(0, |j| common(&ids[j], id));
-            let after = ids.get(i + 1).map_or(0, |n| common(n, id));
-            let len = (before.max(after) + 1).max(SHORT_ID).min(id.len());
-            map.insert(id.clone(), len);
+        for id in shown {
+            let (before, after) = store.run_id_neighbours(id)?;
+            let len = short_len(id, [before.as_deref(), after.as_deref()]);
+            map.insert(id.to_owned(), len);
         }
-        ShortIds(map)
-    }
-
-    pub fn load(store: &Store) -> Result<Self, Error> {
-        Ok(ShortIds::new(store.run_ids()?))
+        Ok(ShortIds(map))
     }
 
     pub fn of<'a>(&self, id: &'a str) -> &'a str {
         let len = self.0.get(id).copied().unwrap_or(SHORT_ID).min(id.len());
         &id[..len]
     }
+}
+
+/// The length of `id`'s shortest unambiguous prefix, at least [`SHORT_ID`],
+/// given its neighbours in sorted order (no other id shares more of it).
+fn short_len(id: &str, neighbours: [Option<&str>; 2]) -> usize {
+    let common = |other: &str| {
+        id.bytes()
+            .zip(other.bytes())
+            .take_while(|(x, y)| x == y)
+            .count()
+    };
+    let shared = neighbours.into_iter().flatten().map(common).max();
+    (shared.unwrap_or(0) + 1).max(SHORT_ID).min(id.len())
 }
 
 /// A run's id in a table: short on a terminal, whole when piped.
@@ -181,12 +192,10 @@ mod tests {
 
     #[test]
     fn short_ids_grow_until_unique() {
-        let ids = ShortIds::new(vec![
-            "01AAAAAAAA11".into(),
-            "01AAAAAAAA12".into(),
-            "01BBBBBBBB00".into(),
-        ]);
-        assert_eq!(ids.of("01AAAAAAAA11"), "01AAAAAAAA11");
-        assert_eq!(ids.of("01BBBBBBBB00"), "01BBBBBB");
+        let (a11, a12, b00) = ("01AAAAAAAA11", "01AAAAAAAA12", "01BBBBBBBB00");
+        assert_eq!(short_len(a11, [None, Some(a12)]), a11.len());
+        assert_eq!(short_len(a12, [Some(a11), Some(b00)]), a12.len());
+        assert_eq!(short_len(b00, [Some(a12), None]), SHORT_ID);
+        assert_eq!(short_len("01AB", [None, None]), 4);
     }
 }

@@ -298,6 +298,32 @@ impl Store {
             .ctx(self, "reading transitions")
     }
 
+    /// How many transitions the run has: its last `seq` (they run 1, 2, 3,
+    /// … without gaps), one seek in the primary key.
+    pub fn transition_count(&self, run_id: &str) -> Result<u32, StoreError> {
+        self.conn
+            .prepare_cached("SELECT coalesce(max(seq), 0) FROM transitions WHERE run_id = ?1")
+            .and_then(|mut s| s.query_row([run_id], |row| row.get(0)))
+            .ctx(self, "counting transitions")
+    }
+
+    /// The run's transitions after `seq`, by seq.
+    pub fn transitions_after(
+        &self,
+        run_id: &str,
+        seq: u32,
+    ) -> Result<Vec<TransitionRecord>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {TRANSITION_COLUMNS} WHERE t.run_id = ?1 AND t.seq > ?2 ORDER BY t.seq"
+            ))
+            .ctx(self, "reading transitions")?;
+        stmt.query_map(params![run_id, seq], transition_from_row)
+            .and_then(|rows| rows.collect())
+            .ctx(self, "reading transitions")
+    }
+
     /// The run's invocations, by n, each with its lifecycle.
     #[cfg(test)]
     pub fn invocations(&self, run_id: &str) -> Result<Vec<InvocationRecord>, StoreError> {

@@ -199,10 +199,10 @@ impl Store {
         if prefix.is_empty() || !prefix.bytes().all(|b| b.is_ascii_alphanumeric()) {
             return Err(self.unknown_run(id_or_prefix));
         }
-        let mut found = self.runs_glob("?1 || '*'", &prefix)?;
+        let mut found = self.runs_with_prefix(&prefix)?;
         if found.is_empty() && prefix.len() >= 4 {
             // The short id in branch names (`modix/<short>`) is the id's end.
-            found = self.runs_glob("'*' || ?1", &prefix)?;
+            found = self.runs_with_suffix(&prefix)?;
         }
         match found.len() {
             0 => Err(self.unknown_run(id_or_prefix)),
@@ -224,16 +224,48 @@ impl Store {
         }
     }
 
-    /// Runs whose id matches the GLOB `pattern` (of `?1`), newest first: one
-    /// more than are shown, to know whether there are more.
-    fn runs_glob(&self, pattern: &str, text: &str) -> Result<Vec<Run>, StoreError> {
+    /// Runs whose id starts with `prefix` (ASCII alphanumerics), newest
+    /// first: one more than are shown, to know whether there are more. A
+    /// range of the primary key, `prefix <= id < next`, where `next` is
+    /// `prefix` with its last byte raised by one: exactly the ids that start
+    /// with it, found by a seek (a `GLOB ?1 || '*'` reads every id, and
+    /// SQLite's LIKE/GLOB optimisation is off under the planner stability
+    /// guarantee; see `Store::keep_plans`).
+    fn runs_with_prefix(&self, prefix: &str) -> Result<Vec<Run>, StoreError> {
+        let mut next = prefix.as_bytes().to_vec();
+        if let Some(last) = next.last_mut() {
+            *last += 1;
+        }
+        let next = String::from_utf8(next).unwrap_or_default();
         let mut stmt = self
             .conn
             .prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE id GLOB {pattern} ORDER BY id DESC LIMIT ?2"
+                "SELECT {RUN_COLUMNS} FROM runs WHERE id >= ?1 AND id < ?2 \
+                 ORDER BY id DESC LIMIT ?3"
             ))
             .ctx(self, "looking up a run")?;
-        stmt.query_map(params![text, MAX_CANDIDATES as i64 + 1], run_from_row)
+        stmt.query_map(
+            params![prefix, next, MAX_CANDIDATES as i64 + 1],
+            run_from_row,
+        )
+        .and_then(|rows| rows.collect())
+        .ctx(self, "looking up a run")
+    }
+
+    /// Runs whose id ends with `suffix`, newest first, as many as
+    /// [`Store::runs_with_prefix`] returns. Every id is read, but from the
+    /// primary key's index alone (ids only, a few MB for 100,000 runs),
+    /// and only the matches' rows after it.
+    fn runs_with_suffix(&self, suffix: &str) -> Result<Vec<Run>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE id IN \
+                 (SELECT id FROM runs WHERE id GLOB '*' || ?1 ORDER BY id DESC LIMIT ?2) \
+                 ORDER BY id DESC"
+            ))
+            .ctx(self, "looking up a run")?;
+        stmt.query_map(params![suffix, MAX_CANDIDATES as i64 + 1], run_from_row)
             .and_then(|rows| rows.collect())
             .ctx(self, "looking up a run")
     }
@@ -253,6 +285,10 @@ impl Store {
         limit: Option<usize>,
     ) -> Result<Vec<RunSummary>, StoreError> {
         let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        // How many steps and invocations: the last `seq` and `n`, one seek
+        // in each primary key, since both run 1, 2, 3, … without gaps (a
+        // forked run copies a prefix of both); `count(*)` read every row of
+        // the index, a second for a run of 10 M steps.
         // Statuses are a closed set of identifiers, so they can be inlined.
         let status_clause = if statuses.is_empty() {
             String::new()
@@ -267,8 +303,8 @@ impl Store {
             .conn
             .prepare(&format!(
                 "SELECT {RUN_COLUMNS}, \
-                 (SELECT count(*) FROM transitions t WHERE t.run_id = runs.id), \
-                 (SELECT count(*) FROM invocations i WHERE i.run_id = runs.id) \
+                 (SELECT coalesce(max(seq), 0) FROM transitions t WHERE t.run_id = runs.id), \
+                 (SELECT coalesce(max(n), 0) FROM invocations i WHERE i.run_id = runs.id) \
                  FROM runs WHERE (?1 IS NULL OR created_at >= ?1) {status_clause} \
                  ORDER BY id DESC LIMIT ?2"
             ))
@@ -290,15 +326,29 @@ impl Store {
         .ctx(self, "listing runs")
     }
 
-    /// Every run id, newest first (for the shortest unambiguous prefixes).
-    pub fn run_ids(&self) -> Result<Vec<String>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT id FROM runs ORDER BY id DESC")
-            .ctx(self, "listing run ids")?;
-        stmt.query_map([], |row| row.get(0))
-            .and_then(|rows| rows.collect())
-            .ctx(self, "listing run ids")
+    /// How many runs are recorded.
+    pub fn run_count(&self) -> Result<i64, StoreError> {
+        self.conn
+            .query_row("SELECT count(*) FROM runs", [], |row| row.get(0))
+            .ctx(self, "counting runs")
+    }
+
+    /// The ids just before and just after `id` in id order (whether or not
+    /// `id` is recorded): all a shortest unambiguous prefix needs to know.
+    pub fn run_id_neighbours(
+        &self,
+        id: &str,
+    ) -> Result<(Option<String>, Option<String>), StoreError> {
+        let one = |sql: &str| -> Result<Option<String>, StoreError> {
+            self.conn
+                .prepare_cached(sql)
+                .and_then(|mut s| s.query_row([id], |row| row.get(0)).optional())
+                .ctx(self, "reading neighbouring run ids")
+        };
+        Ok((
+            one("SELECT id FROM runs WHERE id < ?1 ORDER BY id DESC LIMIT 1")?,
+            one("SELECT id FROM runs WHERE id > ?1 ORDER BY id LIMIT 1")?,
+        ))
     }
 
     /// Set a run's status by hand, e.g. Interrupted on Ctrl-C. Leaving

@@ -1039,3 +1039,67 @@ fn rows_written_before_schema_6_read_back_as_written() {
     assert_eq!(inv.lifecycle[1].at, "2026-01-01T00:00:09.000Z");
     assert_eq!(inv.lifecycle[1].to, "COMPLETED");
 }
+
+/// `history` counts a run's steps and invocations by their last number and
+/// reads a long run's tail from a seq on: both hold for a forked run too
+/// (it copies a prefix of each), and abandoned invocations count.
+#[test]
+fn counts_by_last_number_and_tails_hold_for_forks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    let mut at = "plan".to_owned();
+    for i in 0..6 {
+        let to = format!("s{i}");
+        let mut s = step(&at, "e", &to);
+        s.invocation = (i % 2 == 0).then(new_invocation);
+        store.record_step(&run.id, &s).unwrap();
+        if i == 3 {
+            store.record_abandoned(&run.id, &new_invocation()).unwrap();
+        }
+        at = to;
+    }
+    let summary = |store: &Store, id: &str| {
+        let all = store.runs_matching(&[], None, None).unwrap();
+        let r = all.into_iter().find(|r| r.run.id == id).unwrap();
+        (r.transitions, r.invocations)
+    };
+    assert_eq!(summary(&store, &run.id), (6, 4));
+    assert_eq!(store.transition_count(&run.id).unwrap(), 6);
+    let tail: Vec<u32> = store
+        .transitions_after(&run.id, 4)
+        .unwrap()
+        .iter()
+        .map(|t| t.seq)
+        .collect();
+    assert_eq!(tail, vec![5, 6]);
+
+    let fork = NewRun {
+        id: Some(Store::new_run_id()),
+        ..new_run()
+    };
+    let forked = store.fork_run(&run.id, 3, &fork, None).unwrap();
+    let copied = (
+        store.transitions(&forked.id).unwrap().len() as u32,
+        store.invocations(&forked.id).unwrap().len() as u32,
+    );
+    assert_eq!(summary(&store, &forked.id), copied);
+    assert_eq!(store.transition_count(&forked.id).unwrap(), 3);
+    assert_eq!(store.transition_count("01NOPE").unwrap(), 0);
+
+    // Neighbours in id order, whether or not the id itself is recorded.
+    let (first, second) = if run.id < forked.id {
+        (&run.id, &forked.id)
+    } else {
+        (&forked.id, &run.id)
+    };
+    assert_eq!(
+        store.run_id_neighbours(first).unwrap(),
+        (None, Some(second.clone()))
+    );
+    assert_eq!(
+        store.run_id_neighbours(second).unwrap(),
+        (Some(first.clone()), None)
+    );
+    assert_eq!(store.run_count().unwrap(), 2);
+}
