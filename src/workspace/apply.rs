@@ -21,10 +21,10 @@ use super::create::short_ref;
 use super::error::{Result, WorkspaceError};
 use super::git::{
     Change, ChangeStatus, Ctx, DiffEntry, Git, MERGE_BASE_GIT, MERGE_TREE_GIT, commit_tree,
-    diff_trees, git_paths, lossy, nul_split, read_ref, resolve_commit, status_paths, tree_of,
-    update_ref,
+    diff_trees, discover, git_paths, lossy, nul_split, read_ref, resolve_commit, status_paths,
+    tree_of, update_ref,
 };
-use super::lock::TreeLock;
+use super::lock::{TreeLock, WorktreesLock};
 use super::{Mode, WorkspaceRecord};
 
 /// What `diff` shows.
@@ -409,6 +409,11 @@ pub fn prune(git: &Git, record: &WorkspaceRecord, delete_refs: bool) -> Result<P
     match record.mode {
         Mode::Worktree => {
             let repo = record.repo_root.clone().unwrap_or_default();
+            // No repository there: git's own error below says so, as before.
+            let one_at_a_time = match discover(git, &repo)? {
+                Some(info) => Some(WorktreesLock::acquire(&info.common_dir)?),
+                None => None,
+            };
             if record.root.exists() {
                 git.cmd(&repo)
                     .args(["worktree", "remove", "--force"])
@@ -417,6 +422,7 @@ pub fn prune(git: &Git, record: &WorkspaceRecord, delete_refs: bool) -> Result<P
                 pruned.removed.push(record.root.clone());
             }
             git.cmd(&repo).args(["worktree", "prune"]).run()?;
+            drop(one_at_a_time);
             if delete_refs {
                 pruned.refs_deleted = delete_run_refs(git, &Ctx::at(&repo), record)?;
             }

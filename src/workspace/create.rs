@@ -13,7 +13,7 @@ use super::git::{
     Ctx, Git, MIN_GIT, RepoInfo, commit_tree, dirty_paths, discover, git_paths, is_ancestor, lossy,
     nul_split, read_ref, resolve_commit, tree_of, update_ref,
 };
-use super::lock::{TreeLock, hex};
+use super::lock::{TreeLock, WorktreesLock, hex};
 use super::scan::{ScanPlan, noise_matcher};
 use super::{CreateOptions, Mode, Workspace, WorkspaceRecord, short_id};
 
@@ -264,13 +264,25 @@ fn create_worktree(
     refuse_unsupported(git, &user, &base)?;
     write_excludes(git, project, &state, &opts.tracking_ignore)?;
 
-    git.cmd(&info.toplevel)
-        .args(["worktree", "add", "-q", "-b"])
-        .arg(format!("modix/{short}"))
-        .arg(&folder)
-        .arg(&base)
+    // Only registering the worktree needs the repository's lock; the
+    // checkout, the long part in a big project, runs outside it (what
+    // `git worktree add` itself runs after registering), so runs started
+    // together check out side by side.
+    let added = {
+        let _one_at_a_time = WorktreesLock::acquire(&info.common_dir)?;
+        git.cmd(&info.toplevel)
+            .args(["worktree", "add", "-q", "--no-checkout", "-b"])
+            .arg(format!("modix/{short}"))
+            .arg(&folder)
+            .arg(&base)
+            .run()
+    };
+    // Set before looking at the outcome: a failed add may leave a branch.
+    cleanup.worktree = Some((folder.clone(), branch.clone(), info.common_dir.clone()));
+    added?;
+    git.cmd(&folder)
+        .args(["reset", "-q", "--hard", "--no-recurse-submodules"])
         .run()?;
-    cleanup.worktree = Some((folder.clone(), branch.clone()));
     let folder = canonical(&folder)?;
     // The worktree's fresh index (stat data included) seeds the private one.
     let ws_index = &git_paths(git, &Ctx::at(&folder), &["index"])?[0];
@@ -702,7 +714,8 @@ struct Cleanup<'a> {
     git: &'a Git,
     repo: PathBuf,
     dirs: Vec<PathBuf>,
-    worktree: Option<(PathBuf, String)>,
+    /// Folder, branch and the repository's common git directory.
+    worktree: Option<(PathBuf, String, PathBuf)>,
     refs: Vec<(Ctx, String)>,
     armed: bool,
 }
@@ -729,7 +742,8 @@ impl Drop for Cleanup<'_> {
         if !self.armed {
             return;
         }
-        if let Some((folder, branch)) = &self.worktree {
+        if let Some((folder, branch, common_dir)) = &self.worktree {
+            let lock = WorktreesLock::acquire(common_dir);
             let _ = self
                 .git
                 .cmd(&self.repo)
@@ -737,6 +751,7 @@ impl Drop for Cleanup<'_> {
                 .arg(folder)
                 .run();
             let _ = self.git.cmd(&self.repo).args(["worktree", "prune"]).run();
+            drop(lock);
             let _ = self
                 .git
                 .cmd(&self.repo)

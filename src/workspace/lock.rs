@@ -3,6 +3,9 @@
 //! file holds the owner's pid and run id so a refusal can name them. The
 //! kernel releases the lock when the process dies, so a crash never leaves a
 //! stale lock behind (the file's old text is simply overwritten).
+//!
+//! [`WorktreesLock`]: one `git worktree add`/`remove`/`prune` at a time on a
+//! repository, among modix processes.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -75,6 +78,48 @@ impl TreeLock {
         })();
         write.map_err(|e| WorkspaceError::io("write the lock file", &path, e))?;
         Ok(TreeLock { _file: file })
+    }
+}
+
+/// Held around a `git worktree add`, `remove` or `prune` on one repository.
+///
+/// git does not serialise these: `git worktree add` reads every entry under
+/// `<common dir>/worktrees/` (to refuse a path or branch already in use) and
+/// fails — "failed to read .git/worktrees/<id>/commondir" — when it meets
+/// the entry a concurrent `add` has made but not yet filled in. Runs started
+/// together on one project did exactly that. So modix takes a blocking
+/// `flock` on `<common dir>/modix-worktrees.lock` (in the repository, so
+/// modix processes with different homes agree), only for the command.
+#[derive(Debug)]
+pub(crate) struct WorktreesLock {
+    _file: Flock<File>,
+}
+
+impl WorktreesLock {
+    /// Waits for and takes the lock of the repository whose common git
+    /// directory (`git rev-parse --git-common-dir`) is `common_dir`.
+    pub(crate) fn acquire(common_dir: &Path) -> Result<WorktreesLock> {
+        let path = common_dir.join("modix-worktrees.lock");
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| WorkspaceError::io("open the lock file", &path, e))?;
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusive) {
+                Ok(f) => return Ok(WorktreesLock { _file: f }),
+                // A signal arrived while waiting: wait again.
+                Err((f, Errno::EINTR)) => file = f,
+                Err((_, errno)) => {
+                    return Err(WorkspaceError::io(
+                        "lock",
+                        &path,
+                        std::io::Error::from_raw_os_error(errno as i32),
+                    ));
+                }
+            }
+        }
     }
 }
 
