@@ -256,8 +256,24 @@ pub struct Ctx {
     pub settings_diags: Diagnostics,
 }
 
+/// SIGINT and SIGTERM back to their default effect until a command that
+/// handles them registers its handlers (`go`, `resume`: then a signal stops
+/// the run and is recorded). A parent may have left them ignored — a
+/// script's background job ignores SIGINT — and since those handlers catch
+/// them anyway once registered, an inherited "ignore" would only make
+/// modix's first instants deaf to a stop asked for then.
+fn default_stop_signals() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: no handler is installed yet and no other thread runs; the
+        // default disposition is async-signal-safe by definition.
+        let _ = unsafe { signal(sig, SigHandler::SigDfl) };
+    }
+}
+
 /// Entry point used by `main.rs`.
 pub fn main() -> ExitCode {
+    default_stop_signals();
     let (settings, settings_diags) = settings::load();
     let cli = match parse(&settings) {
         Ok(cli) => cli,

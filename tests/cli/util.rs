@@ -83,9 +83,22 @@ impl Sandbox {
             .args(args)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn modix")
+            .stderr(std::process::Stdio::piped());
+        // As from a terminal: a test runner started as a background job has
+        // SIGINT ignored, and an ignored signal sent before modix's `main`
+        // runs is discarded — the signal tests would then depend on where
+        // they were run from.
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                use nix::sys::signal::{SigHandler, Signal, signal};
+                for sig in [Signal::SIGINT, Signal::SIGTERM] {
+                    signal(sig, SigHandler::SigDfl).map_err(std::io::Error::from)?;
+                }
+                Ok(())
+            });
+        }
+        cmd.spawn().expect("spawn modix")
     }
 
     /// `modix history RUN --invocation N --json`, which must succeed.
