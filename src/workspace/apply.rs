@@ -162,25 +162,7 @@ fn apply_to_branch(
     if run_head == record.base_commit {
         return Ok(nothing(branch, "the run recorded no changes"));
     }
-    let dirty = status_paths(git, &user, None, false)?;
-    if !dirty.is_empty() {
-        return Err(WorkspaceError::DirtyTarget { paths: dirty });
-    }
-    let states = [
-        "MERGE_HEAD",
-        "CHERRY_PICK_HEAD",
-        "REVERT_HEAD",
-        "rebase-merge",
-        "rebase-apply",
-    ];
-    let paths = git_paths(git, &user, &states)?;
-    if let Some((state, _)) = states.iter().zip(&paths).find(|(_, p)| p.exists()) {
-        return Err(WorkspaceError::Unsupported {
-            what: format!("your checkout is in the middle of an operation ({state} exists)"),
-            advice: "Finish or abort the merge, rebase or cherry-pick first, then apply.".into(),
-        });
-    }
-
+    ready_to_apply(git, &user)?;
     // Conflicts first, with nothing touched: merge-tree works on objects only.
     let mut c = git.at(&user).args([
         "merge-tree",
@@ -224,28 +206,10 @@ fn apply_to_branch(
         return Err(WorkspaceError::UntrackedInTheWay { paths: in_the_way });
     }
 
-    let trailers = format!(
-        "Modix-Run: {}\nModix-Base: {}\nModix-Head: {}\n",
-        record.run_id, record.base_commit, run_head
-    );
-    let (msg, parents) = match strategy {
-        ApplyStrategy::Squash => (
-            format!(
-                "{}\n\n{trailers}",
-                message.map_or_else(|| format!("modix: run {}", record.run_id), str::to_owned)
-            ),
-            vec![user_head.as_str()],
-        ),
-        ApplyStrategy::Merge => (
-            format!(
-                "{}\n\n{trailers}",
-                message.map_or_else(
-                    || format!("Merge modix run {} ({branch_name})", record.run_id),
-                    str::to_owned
-                )
-            ),
-            vec![user_head.as_str(), run_head.as_str()],
-        ),
+    let msg = apply_message(record, strategy, message, &run_head, &branch_name);
+    let parents = match strategy {
+        ApplyStrategy::Squash => vec![user_head.as_str()],
+        ApplyStrategy::Merge => vec![user_head.as_str(), run_head.as_str()],
     };
     let commit = commit_tree(git, &user, &tree, &parents, &msg)?;
     // The checkout follows first: git refuses (writing nothing) if a file is
@@ -267,6 +231,119 @@ fn apply_to_branch(
         paths: entries.into_iter().map(|e| e.change.path).collect(),
         notes: Vec::new(),
     })
+}
+
+/// The user's checkout can take a run: nothing uncommitted, no merge,
+/// rebase, cherry-pick or revert under way.
+fn ready_to_apply(git: &Git, user: &Ctx) -> Result<()> {
+    let dirty = status_paths(git, user, None, false)?;
+    if !dirty.is_empty() {
+        return Err(WorkspaceError::DirtyTarget { paths: dirty });
+    }
+    let states = [
+        "MERGE_HEAD",
+        "CHERRY_PICK_HEAD",
+        "REVERT_HEAD",
+        "rebase-merge",
+        "rebase-apply",
+    ];
+    let paths = git_paths(git, user, &states)?;
+    if let Some((state, _)) = states.iter().zip(&paths).find(|(_, p)| p.exists()) {
+        return Err(WorkspaceError::Unsupported {
+            what: format!("your checkout is in the middle of an operation ({state} exists)"),
+            advice: "Finish or abort the merge, rebase or cherry-pick first, then apply.".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The applied commit's message: the user's, or one naming the run, with
+/// trailers that say which run, base and head it came from.
+fn apply_message(
+    record: &WorkspaceRecord,
+    strategy: ApplyStrategy,
+    message: Option<&str>,
+    run_head: &str,
+    branch_name: &str,
+) -> String {
+    let trailers = format!(
+        "Modix-Run: {}\nModix-Base: {}\nModix-Head: {}\n",
+        record.run_id, record.base_commit, run_head
+    );
+    let subject = message
+        .map(str::to_owned)
+        .unwrap_or_else(|| match strategy {
+            ApplyStrategy::Squash => format!("modix: run {}", record.run_id),
+            ApplyStrategy::Merge => format!("Merge modix run {} ({branch_name})", record.run_id),
+        });
+    format!("{subject}\n\n{trailers}")
+}
+
+/// The paths of `entries` whose original (in `original`) is no longer as it
+/// was copied: another type or mode, or other content than the baseline's
+/// (hashed as git would store it, by the `hashing` context).
+fn changed_since_copied(
+    git: &Git,
+    hashing: &Ctx,
+    original: &Path,
+    entries: &[DiffEntry],
+) -> Result<Vec<String>> {
+    let mut changed = Vec::new();
+    let mut to_hash: Vec<&DiffEntry> = Vec::new();
+    for e in entries {
+        let path = original.join(std::ffi::OsStr::from_bytes(&e.raw_path));
+        let meta = path.symlink_metadata().ok();
+        match (e.change.status, meta) {
+            (ChangeStatus::Added, None) => {}
+            (ChangeStatus::Added, Some(_)) | (_, None) => changed.push(e.change.path.clone()),
+            (_, Some(m)) => {
+                let ft = m.file_type();
+                let same_kind = match e.old_mode.as_str() {
+                    "120000" => ft.is_symlink(),
+                    "100755" => ft.is_file() && m.permissions().mode() & 0o111 != 0,
+                    "100644" => ft.is_file() && m.permissions().mode() & 0o111 == 0,
+                    _ => false,
+                };
+                if !same_kind {
+                    changed.push(e.change.path.clone());
+                } else if ft.is_symlink() {
+                    let target = std::fs::read_link(&path)
+                        .map_err(|err| WorkspaceError::io("read the symlink", &path, err))?;
+                    let oid = git
+                        .at(hashing)
+                        .args(["hash-object", "--stdin"])
+                        .input(target.into_os_string().into_encoded_bytes())
+                        .run_text()?;
+                    if oid != e.old_oid {
+                        changed.push(e.change.path.clone());
+                    }
+                } else if e.raw_path.contains(&b'\n') {
+                    // hash-object reads one path per line: cannot check it, so refuse.
+                    changed.push(e.change.path.clone());
+                } else {
+                    to_hash.push(e);
+                }
+            }
+        }
+    }
+    if !to_hash.is_empty() {
+        let mut input = Vec::new();
+        for e in &to_hash {
+            input.extend_from_slice(&e.raw_path);
+            input.push(b'\n');
+        }
+        let out = git
+            .at(hashing)
+            .args(["hash-object", "--stdin-paths"])
+            .input(input)
+            .run_text()?;
+        for (e, oid) in to_hash.iter().zip(out.lines()) {
+            if oid != e.old_oid {
+                changed.push(e.change.path.clone());
+            }
+        }
+    }
+    Ok(changed)
 }
 
 /// Copy runs: check that every file the run changed is, in the original
@@ -293,61 +370,7 @@ fn write_back(git: &Git, record: &WorkspaceRecord) -> Result<Applied> {
         work_tree: Some(original.clone()),
         ..Ctx::default()
     };
-    let mut changed = Vec::new();
-    let mut to_hash: Vec<&DiffEntry> = Vec::new();
-    for e in &entries {
-        let path = original.join(std::ffi::OsStr::from_bytes(&e.raw_path));
-        let meta = path.symlink_metadata().ok();
-        match (e.change.status, meta) {
-            (ChangeStatus::Added, None) => {}
-            (ChangeStatus::Added, Some(_)) | (_, None) => changed.push(e.change.path.clone()),
-            (_, Some(m)) => {
-                let ft = m.file_type();
-                let same_kind = match e.old_mode.as_str() {
-                    "120000" => ft.is_symlink(),
-                    "100755" => ft.is_file() && m.permissions().mode() & 0o111 != 0,
-                    "100644" => ft.is_file() && m.permissions().mode() & 0o111 == 0,
-                    _ => false,
-                };
-                if !same_kind {
-                    changed.push(e.change.path.clone());
-                } else if ft.is_symlink() {
-                    let target = std::fs::read_link(&path)
-                        .map_err(|err| WorkspaceError::io("read the symlink", &path, err))?;
-                    let oid = git
-                        .at(&hashing)
-                        .args(["hash-object", "--stdin"])
-                        .input(target.into_os_string().into_encoded_bytes())
-                        .run_text()?;
-                    if oid != e.old_oid {
-                        changed.push(e.change.path.clone());
-                    }
-                } else if e.raw_path.contains(&b'\n') {
-                    // hash-object reads one path per line: cannot check it, so refuse.
-                    changed.push(e.change.path.clone());
-                } else {
-                    to_hash.push(e);
-                }
-            }
-        }
-    }
-    if !to_hash.is_empty() {
-        let mut input = Vec::new();
-        for e in &to_hash {
-            input.extend_from_slice(&e.raw_path);
-            input.push(b'\n');
-        }
-        let out = git
-            .at(&hashing)
-            .args(["hash-object", "--stdin-paths"])
-            .input(input)
-            .run_text()?;
-        for (e, oid) in to_hash.iter().zip(out.lines()) {
-            if oid != e.old_oid {
-                changed.push(e.change.path.clone());
-            }
-        }
-    }
+    let changed = changed_since_copied(git, &hashing, original, &entries)?;
     if !changed.is_empty() {
         return Err(WorkspaceError::OriginalChanged {
             project: original.clone(),

@@ -200,6 +200,42 @@ impl Workspace {
     }
 }
 
+/// Where a run in a tree with uncommitted changes starts, and the note that
+/// says so: from a snapshot of them with `--include-dirty`, else from
+/// `base` without them.
+fn with_dirty(
+    git: &Git,
+    opts: &CreateOptions,
+    info: &RepoInfo,
+    (head, base): (&str, String),
+    state: &Path,
+    dirty: &[String],
+) -> Result<(String, String)> {
+    if !opts.include_dirty {
+        let note = format!(
+            "your tree has uncommitted changes ({} files: {}); the run starts from {} without them (pass --include-dirty to include them)",
+            dirty.len(),
+            list(dirty),
+            &base[..12]
+        );
+        return Ok((base, note));
+    }
+    if opts.base.is_some() {
+        return Err(WorkspaceError::Unsupported {
+            what: "include_dirty starts from a snapshot of HEAD plus your changes, so it cannot be combined with a base revision".into(),
+            advice: "Drop one of the two.".into(),
+        });
+    }
+    let base = snapshot_dirty(git, info, head, state, &opts.run_id)?;
+    let note = format!(
+        "the run starts from your uncommitted changes too ({} files: {}), recorded as commit {}",
+        dirty.len(),
+        list(dirty),
+        &base[..12]
+    );
+    Ok((base, note))
+}
+
 fn create_worktree(
     git: &Git,
     opts: &CreateOptions,
@@ -238,28 +274,9 @@ fn create_worktree(
     create_dir(&state)?;
     cleanup.dirs.push(state.clone());
     if !dirty.is_empty() {
-        if opts.include_dirty {
-            if opts.base.is_some() {
-                return Err(WorkspaceError::Unsupported {
-                    what: "include_dirty starts from a snapshot of HEAD plus your changes, so it cannot be combined with a base revision".into(),
-                    advice: "Drop one of the two.".into(),
-                });
-            }
-            base = snapshot_dirty(git, &info, &head, &state, &opts.run_id)?;
-            notes.push(format!(
-                "the run starts from your uncommitted changes too ({} files: {}), recorded as commit {}",
-                dirty.len(),
-                list(&dirty),
-                &base[..12]
-            ));
-        } else {
-            notes.push(format!(
-                "your tree has uncommitted changes ({} files: {}); the run starts from {} without them (pass --include-dirty to include them)",
-                dirty.len(),
-                list(&dirty),
-                &base[..12]
-            ));
-        }
+        let (from, note) = with_dirty(git, opts, &info, (&head, base), &state, &dirty)?;
+        base = from;
+        notes.push(note);
     }
     refuse_unsupported(git, &user, &base)?;
     write_excludes(git, project, &state, &opts.tracking_ignore)?;
@@ -406,22 +423,21 @@ fn create_copy(
     Ok((ws, notes))
 }
 
-fn create_in_place(
+/// How git sees an in-place run's tree: the user's repository with an
+/// index and excludes of the run's own (refusing uncommitted changes unless
+/// allowed), or — in a folder that is not a repository — a bare git dir of
+/// modix's own under `state`. The context, that git dir, and the project's
+/// folder within the repository.
+fn in_place_context(
     git: &Git,
     opts: &CreateOptions,
     project: &Path,
-) -> Result<(Workspace, Vec<String>)> {
-    let short = short_id(&opts.run_id);
-    let info = discover(git, project)?;
-    let top = info.as_ref().map_or(project, |i| i.toplevel.as_path());
-    let lock = TreeLock::acquire(&opts.modix_home, top, &opts.run_id)?;
-    let (_, state) = places(opts, top, &short)?;
-    if state.exists() {
-        return Err(WorkspaceError::AlreadyExists { path: state });
-    }
-    let run_ref = format!("refs/modix/runs/{short}/head");
-    let mut notes = Vec::new();
-    let (ctx, git_dir, scope) = match &info {
+    info: Option<&RepoInfo>,
+    state: &Path,
+    run_ref: &str,
+    notes: &mut Vec<String>,
+) -> Result<(Ctx, Option<PathBuf>, String)> {
+    let found = match info {
         Some(info) => {
             let dirty = dirty_paths(git, project, Some("."))?;
             if !dirty.is_empty() {
@@ -434,9 +450,9 @@ fn create_in_place(
                     list(&dirty)
                 ));
             }
-            if read_ref(git, &Ctx::at(&info.toplevel), &run_ref)?.is_some() {
+            if read_ref(git, &Ctx::at(&info.toplevel), run_ref)?.is_some() {
                 return Err(WorkspaceError::AlreadyExists {
-                    path: PathBuf::from(&run_ref),
+                    path: PathBuf::from(run_ref),
                 });
             }
             let ctx = Ctx {
@@ -459,6 +475,33 @@ fn create_in_place(
             (ctx, Some(gd), String::new())
         }
     };
+    Ok(found)
+}
+
+fn create_in_place(
+    git: &Git,
+    opts: &CreateOptions,
+    project: &Path,
+) -> Result<(Workspace, Vec<String>)> {
+    let short = short_id(&opts.run_id);
+    let info = discover(git, project)?;
+    let top = info.as_ref().map_or(project, |i| i.toplevel.as_path());
+    let lock = TreeLock::acquire(&opts.modix_home, top, &opts.run_id)?;
+    let (_, state) = places(opts, top, &short)?;
+    if state.exists() {
+        return Err(WorkspaceError::AlreadyExists { path: state });
+    }
+    let run_ref = format!("refs/modix/runs/{short}/head");
+    let mut notes = Vec::new();
+    let (ctx, git_dir, scope) = in_place_context(
+        git,
+        opts,
+        project,
+        info.as_ref(),
+        &state,
+        &run_ref,
+        &mut notes,
+    )?;
     let mut cleanup = Cleanup::new(git, top);
     create_dir(&state)?;
     cleanup.dirs.push(state.clone());

@@ -87,10 +87,17 @@ impl Workspace {
         }
     }
 
-    fn settle_with_git(&mut self, seq: u64, state: &str, attempt: u32) -> Result<Settled> {
-        let last = self.record.last_commit.clone();
-        let refs = self.ref_state()?;
-        let tree = self.record_tree()?;
+    /// What the agent did to the branch and HEAD of the workspace since the
+    /// last recorded step `last`: the commit the step's builds on (the
+    /// agent's own last commit when it built on `last`), those commits, and
+    /// notes on anything it moved. A run not following HEAD checks its
+    /// branch was left alone.
+    fn what_the_agent_did(
+        &self,
+        refs: &RefState,
+        last: &str,
+    ) -> Result<(String, Vec<String>, Vec<String>)> {
+        let last = last.to_owned();
         let mut notes = Vec::new();
         let mut agent_commits = Vec::new();
         let mut parent = last.clone();
@@ -125,10 +132,18 @@ impl Workspace {
             return Err(WorkspaceError::RefMoved {
                 name: self.record.run_ref.clone(),
                 expected: last,
-                actual: refs.run_ref,
+                actual: refs.run_ref.clone(),
             });
         }
 
+        Ok((parent, agent_commits, notes))
+    }
+
+    fn settle_with_git(&mut self, seq: u64, state: &str, attempt: u32) -> Result<Settled> {
+        let last = self.record.last_commit.clone();
+        let refs = self.ref_state()?;
+        let tree = self.record_tree()?;
+        let (parent, mut agent_commits, mut notes) = self.what_the_agent_did(&refs, &last)?;
         if refs.run_ref.is_none() {
             notes.push(format!(
                 "the run branch {} had been deleted (by the agent?); it is recreated",
