@@ -204,7 +204,9 @@ pub fn prune(ctx: &Ctx, args: &PruneArgs) -> Result<Exit, Error> {
     let db = paths.db();
     let out = &ctx.out;
     let mut pruned = Vec::new();
+    let mut orphans = Vec::new();
     let mut kept = 0;
+    // Without a store, which workspaces belong to a run cannot be known.
     if db.exists() {
         let store = Store::open_read_only(&db)?;
         let cutoff = args.older_than.map(|secs| {
@@ -241,24 +243,66 @@ pub fn prune(ctx: &Ctx, args: &PruneArgs) -> Result<Exit, Error> {
                 pruned.push((run.id, done));
             }
         }
+        orphans = prune_orphans(&store, &paths)?;
     }
     if args.json {
         let items: Vec<_> = pruned
             .iter()
-            .map(|(id, p)| json!({ "run_id": id, "removed": p.removed, "refs_deleted": p.refs_deleted }))
+            .map(|(id, p)| (id, p, true))
+            .chain(orphans.iter().map(|(id, p)| (id, p, false)))
+            .map(|(id, p, recorded)| json!({ "run_id": id, "recorded": recorded, "removed": p.removed, "refs_deleted": p.refs_deleted }))
             .collect();
         out.json(&json!({ "schema_version": SCHEMA_VERSION, "pruned": items, "kept": kept }));
         return Ok(Exit::Ok);
     }
-    show_pruned(out, &pruned, kept);
+    show_pruned(out, &pruned, &orphans, kept);
     Ok(Exit::Ok)
 }
 
-fn show_pruned(out: &Output, pruned: &[(String, workspace::Pruned)], kept: usize) {
-    if pruned.is_empty() {
+/// The workspaces of runs that were never recorded (a `go` killed between
+/// making its workspace and recording its run): in the folders this
+/// project's runs use, owned by this project, not in its store.
+fn prune_orphans(
+    store: &Store,
+    paths: &crate::config::ProjectPaths,
+) -> Result<Vec<(String, workspace::Pruned)>, Error> {
+    let Some(home) = crate::config::settings::home_dir() else {
+        return Ok(Vec::new());
+    };
+    let mut runs = std::collections::HashSet::new();
+    let mut dirs = Vec::new();
+    for summary in store.runs_matching(&[], None, None)? {
+        let record = summary
+            .run
+            .workspace
+            .and_then(|v| serde_json::from_value::<WorkspaceRecord>(v).ok());
+        if let Some(parent) = record.as_ref().and_then(|r| r.state_dir.parent()) {
+            dirs.push(parent.to_path_buf());
+        }
+        runs.insert(summary.run.id);
+    }
+    Ok(workspace::prune_orphans(
+        &Git::new(),
+        &home,
+        &paths.root,
+        dirs,
+        &runs,
+    )?)
+}
+
+fn show_pruned(
+    out: &Output,
+    pruned: &[(String, workspace::Pruned)],
+    orphans: &[(String, workspace::Pruned)],
+    kept: usize,
+) {
+    if pruned.is_empty() && orphans.is_empty() {
         out.line("Nothing to prune.");
     }
-    for (id, p) in pruned {
+    let never = orphans
+        .iter()
+        .map(|(id, p)| (format!("{id} (never recorded: its go was killed)"), p));
+    for (id, p) in pruned.iter().map(|(id, p)| (id.clone(), p)).chain(never) {
         let mut what = Vec::new();
         if let Some(dir) = p.removed.first() {
             what.push(format!("removed {}", dir.display()));

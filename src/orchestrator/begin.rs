@@ -19,6 +19,9 @@ pub fn start(
     // The workspace first: a run that cannot have one is never recorded.
     let id = Store::new_run_id();
     let (ws, notes) = work::create(project, &id, opts)?;
+    if crash_point().as_deref() == Some("record-run") {
+        crash_for_tests();
+    }
     let record = ws.record().clone();
     let created = store.create_run(&NewRun {
         epic: epic.to_owned(),

@@ -55,7 +55,7 @@ pub(super) struct Driver<'p> {
     pub(super) cancel: tokio::sync::watch::Receiver<bool>,
     pub(super) sink: &'p mut dyn EventSink,
     pub(super) started: Instant,
-    /// Test instrumentation (`MODIX_CRASH_BEFORE_COMMIT`): the drive's step
+    /// Test instrumentation (`MODIX_CRASH_AT=commit:N`): the drive's step
     /// at whose commit this process kills itself.
     pub(super) crash_before: Option<u32>,
     /// Steps this drive has committed.
@@ -136,9 +136,7 @@ pub(super) fn drive(
         cancel,
         sink,
         started: Instant::now(),
-        crash_before: std::env::var("MODIX_CRASH_BEFORE_COMMIT")
-            .ok()
-            .and_then(|v| v.parse().ok()),
+        crash_before: crash_point().and_then(|p| p.strip_prefix("commit:")?.parse().ok()),
         committed: 0,
     };
     let result = engine.runtime.block_on(driver.go());
@@ -161,14 +159,6 @@ pub(super) fn give_up(store: &mut Store, run_id: &str, e: RunError) -> RunError 
     let _ = store.set_status(run_id, RunStatus::Interrupted, Some(&e.to_string()));
     let _ = store.release_run(run_id, std::process::id());
     e
-}
-
-/// Dies as `kill -9` would kill it, between a step's agent ending (its work
-/// settled) and the step's commit: the window tests of the record's crash
-/// guarantees cannot hit reliably from outside.
-fn crash_for_tests() -> ! {
-    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
-    unreachable!("SIGKILL cannot be caught")
 }
 
 /// The run's files, where its record says it is, and its latest steps.
@@ -273,7 +263,7 @@ impl Driver<'_> {
         let workspace = (last != self.stored_commit).then(|| self.work.record_json());
         self.committed += 1;
         if self.crash_before == Some(self.committed) {
-            crash_for_tests();
+            super::crash_for_tests();
         }
         let record = self.store.record_step(
             &self.info.run.id,

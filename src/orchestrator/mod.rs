@@ -56,6 +56,21 @@ use driver::{Driver, RunInfo, drive, redrive_target};
 use files::RunFiles;
 use invoke::{Ended, Turn};
 
+/// Test instrumentation: where `MODIX_CRASH_AT` asks this process to die
+/// (see [`crash_for_tests`]).
+fn crash_point() -> Option<String> {
+    std::env::var("MODIX_CRASH_AT").ok()
+}
+
+/// Dies as `kill -9` would kill it, at a point the record's crash tests
+/// cannot hit reliably from outside: `MODIX_CRASH_AT=record-run` (the run's
+/// workspace made, the run not yet recorded) or `commit:N` (the drive's Nth
+/// step: its agent ran and its work was settled, the step not committed).
+fn crash_for_tests() -> ! {
+    let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    unreachable!("SIGKILL cannot be caught")
+}
+
 /// Why a run could not go on. The run itself is left resumable.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {

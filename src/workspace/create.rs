@@ -273,6 +273,7 @@ fn create_worktree(
     let mut cleanup = Cleanup::new(git, &info.toplevel);
     create_dir(&state)?;
     cleanup.dirs.push(state.clone());
+    super::orphans::write_owner(&state, project, &opts.run_id, Mode::Worktree)?;
     if !dirty.is_empty() {
         let (from, note) = with_dirty(git, opts, &info, (&head, base), &state, &dirty)?;
         base = from;
@@ -357,6 +358,7 @@ fn create_copy(
     cleanup.dirs.push(partial.clone());
     create_dir(&state)?;
     cleanup.dirs.push(state.clone());
+    super::orphans::write_owner(&state, project, &opts.run_id, Mode::Copy)?;
     let mut notes = Vec::new();
     let stats = copy_tree(
         project,
@@ -505,6 +507,7 @@ fn create_in_place(
     let mut cleanup = Cleanup::new(git, top);
     create_dir(&state)?;
     cleanup.dirs.push(state.clone());
+    super::orphans::write_owner(&state, project, &opts.run_id, Mode::InPlace)?;
     write_excludes(git, project, &state, &opts.tracking_ignore)?;
     if let Some(gd) = &git_dir {
         // A git dir of modix's own: nothing is ever created in the user's folder.
@@ -592,7 +595,7 @@ fn places(opts: &CreateOptions, tree: &Path, short: &str) -> Result<(PathBuf, Pa
 
 /// `<folder name>-<8 hex of the path's hash>`: readable, and two projects
 /// with the same name never share a folder.
-fn project_key(tree: &Path) -> String {
+pub(super) fn project_key(tree: &Path) -> String {
     let name: String = tree
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

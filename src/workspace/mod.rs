@@ -22,6 +22,7 @@ mod create;
 mod error;
 mod git;
 mod lock;
+mod orphans;
 mod scan;
 mod track;
 
@@ -37,6 +38,7 @@ pub use error::WorkspaceError;
 pub(crate) use error::list;
 pub use git::{Change, Git, MIN_GIT, discover};
 pub use lock::TreeLock;
+pub use orphans::prune_orphans;
 pub use scan::DEFAULT_TRACKING_IGNORE;
 pub use track::{Discarded, Settled};
 

@@ -2,7 +2,7 @@
 //! `GIT_CONFIG_GLOBAL=/dev/null` and `GIT_CONFIG_NOSYSTEM=1`, so a machine
 //! without any git identity or config (fresh CI) gives the same results.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -1365,4 +1365,46 @@ fn measure_fast_path_against_a_git_spawn() {
             ws.plan.len()
         );
     }
+}
+
+#[test]
+fn orphans_are_only_this_projects_unrecorded_and_unused_workspaces() {
+    let fx = Fixture::new();
+    let repo = fx.repo("mono");
+    write(&repo, "apps/a/a.txt", "a\n");
+    write(&repo, "apps/b/b.txt", "b\n");
+    sh(&repo, &["add", "-A"]);
+    sh(&repo, &["commit", "-q", "-m", "apps"]);
+    let (a, b) = (repo.join("apps/a"), repo.join("apps/b"));
+    // Two projects in one repository share its workspace folder.
+    let record = |mode| fx.create(mode, &a).0.record().clone();
+    let (recorded, dead, copy) = (
+        record(Mode::Worktree),
+        record(Mode::Worktree),
+        record(Mode::Copy),
+    );
+    let other = fx.create(Mode::Worktree, &b).0.record().clone();
+    // In use (its lock held) while the others' makers are gone.
+    let (live_ws, _) = fx.create(Mode::Worktree, &a);
+    let live = live_ws.record().clone();
+    let runs: HashSet<String> = [recorded.run_id.clone()].into();
+    let removed = prune_orphans(&fx.git, &fx.home, &a, Vec::new(), &runs).unwrap();
+    let mut ids: Vec<&str> = removed.iter().map(|(id, _)| id.as_str()).collect();
+    ids.sort();
+    let mut want = [dead.run_id.as_str(), copy.run_id.as_str()];
+    want.sort();
+    assert_eq!(ids, want);
+    assert!(!dead.root.exists() && !dead.state_dir.exists() && !copy.root.exists());
+    for kept in [&recorded, &live, &other] {
+        assert!(kept.root.is_dir(), "{}", kept.root.display());
+    }
+    let branches = sh(&repo, &["branch", "--format=%(refname:short)"]);
+    assert!(
+        !branches.contains(&format!("modix/{}", dead.short_id)),
+        "{branches}"
+    );
+    assert!(
+        branches.contains(&format!("modix/{}", other.short_id)),
+        "{branches}"
+    );
 }

@@ -891,7 +891,7 @@ fn kill_nine_between_the_agent_and_the_commit_then_resume_runs_the_step_once() {
     // Step 3 is the executor's (INIT→PLANNING, the planner's, the executor's).
     let out = sb
         .modix()
-        .env("MODIX_CRASH_BEFORE_COMMIT", "3")
+        .env("MODIX_CRASH_AT", "commit:3")
         .args(["go", "--json", "crash before the commit"])
         .output()
         .unwrap();
@@ -949,4 +949,61 @@ fn history_seqs(sb: &Sandbox, run: &str) -> Vec<u64> {
         .iter()
         .map(|t| t["seq"].as_u64().unwrap())
         .collect()
+}
+
+/// A `go` killed after making its workspace but before recording its run
+/// leaves a worktree and a `modix/<short>` branch no run refers to: `modix
+/// prune` removes them, and leaves a resumable run's workspace alone.
+#[test]
+fn prune_removes_the_workspace_of_a_run_that_was_never_recorded() {
+    let sb = repo();
+    let root = sb.root();
+    // A resumable run (interrupted mid-step) whose workspace must stay.
+    let marker = sb.dir.path().join("executing");
+    let executor = format!(
+        "    if [ ! -e {m} ]; then touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+        m = marker.display()
+    );
+    let kept = scenarios::crashed_while(&sb, &marker, &executor);
+    let out = sb
+        .modix()
+        .env("MODIX_CRASH_AT", "record-run")
+        .args(["go", "--json", "killed before its run is recorded"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(9), "{}", output_text(&out));
+    assert_eq!(sb.runs().as_array().unwrap().len(), 1, "no second run");
+    let branches = || git(&root, &["branch", "--format=%(refname:short)"]);
+    let worktrees = || git(&root, &["worktree", "list", "--porcelain"]);
+    assert_eq!(branches().matches("modix/").count(), 2, "{}", branches());
+    assert_eq!(worktrees().matches("worktree ").count(), 3);
+
+    let out = modix(&sb, &["prune"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("never recorded"), "{text}");
+    assert!(text.contains("deleted 1 ref"), "{text}");
+    let short = short(&sb, &kept);
+    let ours: Vec<String> = branches()
+        .lines()
+        .filter(|b| b.starts_with("modix/"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(ours, [format!("modix/{short}")]);
+    assert_eq!(
+        worktrees().matches("worktree ").count(),
+        2,
+        "{}",
+        worktrees()
+    );
+    assert!(ws_root(&sb, &kept).is_dir());
+    // Nothing is left to prune, and the kept run still resumes to DONE.
+    let out = modix(&sb, &["prune"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Kept 1 workspace"),
+        "{}",
+        output_text(&out)
+    );
+    let r = GoResult::parse(&modix(&sb, &["resume", "--json", &kept]));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
 }
