@@ -274,6 +274,8 @@ fn default_stop_signals() {
 /// Entry point used by `main.rs`.
 pub fn main() -> ExitCode {
     default_stop_signals();
+    // Before any agent starts: what its descendants leave behind is ours.
+    crate::shell::adopt_orphans();
     let (settings, settings_diags) = settings::load();
     let cli = match parse(&settings) {
         Ok(cli) => cli,

@@ -11,6 +11,7 @@ mod argv;
 mod capture;
 mod extract;
 mod process;
+mod reaper;
 mod redact;
 mod usage;
 mod version;
@@ -26,6 +27,7 @@ pub use process::{
     EchoFn, EndReason, LineKind, LineWatch, ProcessOutcome, ProcessSpec, SpawnError, Stream,
     process_start_ticks, run_process,
 };
+pub use reaper::adopt_orphans;
 pub use redact::Redactor;
 pub use usage::parse_usage;
 pub use version::probe_version;

@@ -407,6 +407,7 @@ pub async fn run_process(
 ) -> Result<ProcessOutcome, SpawnError> {
     let program = spec.program.clone();
     let (mut child, pid) = spawn_group(&spec)?;
+    super::reaper::started(pid, true);
     let start = Instant::now();
     let mut guard = GroupGuard {
         // A pid above i32::MAX cannot happen on Unix; 0 would signal our own group.
@@ -551,12 +552,13 @@ pub async fn run_process(
         }
     }
 
-    if end.is_some() {
-        // We were stopping the group: finish the job even if the leader died
-        // from SIGTERM before the grace period ran out.
-        guard.signal(Signal::SIGKILL);
-    }
+    // Whatever of the group outlived its leader (a background job the agent
+    // started, a group we were stopping whose leader died from SIGTERM
+    // first) ends with it; so do descendants that left the group.
+    guard.signal(Signal::SIGKILL);
     guard.armed = false;
+    super::reaper::started(pid, false);
+    super::reaper::kill_adopted();
 
     let status = status.flatten();
     Ok(ProcessOutcome {
@@ -806,18 +808,18 @@ mod tests {
         assert!(eventually_dead(first_line_pid(&got.stdout)).await);
     }
 
+    /// A background job that does not hold the pipes ends with its agent:
+    /// agents are bounded in time, and what they started with them.
     #[tokio::test]
-    async fn detached_leftovers_are_left_alone() {
+    async fn background_jobs_end_with_their_agent() {
         let got = run_process(
             spec("sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"),
             no_cancel(),
         )
         .await
         .unwrap();
-        let pid = first_line_pid(&got.stdout);
-        let alive = !is_dead(pid);
-        let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
-        assert!(alive, "a detached process of a normal run should survive");
+        assert_eq!(got.end, EndReason::Exited);
+        assert!(eventually_dead(first_line_pid(&got.stdout)).await);
     }
 
     #[tokio::test]

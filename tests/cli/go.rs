@@ -284,6 +284,37 @@ fn pid_alive(pid: i32) -> bool {
     !status.is_empty() && !status.split(") ").nth(1).unwrap_or("").starts_with('Z')
 }
 
+/// An executor that leaves two processes behind when it ends: a background
+/// job in its own group, and a daemon that left the group (`setsid`) and
+/// would write into the workspace a second later. Both are killed when the
+/// agent ends; nothing is written after its step was recorded.
+#[test]
+fn processes_an_agent_leaves_running_are_killed_when_it_ends() {
+    let sb = Sandbox::example();
+    let pids = sb.dir.path().join("pids");
+    sb.agent_script(&script(&format!(
+        "    sleep 30 </dev/null >/dev/null 2>&1 &\n    echo $! >> {p}\n             setsid sh -c 'echo $$ >> {p}; sleep 1; echo late > late.txt; sleep 30' </dev/null >/dev/null 2>&1 &\n             while [ $(wc -l < {p}) -lt 2 ]; do sleep 0.01; done\n{EXECUTOR_OK}\n",
+        p = pids.display()
+    )));
+    passing_tester(&sb);
+    let r = sb.go_json("leave processes behind");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let left: Vec<i32> = std::fs::read_to_string(&pids)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(left.len(), 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    for pid in left {
+        assert!(!pid_alive(pid), "process {pid} outlived its agent");
+    }
+    let ws = r.events.iter().find(|e| e["type"] == "workspace").unwrap();
+    let workdir = std::path::PathBuf::from(ws["workdir"].as_str().unwrap());
+    assert!(workdir.join("calc.py").is_file());
+    assert!(!workdir.join("late.txt").exists(), "written after its step");
+}
+
 #[test]
 fn timeout_kills_the_agent_and_the_child_it_spawned() {
     let sb = Sandbox::example();
