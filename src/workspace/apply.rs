@@ -366,7 +366,10 @@ fn write_back(git: &Git, record: &WorkspaceRecord) -> Result<Applied> {
     // attributes), with the copy's repository doing the hashing.
     let hashing = Ctx {
         cwd: original.clone(),
-        git_dir: Some(git_dir_of(git, &copy)?),
+        git_dir: Some(match &record.git_dir {
+            Some(d) => d.clone(),
+            None => git_dir_of(git, &copy)?,
+        }),
         work_tree: Some(original.clone()),
         ..Ctx::default()
     };

@@ -302,6 +302,7 @@ fn create_worktree(
         .args(["reset", "-q", "--hard", "--no-recurse-submodules"])
         .run()?;
     let folder = canonical(&folder)?;
+    let own_git_dir = absolute_git_dir(git, &folder)?;
     // The worktree's fresh index (stat data included) seeds the private one.
     let ws_index = &git_paths(git, &Ctx::at(&folder), &["index"])?[0];
     copy_file(ws_index, &state.join("index"))?;
@@ -326,7 +327,7 @@ fn create_worktree(
         workdir,
         scope: String::new(),
         state_dir: state,
-        git_dir: None,
+        git_dir: Some(own_git_dir),
         run_ref: branch,
         base_commit: base.clone(),
         last_commit: base,
@@ -372,9 +373,14 @@ fn create_copy(
         ));
     }
     let branch = format!("refs/heads/modix/{short}");
+    // The history lives outside the copy, its `.git` only a link to it: an
+    // agent that removes or replaces `.git` cannot take the run's steps.
+    let own_git_dir = state.join("git");
     git.cmd(&partial)
         .args(["init", "-q", "--template=", "-b"])
         .arg(format!("modix/{short}"))
+        .arg("--separate-git-dir")
+        .arg(&own_git_dir)
         .run()?;
     write_excludes(git, project, &state, &opts.tracking_ignore)?;
     let ctx = Ctx {
@@ -413,7 +419,7 @@ fn create_copy(
         workdir: folder,
         scope: String::new(),
         state_dir: state,
-        git_dir: None,
+        git_dir: Some(own_git_dir),
         run_ref: branch,
         base_commit: base.clone(),
         last_commit: base,
@@ -733,6 +739,15 @@ fn user_excludes(git: &Git, dir: &Path) -> Result<Option<PathBuf>> {
         Some(x) => Some(PathBuf::from(x).join("git/ignore")),
         None => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/git/ignore")),
     })
+}
+
+/// The git dir of the repository at `dir`, absolute.
+fn absolute_git_dir(git: &Git, dir: &Path) -> Result<PathBuf> {
+    Ok(PathBuf::from(
+        git.cmd(dir)
+            .args(["rev-parse", "--absolute-git-dir"])
+            .run_text()?,
+    ))
 }
 
 fn canonical(p: &Path) -> Result<PathBuf> {

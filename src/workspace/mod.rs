@@ -124,7 +124,12 @@ pub struct WorkspaceRecord {
     pub scope: String,
     /// modix's files for this run (private index, excludes, own git dir).
     pub state_dir: PathBuf,
-    /// A git dir of modix's own (in place without git), else `None`.
+    /// The git dir modix names explicitly, so that an agent removing or
+    /// replacing the workspace's `.git` cannot cut the run off from its
+    /// history: the worktree's own (`<common dir>/worktrees/<name>`), the
+    /// copy's (kept in `state_dir`, the copy's `.git` a link to it), or in
+    /// place without git, modix's own. `None` in place in a repository, and
+    /// in worktree and copy records from before (found from the tree).
     pub git_dir: Option<PathBuf>,
     /// The ref holding the run's steps: `refs/heads/modix/<id>` (worktree,
     /// copy) or `refs/modix/runs/<id>/head` (in place).

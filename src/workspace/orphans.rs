@@ -146,7 +146,8 @@ impl Orphan {
         if let Some(r) = repo {
             let user = Ctx::at(&r.toplevel);
             let _one_at_a_time = WorktreesLock::acquire(&r.common_dir)?;
-            if self.folder.join(".git").is_file() {
+            let worktree = self.owner.mode == Some(Mode::Worktree);
+            if worktree && self.folder.join(".git").is_file() {
                 git.cmd(&r.toplevel)
                     .args(["worktree", "remove", "--force"])
                     .arg(&self.folder)

@@ -870,10 +870,13 @@ fn copy_honours_ignore_files_keeps_symlinks_and_modes() {
             & 0o111,
         0
     );
-    assert!(
-        root.join(".git").is_dir(),
-        "the copy has a repository of its own"
+    // A repository of its own, kept outside the copy (`.git` is a link).
+    assert!(root.join(".git").is_file());
+    assert_eq!(
+        rec.git_dir.as_deref(),
+        Some(rec.state_dir.join("git").as_path())
     );
+    assert!(rec.state_dir.join("git/HEAD").is_file());
     assert!(!root.join("vendor/lib/.git").exists());
     assert!(
         !root

@@ -10,12 +10,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Workspace;
 use super::create::short_ref;
 use super::error::{Result, WorkspaceError};
 use super::git::{
     Change, commit_tree, diff_trees, is_ancestor, lossy, read_ref, tree_of, update_ref,
 };
+use super::{Mode, Workspace};
 
 /// What one settle recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,15 +63,56 @@ impl Workspace {
     /// changed: no commit, `empty = true`, and — when the stat snapshot shows
     /// it — not a single git process.
     pub fn settle(&mut self, seq: u64, state: &str, attempt: u32) -> Result<Settled> {
+        let restored = self.restore_git_link()?;
         if let Some(before) = &self.snapshot
             && let Some(now) = self.plan.unchanged_since(before)
         {
             self.snapshot = Some(now);
-            let mut s = self.unchanged(Vec::new());
+            let mut s = self.unchanged(restored.into_iter().collect());
             s.fast_path = true;
             return Ok(s);
         }
-        self.settle_with_git(seq, state, attempt)
+        let mut s = self.settle_with_git(seq, state, attempt)?;
+        s.notes.extend(restored);
+        Ok(s)
+    }
+
+    /// Puts back the workspace's `.git` link (worktree, copy) when the agent
+    /// removed or replaced it — the run's history is outside the workspace,
+    /// so nothing of it was lost — and says so. Nothing for records that do
+    /// not name their git dir, or in place.
+    fn restore_git_link(&self) -> Result<Option<String>> {
+        let (Mode::Worktree | Mode::Copy, Some(git_dir)) = (self.record.mode, &self.record.git_dir)
+        else {
+            return Ok(None);
+        };
+        let link = self.record.root.join(".git");
+        let points_home = std::fs::read_to_string(&link).ok().is_some_and(|text| {
+            text.strip_prefix("gitdir: ")
+                .map(|p| self.record.root.join(p.trim_end()))
+                .and_then(|p| p.canonicalize().ok())
+                .is_some_and(|p| Some(p) == git_dir.canonicalize().ok())
+        });
+        if points_home {
+            return Ok(None);
+        }
+        let what = match link.symlink_metadata() {
+            Ok(m) if m.is_dir() => {
+                std::fs::remove_dir_all(&link)
+                    .map_err(|e| WorkspaceError::io("remove", &link, e))?;
+                "replaced the workspace's .git with a repository of its own (removed)"
+            }
+            Ok(_) => {
+                std::fs::remove_file(&link).map_err(|e| WorkspaceError::io("remove", &link, e))?;
+                "changed the workspace's .git link"
+            }
+            Err(_) => "removed the workspace's .git link",
+        };
+        let text = format!("gitdir: {}\n", git_dir.display());
+        std::fs::write(&link, text).map_err(|e| WorkspaceError::io("write", &link, e))?;
+        Ok(Some(format!(
+            "the agent {what}; it is put back (the run's history is kept outside the workspace)"
+        )))
     }
 
     fn unchanged(&self, notes: Vec<String>) -> Settled {

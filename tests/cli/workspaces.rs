@@ -1007,3 +1007,31 @@ fn prune_removes_the_workspace_of_a_run_that_was_never_recorded() {
     let r = GoResult::parse(&modix(&sb, &["resume", "--json", &kept]));
     assert_eq!(r.code, Some(0), "{}", r.stderr);
 }
+
+/// An executor that destroys its workspace's `.git` (worktree) or replaces
+/// it with a repository of its own (copy) takes nothing of the run's
+/// history: the step is recorded, the link is put back and the step says
+/// so, and the run ends with the fix on its branch.
+#[test]
+fn an_agent_that_destroys_the_workspace_git_takes_nothing_of_the_run() {
+    for (sb, destroy) in [
+        (repo(), "rm -rf .git"),
+        (Sandbox::example(), "rm -rf .git && git init -q"),
+    ] {
+        scenarios::agent(&sb, &format!("    {destroy}\n{FIX}\n{DONE}"));
+        sb.edit_json(".modix/agents.json", |v| {
+            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+        });
+        let r = sb.go_json("break .git");
+        assert_eq!(r.code, Some(0), "{destroy}: {}", r.stderr);
+        let run = r.run_id();
+        let notes = sb.invocation(&run, 2)["changes"]["notes"].to_string();
+        assert!(notes.contains("it is put back"), "{destroy}: {notes}");
+        let root = ws_root(&sb, &run);
+        assert!(root.join(".git").is_file(), "{destroy}");
+        let calc = git(&root, &["show", "HEAD:calc.py"]);
+        assert!(calc.contains("/ len(values)"), "{destroy}: {calc}");
+        let log = git(&root, &["log", "--format=%s"]);
+        assert!(log.contains("modix: step"), "{destroy}: {log}");
+    }
+}
