@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
+mod support;
+
 fn main() {
     let cfg = Config::from_env();
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -345,85 +347,8 @@ fn write_project(root: &Path, cfg: &Config) {
         r#"sleep {}; echo '{{"passed": true, "summary": "ok"}}'"#,
         cfg.sleep
     );
-    let agents = serde_json::json!({
-        "agents": {"worker": {
-            "role": "worker",
-            "command": ["sh", "-c", script],
-            "manifest": {"output_schema": "test_result"}
-        }}
-    });
-    let files = [
-        (".modix/version.json", r#"{"format": "1.0.0"}"#.to_owned()),
-        (".modix/shells.json", r#"{"shells": {}}"#.to_owned()),
-        (".modix/brains.json", r#"{"brains": {}}"#.to_owned()),
-        (".modix/agents.json", agents.to_string()),
-        (".modix/runtimes.json", "{}".to_owned()),
-        (
-            ".modix/projects.json",
-            r#"{"name": "bench", "workflow": "sleepy_loop"}"#.to_owned(),
-        ),
-        (".modix/fsm/sleepy_loop.toml", workflow(cfg.steps - 1)),
-        // What `modix init` ignores: the store and the runs' local files.
-        (
-            ".modix/.gitignore",
-            "modix.db\nmodix.db-*\nruns/\nstate.json\n".to_owned(),
-        ),
-        ("README.md", "A project for modix's benchmark.\n".to_owned()),
-    ];
-    for (rel, text) in files {
-        let path = root.join(rel);
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write");
-    }
-}
-
-/// WORK fires `loops` more times after the first, then the bound ends the
-/// run in DONE.
-fn workflow(loops: u32) -> String {
-    format!(
-        r#"id = "sleepy_loop"
-version = "1.0.0"
-description = "A benchmark: an agent that waits, fired in a bounded loop."
-initial = "INIT"
-
-[states.INIT]
-kind = "input"
-event = "go"
-
-[states.WORK]
-kind = "agent"
-agent = "worker"
-output = "test_result"
-emit = [
-  {{ on = "output", when = "passed == true", event = "again" }},
-  {{ on = "output", event = "stop" }},
-  {{ on = "invalid_output", event = "stop" }},
-  {{ on = "process_error", event = "stop" }},
-  {{ on = "timeout", event = "stop" }},
-]
-
-[states.DONE]
-kind = "terminal"
-outcome = "success"
-
-[[transitions]]
-from = "INIT"
-event = "go"
-to = "WORK"
-
-[[transitions]]
-from = "WORK"
-event = "again"
-to = "WORK"
-max = {loops}
-exhausted = "DONE"
-
-[[transitions]]
-from = "WORK"
-event = "stop"
-to = "DONE"
-"#
-    )
+    let command = serde_json::json!(["sh", "-c", script]);
+    support::loop_project(root, "sleepy_loop", command, cfg.steps - 1);
 }
 
 /// `git init` and one commit of everything, with no user configuration.

@@ -29,6 +29,8 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, params};
 
 /// Transitions the store must hold.
+mod support;
+
 const TOTAL: u64 = 10_000_000;
 /// Steps of an ordinary run (the real one's loop bound gives it this many).
 const STEPS: u32 = 100;
@@ -564,73 +566,10 @@ fn ts(ms: i64) -> String {
 /// bound: [`STEPS`] transitions per run.
 fn write_project(root: &Path) {
     let answer = r#"{"passed": true, "summary": "ok"}"#;
-    let agents = format!(
-        r#"{{"agents": {{"worker": {{"role": "worker", "command": ["echo", {}],
-            "manifest": {{"output_schema": "test_result"}}}}}}}}"#,
-        serde_json::to_string(answer).expect("json")
+    support::loop_project(
+        root,
+        "bench_loop",
+        serde_json::json!(["echo", answer]),
+        STEPS - 2,
     );
-    let workflow = format!(
-        r#"id = "bench_loop"
-version = "1.0.0"
-description = "A benchmark: one agent, fired in a bounded loop."
-initial = "INIT"
-
-[states.INIT]
-kind = "input"
-event = "go"
-
-[states.WORK]
-kind = "agent"
-agent = "worker"
-output = "test_result"
-emit = [
-  {{ on = "output", when = "passed == true", event = "again" }},
-  {{ on = "output", event = "stop" }},
-  {{ on = "invalid_output", event = "stop" }},
-  {{ on = "process_error", event = "stop" }},
-  {{ on = "timeout", event = "stop" }},
-]
-
-[states.DONE]
-kind = "terminal"
-outcome = "success"
-
-[[transitions]]
-from = "INIT"
-event = "go"
-to = "WORK"
-
-[[transitions]]
-from = "WORK"
-event = "again"
-to = "WORK"
-max = {}
-exhausted = "DONE"
-
-[[transitions]]
-from = "WORK"
-event = "stop"
-to = "DONE"
-"#,
-        STEPS - 2
-    );
-    let files = [
-        (".modix/version.json", r#"{"format": "1.0.0"}"#.to_owned()),
-        (".modix/shells.json", r#"{"shells": {}}"#.into()),
-        (".modix/brains.json", r#"{"brains": {}}"#.into()),
-        (".modix/agents.json", agents),
-        (".modix/runtimes.json", "{}".into()),
-        (
-            ".modix/projects.json",
-            r#"{"name": "bench", "workflow": "bench_loop", "description": "A benchmark project."}"#
-                .into(),
-        ),
-        (".modix/state.json", "{}".into()),
-        (".modix/fsm/bench_loop.toml", workflow),
-    ];
-    for (name, text) in files {
-        let path = root.join(name);
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write");
-    }
 }
