@@ -36,6 +36,9 @@ use std::time::{Duration, Instant};
 use modix::bench::{CaptureLimits, ProcessSpec, run_process};
 use rusqlite::Connection;
 
+mod support;
+use support::{common_files, loop_workflow, write_files};
+
 /// Loop bound of the benchmark workflows: a long run has LOOPS more agent
 /// steps than a short one.
 const LOOPS: u32 = 50;
@@ -494,88 +497,6 @@ fn startup(root: &Path, dir: &Path) {
 
 // ------------------------------------------------------------------ projects
 
-fn write_files(root: &Path, files: &[(&str, String)]) {
-    for (name, text) in files {
-        let path = root.join(name);
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write");
-    }
-}
-
-/// The `.modix/` files every bench project shares.
-fn common_files(name: &str, workflow: &str, agents: String) -> Vec<(&'static str, String)> {
-    vec![
-        (".modix/version.json", r#"{"format": "1.0.0"}"#.into()),
-        (".modix/shells.json", r#"{"shells": {}}"#.into()),
-        (".modix/brains.json", r#"{"brains": {}}"#.into()),
-        (".modix/agents.json", agents),
-        (".modix/runtimes.json", "{}".into()),
-        (
-            ".modix/projects.json",
-            format!(
-                r#"{{"name": "{name}", "workflow": "{workflow}",
-                    "description": "A benchmark project."}}"#
-            ),
-        ),
-        (".modix/state.json", "{}".into()),
-    ]
-}
-
-/// A loop of one agent state `WORK` (LOOPS times, then DONE), or one pass
-/// (`once`), after `before` (states and transitions leading to WORK from
-/// INIT's `go`).
-fn loop_workflow(id: &str, agent: &str, once: bool, first: &str, before: &str) -> String {
-    let repeat = if once {
-        String::new()
-    } else {
-        format!(
-            "\n[[transitions]]\nfrom = \"WORK\"\nevent = \"again\"\nto = \"WORK\"\nmax = {LOOPS}\n\
-             exhausted = \"DONE\"\n"
-        )
-    };
-    let again = if once {
-        ""
-    } else {
-        "\n  { on = \"output\", when = \"passed == true\", event = \"again\" },"
-    };
-    format!(
-        r#"id = "{id}"
-version = "1.0.0"
-description = "A benchmark: one agent, fired in a bounded loop or once."
-initial = "INIT"
-
-[states.INIT]
-kind = "input"
-event = "go"
-{before}
-[states.WORK]
-kind = "agent"
-agent = "{agent}"
-output = "test_result"
-emit = [{again}
-  {{ on = "output", event = "stop" }},
-  {{ on = "invalid_output", event = "stop" }},
-  {{ on = "process_error", event = "stop" }},
-  {{ on = "timeout", event = "stop" }},
-]
-
-[states.DONE]
-kind = "terminal"
-outcome = "success"
-
-[[transitions]]
-from = "INIT"
-event = "go"
-to = "{first}"
-{repeat}
-[[transitions]]
-from = "WORK"
-event = "stop"
-to = "DONE"
-"#
-    )
-}
-
 fn write_trivial_project(root: &Path) {
     let agents = format!(
         r#"{{"agents": {{"worker": {{"role": "worker", "command": ["echo", {}],
@@ -585,11 +506,11 @@ fn write_trivial_project(root: &Path) {
     let mut files = common_files("bench", "bench_loop", agents);
     files.push((
         ".modix/fsm/bench_loop.toml",
-        loop_workflow("bench_loop", "worker", false, "WORK", ""),
+        loop_workflow("bench_loop", "worker", Some(LOOPS), "WORK", ""),
     ));
     files.push((
         ".modix/fsm/bench_once.toml",
-        loop_workflow("bench_once", "worker", true, "WORK", ""),
+        loop_workflow("bench_once", "worker", None, "WORK", ""),
     ));
     write_files(root, &files);
 }
@@ -647,11 +568,11 @@ to = "FAILED"
     let mut files = common_files("bench-real", "real_loop", agents.to_string());
     files.push((
         ".modix/fsm/real_loop.toml",
-        loop_workflow("real_loop", "realist", false, "PLAN", plan),
+        loop_workflow("real_loop", "realist", Some(LOOPS), "PLAN", plan),
     ));
     files.push((
         ".modix/fsm/real_once.toml",
-        loop_workflow("real_once", "realist", true, "PLAN", plan),
+        loop_workflow("real_once", "realist", None, "PLAN", plan),
     ));
     files.push((".modix/prompts/real.md", real_template()));
     files.push(("task_spec.json", task_spec().to_string()));
