@@ -646,11 +646,17 @@ impl Judge<'_> {
 fn work_reason(reason: String, w: &StepWork) -> String {
     let mut parts = vec![reason];
     if w.write || !w.empty || w.rejected.is_some() {
-        let mut said = w.summary();
-        if let (Some(claimed), true) = (&w.claimed, w.claim_mismatch) {
-            said.push_str(&format!("; it claimed {}", list_or_none(claimed)));
+        let summary = w.summary();
+        let claimed = match (&w.claimed, w.claim_mismatch) {
+            (Some(claimed), true) => format!("; it claimed {}", list_or_none(claimed)),
+            _ => String::new(),
+        };
+        // A rejection's reason is already the summary: said once.
+        if parts[0].contains(&summary) {
+            parts[0].push_str(&claimed);
+        } else {
+            parts.push(summary + &claimed);
         }
-        parts.push(said);
     }
     if let Some(v) = &w.verified {
         parts.push(format!(

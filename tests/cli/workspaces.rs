@@ -378,6 +378,12 @@ fn a_change_outside_the_task_is_rejected_taken_off_and_named_to_the_next_attempt
         text.contains("EXECUTING -execution_rejected-> EXECUTING: rejected: changed 1 file outside its task's scope: extra.py"),
         "{text}"
     );
+    // Said once, not once as the reason and again as what the step did.
+    assert_eq!(
+        text.matches("outside its task's scope").count(),
+        1,
+        "{text}"
+    );
     let run = r.run_id();
     let id = short(&sb, &run);
     // The rejected step is kept for audit, not on the branch.
