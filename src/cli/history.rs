@@ -539,6 +539,10 @@ fn bar(ms: u64, longest: u64, cols: usize) -> String {
     s
 }
 
+/// One invocation's record, whole: `--json` as stored, or section by
+/// section for a person. Long because it is that flat list of sections, each
+/// a few lines that print one field group; split, they would only pass the
+/// record around.
 fn show_invocation(
     store: &Store,
     run: &Run,

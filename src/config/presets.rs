@@ -140,7 +140,8 @@ fn with(names: &[&str], more: &[&str]) -> Vec<String> {
 /// `result` event's text; `is_error` marks failures that still exit 0 or 1
 /// (`subtype` says "success" either way); every reason is on stdout; the
 /// assistant event's `error` names the class. modix owns retries, so the
-/// CLI's own are off (`CLAUDE_CODE_MAX_RETRIES=0`).
+/// CLI's own are off (`CLAUDE_CODE_MAX_RETRIES=0`). Long because it is one
+/// table: every field of the preset in one place, as the CLI's docs list them.
 fn claude() -> Shell {
     use FailureClass::*;
     Shell {

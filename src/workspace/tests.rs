@@ -791,6 +791,8 @@ fn a_live_workspace_cannot_be_opened_twice() {
 
 // ---------------------------------------------------------------- copy
 
+/// Long because it is one tree with every case the copy must get right, set
+/// up once and checked once.
 #[test]
 fn copy_honours_ignore_files_keeps_symlinks_and_modes() {
     let fx = Fixture::new();
