@@ -113,7 +113,7 @@ impl Project {
 
 /// What `go` changes for one run, on the command line: `--brain
 /// AGENT=BRAIN`, `--model AGENT=MODEL` and `--env NAME`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Overrides {
     /// (agent, brain): bind the agent's shell to another brain of brains.json.
     pub brains: Vec<(String, String)>,

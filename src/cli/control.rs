@@ -148,6 +148,7 @@ fn answer_gate(
             "`modix status` lists the runs that wait for you",
         ));
     }
+    let project = super::go::as_run_started(ctx, project, &run)?;
     let workflow = project.workflow(Some(&run.workflow_id))?;
     let machine = &workflow.machine;
     let events = machine
@@ -213,6 +214,7 @@ pub fn fork(ctx: &Ctx, a: &ForkArgs) -> Result<Exit, Error> {
     let project = ctx.project_for("nothing was forked", Purpose::Run { workflow: None })?;
     let store = Store::open_read_only(&project.config.paths.db())?;
     let src = runs::resolve(&store, &a.run)?;
+    let project = super::go::as_run_started(ctx, project, &src)?;
     if let Ok(workflow) = project.workflow(Some(&src.workflow_id)) {
         super::go::ready(&engine, &project, &workflow)?;
     }

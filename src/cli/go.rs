@@ -120,6 +120,9 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
         base: args.base.clone(),
         include_dirty: args.include_dirty,
         allow_dirty: args.allow_dirty,
+        overrides: Some(overrides_of(args))
+            .filter(|o| !o.is_empty())
+            .and_then(|o| serde_json::to_value(o).ok()),
         ..options(ctx, args.json)
     };
     let loops = Loops::new(std::sync::Arc::clone(&workflow.machine));
@@ -175,10 +178,9 @@ pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
     // files need not stop it.
     let project = ctx.project_for("nothing was run", Purpose::Run { workflow: None })?;
     let run_id = resumable(&project, args.run.as_deref())?;
-    let failed = Store::open_read_only(&project.config.paths.db())?
-        .run(&run_id)?
-        .status
-        == RunStatus::Failed;
+    let run = Store::open_read_only(&project.config.paths.db())?.run(&run_id)?;
+    let project = as_run_started(ctx, project, &run)?;
+    let failed = run.status == RunStatus::Failed;
     let redrive = match (failed, &args.from, &args.note) {
         (true, from, note) => Some(orchestrator::Redrive {
             from: from.clone(),
@@ -340,19 +342,52 @@ fn with_overrides(
     project: crate::project::Project,
     args: &GoArgs,
 ) -> Result<crate::project::Project, Error> {
-    let overrides = crate::project::Overrides {
+    apply_overrides(ctx, project, &overrides_of(args), args.workflow.as_deref())
+}
+
+fn overrides_of(args: &GoArgs) -> crate::project::Overrides {
+    crate::project::Overrides {
         brains: args.brain.clone(),
         models: args.model.clone(),
         env: args.env.clone(),
-    };
+    }
+}
+
+fn apply_overrides(
+    ctx: &Ctx,
+    project: crate::project::Project,
+    overrides: &crate::project::Overrides,
+    workflow: Option<&str>,
+) -> Result<crate::project::Project, Error> {
     if overrides.is_empty() {
         return Ok(project);
     }
-    let (project, notes) = project.with_overrides(&overrides, args.workflow.as_deref())?;
+    let (project, notes) = project.with_overrides(overrides, workflow)?;
     for note in notes {
         ctx.out.warn(note);
     }
     Ok(project)
+}
+
+/// The project as `run` was started on it: the `--brain`, `--model` and
+/// `--env` its `go` was given applied again (the variables' values as they
+/// are now), so a resumed, answered or forked run runs the same agents.
+pub(super) fn as_run_started(
+    ctx: &Ctx,
+    project: crate::project::Project,
+    run: &crate::store::Run,
+) -> Result<crate::project::Project, Error> {
+    let Some(stored) = &run.overrides else {
+        return Ok(project);
+    };
+    let overrides: crate::project::Overrides =
+        serde_json::from_value(stored.clone()).map_err(|e| {
+            Error::Run(orchestrator::RunError::Internal(format!(
+                "run {}: its recorded --brain/--model/--env cannot be read: {e}",
+                run.id
+            )))
+        })?;
+    apply_overrides(ctx, project, &overrides, Some(&run.workflow_id))
 }
 
 /// Refuses to start (or resume) a run whose agents cannot run: a CLI

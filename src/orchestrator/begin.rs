@@ -32,6 +32,7 @@ pub fn start(
         workdir: ws.workdir().display().to_string(),
         id: Some(id),
         workspace: serde_json::to_value(&record).ok(),
+        overrides: opts.overrides.clone(),
     });
     let run = match created {
         Ok(run) => run,
@@ -194,6 +195,8 @@ pub fn fork(
         workdir: ws.workdir().display().to_string(),
         id: Some(id.clone()),
         workspace: Some(record.clone()),
+        // `fork_run` copies the source's: the fork runs its agents.
+        overrides: None,
     };
     // The resume below takes the workspace's lock.
     drop(ws);

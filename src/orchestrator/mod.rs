@@ -249,6 +249,9 @@ pub struct RunOptions {
     pub redrive: Option<Redrive>,
     /// Record the gate's answer, then stop (`approve --later`).
     pub stop_after_answer: bool,
+    /// What `go` changed for the run (`project::Overrides`), recorded with
+    /// it so that resuming runs the same agents.
+    pub overrides: Option<serde_json::Value>,
 }
 
 /// A person's answer to a human gate: the event it raises, their note, who.

@@ -164,6 +164,7 @@ fn preview_info<'p>(
             heartbeat_at: None,
             workspace: None,
             forked_from: None,
+            overrides: None,
         },
         workdir: workdir.to_path_buf(),
         files: RunFiles {

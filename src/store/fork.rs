@@ -51,9 +51,10 @@ impl Store {
         let forked_from = json!({ "run_id": source, "seq": seq }).to_string();
         w.tx.execute(
             "INSERT INTO runs (id, epic, workflow_id, workflow_version, workflow_hash, status, \
-             status_reason, current_state, workdir, created_at, updated_at, workspace, forked_from) \
+             status_reason, current_state, workdir, created_at, updated_at, workspace, forked_from, \
+             overrides) \
              SELECT ?1, epic, workflow_id, workflow_version, workflow_hash, ?2, ?3, ?4, ?5, ?6, ?6, \
-             ?7, ?8 FROM runs WHERE id = ?9",
+             ?7, ?8, overrides FROM runs WHERE id = ?9",
             params![
                 id,
                 RunStatus::Interrupted,

@@ -275,6 +275,13 @@ const V6: &str = r#"
 ALTER TABLE invocations ADD COLUMN context_step INTEGER REFERENCES blobs(id);
 "#;
 
+/// Version 7: what `go` changed for the run on its command line (`--brain`,
+/// `--model`, `--env` names: never values), so that `resume` runs it with
+/// the same agents.
+const V7: &str = r#"
+ALTER TABLE runs ADD COLUMN overrides TEXT CHECK (overrides IS NULL OR json_valid(overrides));
+"#;
+
 /// One step of the schema's history.
 enum Migration {
     Sql(&'static str),
@@ -296,6 +303,7 @@ const VERSIONS: &[&[Migration]] = &[
     &[Migration::Sql(V4)],
     &[Migration::Sql(V5)],
     &[Migration::Sql(V6)],
+    &[Migration::Sql(V7)],
 ];
 
 /// The schema version this binary writes.

@@ -27,6 +27,8 @@ pub struct NewRun {
     pub id: Option<String>,
     /// How to find the run's workspace again (see `workspace::WorkspaceRecord`).
     pub workspace: Option<Value>,
+    /// What `go` changed for this run (`project::Overrides`), for `resume`.
+    pub overrides: Option<Value>,
 }
 
 /// One row of `runs`. Serialised with the field names every `--json`
@@ -57,6 +59,10 @@ pub struct Run {
     /// The run and step it was forked from (`run_id`, `seq`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<Value>,
+    /// What `go` changed for the run on its command line (`brains`,
+    /// `models`: agent and name; `env`: variable names).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<Value>,
 }
 
 impl Run {
@@ -81,7 +87,7 @@ pub struct RunSummary {
 
 const RUN_COLUMNS: &str = "id, epic, workflow_id, workflow_version, workflow_hash, status, \
      status_reason, current_state, workdir, created_at, updated_at, ended_at, owner_pid, \
-     heartbeat_at, workspace, forked_from";
+     heartbeat_at, workspace, forked_from, overrides";
 
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     Ok(Run {
@@ -101,6 +107,7 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
         heartbeat_at: row.get(13)?,
         workspace: json_opt(row, 14)?,
         forked_from: json_opt(row, 15)?,
+        overrides: json_opt(row, 16)?,
     })
 }
 
@@ -160,10 +167,11 @@ impl Store {
         // Modix's own paths and commit ids: stored as they are (redacting
         // a path that happened to contain a secret would lose the workspace).
         let workspace = run.workspace.as_ref().map(Value::to_string);
+        let overrides = run.overrides.as_ref().map(|o| w.json(o)).transpose()?;
         tx.execute(
             "INSERT INTO runs (id, epic, workflow_id, workflow_version, workflow_hash, status, \
-             current_state, workdir, created_at, updated_at, workspace) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10)",
+             current_state, workdir, created_at, updated_at, workspace, overrides) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11)",
             params![
                 id,
                 w.text(&run.epic),
@@ -175,6 +183,7 @@ impl Store {
                 run.workdir,
                 at,
                 workspace,
+                overrides,
             ],
         )
         .ctx(path, "creating a run")?;
@@ -316,8 +325,8 @@ impl Store {
                 run.ended_at.as_ref().unwrap_or(&run.updated_at),
             );
             Ok(RunSummary {
-                transitions: row.get(16)?,
-                invocations: row.get(17)?,
+                transitions: row.get(17)?,
+                invocations: row.get(18)?,
                 duration_ms,
                 run,
             })

@@ -23,6 +23,7 @@ pub(super) fn new_run() -> NewRun {
         workdir: "/tmp/project".into(),
         id: None,
         workspace: None,
+        overrides: None,
     }
 }
 

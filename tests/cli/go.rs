@@ -447,6 +447,47 @@ fn slow_first_executor(sb: &Sandbox, marker: &Path) {
     passing_tester(sb);
 }
 
+/// `go --model` is the run's, not only that process's: a run killed while
+/// its executor worked resumes with the same model.
+#[test]
+fn resume_runs_the_agents_go_was_told_to_use() {
+    let sb = Sandbox::example();
+    let marker = sb.dir.path().join("executing");
+    slow_first_executor(&sb, &marker);
+    let mut child = sb.spawn(&[
+        "go",
+        "--json",
+        "--model",
+        "executor=scripted-v9",
+        "keep my model",
+    ]);
+    crate::scenarios::wait_for(&marker);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        sb.runs()[0]["overrides"],
+        serde_json::json!({"brains": [], "models": [["executor", "scripted-v9"]], "env": []})
+    );
+    let out = sb
+        .modix()
+        .args(["resume", "--json", &run])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // The planner kept its own model; both executor invocations used the override.
+    let argv = |n: u32| sb.invocation(&run, n)["argv"].to_string();
+    assert!(argv(1).contains("scripted-v1"), "{}", argv(1));
+    for n in [2, 3] {
+        assert!(argv(n).contains("scripted-v9"), "{n}: {}", argv(n));
+    }
+}
+
 #[test]
 fn kill_dash_nine_then_resume_finishes_with_gapless_history() {
     let sb = Sandbox::example();
