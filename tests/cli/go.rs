@@ -428,14 +428,7 @@ fn start_go_until(sb: &Sandbox, epic: &str, marker: &Path) -> std::process::Chil
 fn crash_while_executing(sb: &Sandbox, epic: &str) -> String {
     let marker = sb.dir.path().join("executing");
     slow_first_executor(sb, &marker);
-    let mut child = start_go_until(sb, epic, &marker);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    child.wait().unwrap();
-    sb.runs()[0]["run_id"].as_str().unwrap().to_owned()
+    crate::scenarios::killed_once(sb, &["go", "--json", epic], &marker)
 }
 
 /// An executor that announces itself in `marker`, then (first time only) sleeps.
@@ -454,21 +447,14 @@ fn resume_runs_the_agents_go_was_told_to_use() {
     let sb = Sandbox::example();
     let marker = sb.dir.path().join("executing");
     slow_first_executor(&sb, &marker);
-    let mut child = sb.spawn(&[
+    let args = [
         "go",
         "--json",
         "--model",
         "executor=scripted-v9",
         "keep my model",
-    ]);
-    crate::scenarios::wait_for(&marker);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    child.wait().unwrap();
-    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    ];
+    let run = crate::scenarios::killed_once(&sb, &args, &marker);
     assert_eq!(
         sb.runs()[0]["overrides"],
         serde_json::json!({"brains": [], "models": [["executor", "scripted-v9"]], "env": []})
@@ -962,14 +948,7 @@ fn resume_stops_the_agent_a_crashed_modix_left_running() {
         l = late.display()
     )));
     passing_tester(&sb);
-    let mut child = start_go_until(&sb, "crash and orphan", &marker);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    child.wait().unwrap();
-    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    let run = crate::scenarios::killed_once(&sb, &["go", "--json", "crash and orphan"], &marker);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !pidfile.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

@@ -79,7 +79,12 @@ pub fn crashed_while(sb: &Sandbox, marker: &Path, executor: &str) -> String {
     sb.edit_json(".modix/agents.json", |v| {
         v["agents"]["tester"]["command"] = serde_json::json!(["true"])
     });
-    let mut child = sb.spawn(&["go", "--json", "crash mid-step"]);
+    killed_once(sb, &["go", "--json", "crash mid-step"], marker)
+}
+
+/// `modix ARGS` killed with SIGKILL once `marker` exists; the newest run's id.
+pub fn killed_once(sb: &Sandbox, args: &[&str], marker: &Path) -> String {
+    let mut child = sb.spawn(args);
     wait_for(marker);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
