@@ -3,7 +3,7 @@
 //! structured result, validated against its schema, as a [`Verdict`].
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -233,13 +233,20 @@ pub(super) fn prepare(
     let written = program_of(agent);
     let mut argv_redacted = vec![written.to_owned()];
     argv_redacted.extend(redactor.redact_args(&args));
-    let Some(program) = shell::find_binary(setup.root, written) else {
+    // Looked up on PATH once per run: a lookup walks every PATH entry, each
+    // step. A program removed since fails to spawn, as it would have.
+    let known = setup.programs.borrow().get(written).cloned();
+    let Some(program) = known.or_else(|| shell::find_binary(setup.root, written)) else {
         return Err(PrepareError::NotFound {
             agent: agent.id.clone(),
             program: written.to_owned(),
             argv: argv_redacted,
         });
     };
+    setup
+        .programs
+        .borrow_mut()
+        .insert(written.to_owned(), program.clone());
     argv_redacted[0] = program.display().to_string();
     let max = runtimes.output.max_capture_bytes as usize;
     let idle_secs = agent
@@ -318,9 +325,14 @@ pub(super) fn remove_any(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Where each program an agent names was found, by that name.
+pub(super) type Programs = std::cell::RefCell<std::collections::HashMap<String, PathBuf>>;
+
 /// What preparing an agent needs from the project, besides the call.
 pub(super) struct Setup<'a> {
     pub root: &'a Path,
+    /// Programs already found (by the name an agent gives), for this run.
+    pub programs: &'a Programs,
     pub runtimes: &'a Runtimes,
     pub commands: &'a Commands,
 }

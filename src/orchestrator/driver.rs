@@ -20,6 +20,8 @@ pub(super) struct RunInfo<'p> {
     pub(super) stream: bool,
     /// Each shell's failure rules, compiled on first use.
     pub(super) rules: std::cell::RefCell<std::collections::HashMap<String, Arc<classify::Rules>>>,
+    /// Where the agents' programs were found, on first use.
+    pub(super) programs: super::agent::Programs,
 }
 
 impl RunInfo<'_> {
@@ -60,6 +62,11 @@ pub(super) struct Driver<'p> {
     pub(super) crash_before: Option<u32>,
     /// Steps this drive has committed.
     pub(super) committed: u32,
+    /// What this drive last wrote to `state.json`: the state and status.
+    pub(super) state_file: Option<(String, RunStatus)>,
+    /// The last transition this drive recorded (what the next step nearly
+    /// always asks for: the one that brought the run where it is).
+    pub(super) last_transition: Option<crate::store::TransitionRecord>,
 }
 
 #[allow(clippy::too_many_arguments)] // start and resume hand over what they settled
@@ -122,6 +129,7 @@ pub(super) fn drive(
             files,
             stream: opts.stream,
             rules: Default::default(),
+            programs: Default::default(),
         },
         store,
         cursor,
@@ -138,6 +146,8 @@ pub(super) fn drive(
         started: Instant::now(),
         crash_before: crash_point().and_then(|p| p.strip_prefix("commit:")?.parse().ok()),
         committed: 0,
+        state_file: None,
+        last_transition: None,
     };
     let result = engine.runtime.block_on(driver.go());
     driver.watcher.abort();
@@ -286,6 +296,7 @@ impl Driver<'_> {
             },
         )?;
         self.stored_commit = self.work.workspace().last_commit().to_owned();
+        self.last_transition = Some(record.clone());
         self.cursor.advance(&fired);
         self.write_state_file(status);
         self.sink.event(&RunEvent::Transition(record));
@@ -436,7 +447,13 @@ impl Driver<'_> {
     }
 
     /// `state.json`: a pointer for humans and scripts; SQLite stays the truth.
-    pub(super) fn write_state_file(&self, status: RunStatus) {
+    /// Written when what it says changes (a loop that stays in its state
+    /// rewrites nothing), its `updated_at` saying since when.
+    pub(super) fn write_state_file(&mut self, status: RunStatus) {
+        let says = (self.state_name().to_owned(), status);
+        if self.state_file.as_ref() == Some(&says) {
+            return;
+        }
         let v = serde_json::json!({
             "run_id": self.info.run.id,
             "workflow": self.info.workflow.machine.id(),
@@ -447,8 +464,9 @@ impl Driver<'_> {
         let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
         let path = self.info.project.config.paths.file("state.json");
         let spare = self.info.files.dir.join("state.json.spare");
-        if let Err(e) = crate::fsutil::write_swap(&path, &spare, text.as_bytes()) {
-            tracing::warn!("cannot update {}: {e}", path.display());
+        match crate::fsutil::write_swap(&path, &spare, text.as_bytes()) {
+            Ok(()) => self.state_file = Some(says),
+            Err(e) => tracing::warn!("cannot update {}: {e}", path.display()),
         }
     }
 }

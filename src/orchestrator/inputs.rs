@@ -68,10 +68,9 @@ impl Driver<'_> {
         attempt: u32,
     ) -> Result<Inputs, RunError> {
         let run_id = &self.info.run.id;
-        let latest = |kind: &str| -> Result<Option<Value>, RunError> {
-            Ok(self.store.latest_message(run_id, kind)?.map(|m| m.payload))
-        };
         self.store.refresh_tail(&mut self.tail)?;
+        let tail = &self.tail;
+        let latest = |kind: &str| tail.latest_of(kind).map(|m| m.payload.clone());
         let outputs: BTreeMap<String, Output> = self
             .tail
             .latest_outputs()
@@ -89,11 +88,9 @@ impl Driver<'_> {
             (1, _) | (_, None) => None,
             (_, Some((c, messages))) => Some(feedback_of(c, messages)),
         };
-        let notes = self
-            .store
-            .notes_after(run_id, self.cursor.left_by(state))?
-            .into_iter()
-            .map(|m| m.payload)
+        let notes = tail
+            .notes_after(self.cursor.left_by(state))
+            .map(|m| m.payload.clone())
             .collect();
         let (pending, pending_ids) = self.pending_for(agent)?;
         let context_mode = agent
@@ -114,8 +111,8 @@ impl Driver<'_> {
             ),
         };
         Ok(Inputs {
-            task_spec: latest("task_spec")?,
-            previous_result: latest("execution_result")?,
+            task_spec: latest("task_spec"),
+            previous_result: latest("execution_result"),
             feedback,
             next_task: next_task(&outputs),
             outputs,
@@ -139,8 +136,12 @@ impl Driver<'_> {
             return Ok(None);
         }
         let run_id = &self.info.run.id;
-        let Some(t) = self.store.transition(run_id, seq)? else {
-            return Ok(None);
+        let t = match &self.last_transition {
+            Some(t) if t.seq == seq => t.clone(),
+            _ => match self.store.transition(run_id, seq)? {
+                Some(t) => t,
+                None => return Ok(None),
+            },
         };
         // Nearly always the run's latest step, which the tail holds.
         let messages = match self.tail.messages_at(seq) {

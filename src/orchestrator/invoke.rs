@@ -217,10 +217,11 @@ impl Driver<'_> {
     /// prompts, the same for every attempt of the turn.
     fn materials(&self, call: &Call<'_>, inputs: &Inputs) -> Result<Materials, RunError> {
         let ctx = ContextPackage::new(call, &self.info.project.config.project, inputs);
-        let context = self
-            .info
-            .redactor
-            .redact_json(&serde_json::to_value(&ctx).unwrap_or(Value::Null));
+        let context = serde_json::to_value(&ctx).unwrap_or(Value::Null);
+        let context = match self.info.redactor.redact_json(&context) {
+            std::borrow::Cow::Borrowed(_) => context,
+            std::borrow::Cow::Owned(redacted) => redacted,
+        };
         self.info.files.write_context(&context)?;
         let prompt = self.info.prompt(call.agent, &ctx)?;
         let system_prompt = match &call.agent.manifest.system_prompt {
@@ -255,6 +256,7 @@ impl super::RunInfo<'_> {
         let config = &self.project.config;
         let setup = agent::Setup {
             root: &config.paths.root,
+            programs: &self.programs,
             runtimes: &config.runtimes,
             commands: &config.project.commands,
         };

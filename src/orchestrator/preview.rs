@@ -172,6 +172,7 @@ fn preview_info<'p>(
         },
         stream: false,
         rules: Default::default(),
+        programs: Default::default(),
     }
 }
 
@@ -213,6 +214,7 @@ impl Seen<'_, '_> {
         };
         let setup = agent::Setup {
             root: &project.config.paths.root,
+            programs: &info.programs,
             runtimes: &project.config.runtimes,
             commands: &project.config.project.commands,
         };

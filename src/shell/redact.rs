@@ -126,16 +126,49 @@ impl Redactor {
         args.iter().map(|a| self.redact(a).into_owned()).collect()
     }
 
-    /// A copy of `v` with every string (keys too) redacted.
-    pub fn redact_json(&self, v: &Value) -> Value {
+    /// `v` with every string (keys too) redacted: borrowed when nothing in
+    /// it matches (the common case, found by one scan of its strings, with
+    /// no copy of the document), else a redacted copy.
+    pub fn redact_json<'a>(&self, v: &'a Value) -> Cow<'a, Value> {
+        if self.is_clean_json(v) {
+            Cow::Borrowed(v)
+        } else {
+            Cow::Owned(self.redacted_copy(v))
+        }
+    }
+
+    /// Whether [`Redactor::redact`] would leave every string of `v` (keys
+    /// too) as it is.
+    fn is_clean_json(&self, v: &Value) -> bool {
+        match v {
+            Value::String(s) => self.is_clean(s),
+            Value::Array(items) => items.iter().all(|i| self.is_clean_json(i)),
+            Value::Object(map) => map
+                .iter()
+                .all(|(k, v)| self.is_clean(k) && self.is_clean_json(v)),
+            _ => true,
+        }
+    }
+
+    /// Whether [`Redactor::redact`] would leave `s` as it is: neither a
+    /// configured value nor a key shape is in it.
+    fn is_clean(&self, s: &str) -> bool {
+        !self
+            .configured
+            .as_ref()
+            .is_some_and(|c| c.values.is_match(s))
+            && !SHAPES.is_match(s)
+    }
+
+    fn redacted_copy(&self, v: &Value) -> Value {
         match v {
             Value::String(s) => Value::String(self.redact(s).into_owned()),
             Value::Array(items) => {
-                Value::Array(items.iter().map(|i| self.redact_json(i)).collect())
+                Value::Array(items.iter().map(|i| self.redacted_copy(i)).collect())
             }
             Value::Object(map) => Value::Object(
                 map.iter()
-                    .map(|(k, v)| (self.redact(k).into_owned(), self.redact_json(v)))
+                    .map(|(k, v)| (self.redact(k).into_owned(), self.redacted_copy(v)))
                     .collect(),
             ),
             other => other.clone(),
@@ -263,8 +296,17 @@ mod tests {
         );
         let v = json!({"a": ["x tok-12345678", 1, null], "tok-12345678": {"b": true}});
         assert_eq!(
-            r.redact_json(&v),
+            *r.redact_json(&v),
             json!({"a": ["x [REDACTED:TOKEN]", 1, null], "[REDACTED:TOKEN]": {"b": true}})
         );
+        // A key shape deep in an array, found by the scan too.
+        let shaped = json!({"a": [{"b": ["ok", "Bearer abcdefgh12345678"]}]});
+        assert_eq!(
+            *r.redact_json(&shaped),
+            json!({"a": [{"b": ["ok", "Bearer [REDACTED:bearer-token]"]}]})
+        );
+        // Nothing to redact: the document itself, not a copy.
+        let clean = json!({"a": ["x", 1, null], "b": {"c": "tok-1234567"}});
+        assert!(matches!(r.redact_json(&clean), Cow::Borrowed(_)));
     }
 }

@@ -27,7 +27,7 @@ impl Writer<'_> {
 
     /// [`Writer::blob`] for a JSON value, serialised after redacting its strings.
     pub(super) fn blob_json(&self, value: &serde_json::Value) -> Result<Option<i64>, StoreError> {
-        let text = self.json(value)?;
+        let text = self.json_value(value)?;
         self.put(text.as_bytes()).map(Some)
     }
 
@@ -54,7 +54,13 @@ impl Writer<'_> {
 }
 
 fn hex(digest: &[u8]) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(digest.len() * 2);
+    for b in digest {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xf)] as char);
+    }
+    out
 }
 
 /// The content of the blob whose `text` and `bytes` columns are at `idx` and
@@ -90,4 +96,17 @@ pub(super) fn join(alias: &str, column: &str) -> (String, String) {
         format!(" LEFT JOIN blobs {alias} ON {alias}.id = {column}"),
         format!("{alias}.text, {alias}.bytes"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hashes_are_lowercase_hex_of_the_sha256() {
+        use sha2::{Digest, Sha256};
+        assert_eq!(
+            super::hex(&Sha256::digest(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(super::hex(&[0x00, 0x0f, 0xf0, 0xff]), "000ff0ff");
+    }
 }

@@ -30,6 +30,20 @@ impl Store {
             .ctx(self, "reading the latest outputs")
     }
 
+    /// The latest message of every kind in the run.
+    fn latest_of_each_kind(&self, run_id: &str) -> Result<Vec<MessageRecord>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "{MESSAGE_QUERY} WHERE m.id IN (SELECT max(id) FROM messages \
+                 WHERE run_id = ?1 GROUP BY kind) ORDER BY m.id"
+            ))
+            .ctx(self, "reading the latest messages")?;
+        stmt.query_map(params![run_id], message_from_row)
+            .and_then(|rows| rows.collect())
+            .ctx(self, "reading the latest messages")
+    }
+
     /// Transition `seq` of the run.
     pub fn transition(
         &self,
@@ -87,6 +101,10 @@ pub struct RunTail {
     /// Every message of the run with an id up to here has been read.
     watermark: i64,
     latest: std::collections::BTreeMap<String, MessageRecord>,
+    /// The latest message of each kind.
+    by_kind: std::collections::BTreeMap<String, MessageRecord>,
+    /// People's notes (gate answers, redrives), oldest first: few per run.
+    notes: Vec<MessageRecord>,
     last_seq: u32,
     last_step: Vec<MessageRecord>,
 }
@@ -95,6 +113,16 @@ impl RunTail {
     /// The latest output message of every state, by state name.
     pub fn latest_outputs(&self) -> impl Iterator<Item = &MessageRecord> {
         self.latest.values()
+    }
+
+    /// The run's latest message of `kind` (`task_spec`, …).
+    pub fn latest_of(&self, kind: &str) -> Option<&MessageRecord> {
+        self.by_kind.get(kind)
+    }
+
+    /// People's notes left after step `seq`, oldest first.
+    pub fn notes_after(&self, seq: u32) -> impl Iterator<Item = &MessageRecord> {
+        self.notes.iter().filter(move |m| m.seq > seq)
     }
 
     /// The messages of step `seq`, when it is the latest step read.
@@ -110,6 +138,10 @@ impl RunTail {
         if m.seq == self.last_seq {
             self.last_step.push(m.clone());
         }
+        if m.kind == "note" {
+            self.notes.push(m.clone());
+        }
+        self.by_kind.insert(m.kind.clone(), m.clone());
         if !NOT_OUTPUTS.contains(&m.kind.as_str()) {
             self.latest.insert(m.state.clone(), m);
         }
@@ -130,14 +162,22 @@ impl Store {
             run_id: run_id.to_owned(),
             watermark,
             latest: Default::default(),
+            by_kind: Default::default(),
+            notes: Vec::new(),
             last_seq,
             last_step: Vec::new(),
         };
         for m in self.latest_outputs(run_id)? {
             tail.latest.insert(m.state.clone(), m);
         }
+        for m in self.latest_of_each_kind(run_id)? {
+            tail.by_kind.insert(m.kind.clone(), m);
+        }
+        tail.notes = self.notes_after(run_id, 0)?;
         tail.last_step = self.messages_at(run_id, last_seq)?;
         tail.latest.retain(|_, m| m.id <= watermark);
+        tail.by_kind.retain(|_, m| m.id <= watermark);
+        tail.notes.retain(|m| m.id <= watermark);
         tail.last_step.retain(|m| m.id <= watermark);
         self.refresh_tail(&mut tail)?;
         Ok(tail)

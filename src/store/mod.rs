@@ -143,7 +143,16 @@ impl Writer<'_> {
             message: format!("cannot encode JSON: {e}"),
         };
         let value = serde_json::to_value(value).map_err(encode)?;
-        serde_json::to_string(&self.redactor.redact_json(&value)).map_err(encode)
+        self.json_value(&value)
+    }
+
+    /// [`Writer::json`] for a JSON value (no copy of it unless a string in
+    /// it is redacted).
+    fn json_value(&self, value: &serde_json::Value) -> Result<String, StoreError> {
+        serde_json::to_string(&self.redactor.redact_json(value)).map_err(|e| StoreError::Invalid {
+            path: self.path.to_path_buf(),
+            message: format!("cannot encode JSON: {e}"),
+        })
     }
 
     fn commit(self, context: &'static str) -> Result<(), StoreError> {

@@ -267,11 +267,6 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
 pub(super) const MESSAGE_QUERY: &str = "SELECT m.id, m.run_id, m.seq, m.kind, m.state, b.text, b.bytes, \
      m.at FROM messages m JOIN blobs b ON b.id = m.payload";
 
-/// The statement [`Store::latest_message`] runs.
-pub(super) fn latest_message_sql() -> String {
-    format!("{MESSAGE_QUERY} WHERE m.run_id = ?1 AND m.kind = ?2 ORDER BY m.id DESC LIMIT 1")
-}
-
 pub(super) fn message_from_row(row: &Row<'_>) -> rusqlite::Result<MessageRecord> {
     Ok(MessageRecord {
         id: row.get(0)?,
@@ -363,22 +358,6 @@ impl Store {
         stmt.query_map([run_id], message_from_row)
             .and_then(|rows| rows.collect())
             .ctx(self, "reading messages")
-    }
-
-    /// The most recent message of `kind` in the run, e.g. the last
-    /// `task_spec` to hand to a resumed execute state.
-    pub fn latest_message(
-        &self,
-        run_id: &str,
-        kind: &str,
-    ) -> Result<Option<MessageRecord>, StoreError> {
-        self.conn
-            .prepare_cached(&latest_message_sql())
-            .and_then(|mut s| {
-                s.query_row(params![run_id, kind], message_from_row)
-                    .optional()
-            })
-            .ctx(self, "reading the latest message")
     }
 
     /// What each invocation of the run did to the workspace, by n (those

@@ -13,9 +13,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::query::{
-    LifecycleRecord, TRANSITION_COLUMNS, TransitionRecord, lifecycle_records, transition_from_row,
-};
+use super::query::{LifecycleRecord, TransitionRecord, lifecycle_records};
 use super::{Ctx, RunStatus, Store, StoreError, Writer, now, text_enum_sql, to_i64};
 use crate::fsm::{FailureClass, Outcome};
 
@@ -158,13 +156,13 @@ impl Writer<'_> {
             })
     }
 
-    /// Inserts an invocation as the run's next (`n`); returns its row id.
+    /// Inserts an invocation as the run's next; returns its row id and `n`.
     fn insert_invocation(
         &self,
         run_id: &str,
         inv: &NewInvocation,
         ended_at: &str,
-    ) -> Result<i64, StoreError> {
+    ) -> Result<(i64, u32), StoreError> {
         // Its first step is at `started_at`, the others at `ended_at`: only
         // the steps are written (see `query::lifecycle_records`), so the
         // text is the same from one invocation to the next.
@@ -186,62 +184,65 @@ impl Writer<'_> {
              changes, retry, context_step) \
              VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM invocations WHERE run_id = ?1), \
              ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-             ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)";
+             ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32) \
+             RETURNING id, n";
         self.tx
             .prepare_cached(stmt)
             .and_then(|mut s| {
-                s.execute(params![
-                    run_id,
-                    inv.state,
-                    inv.agent,
-                    inv.attempt,
-                    inv.lifecycle_fsm,
-                    serde_json::to_string(&lifecycle).unwrap_or_else(|_| "[]".into()),
-                    self.json(&inv.argv).map_err(to_sql)?,
-                    self.blob(inv.prompt.as_bytes()).map_err(to_sql)?,
-                    self.blob_json(&context).map_err(to_sql)?,
-                    inv.started_at,
-                    ended_at,
-                    inv.status,
-                    inv.outcome,
-                    inv.error.as_deref().map(|e| self.text(e)),
-                    inv.process.map(|p| p.pgid),
-                    inv.process.map(|p| to_i64(p.started)),
-                    inv.exit_code,
-                    inv.signal,
-                    inv.timed_out,
-                    inv.duration_ms.map(to_i64),
-                    self.blob(&inv.stdout).map_err(to_sql)?,
-                    self.blob(&inv.stderr).map_err(to_sql)?,
-                    to_i64(inv.stdout_bytes),
-                    to_i64(inv.stderr_bytes),
-                    parsed.transpose().map_err(to_sql)?.flatten(),
-                    validation_errors,
-                    inv.class.map(FailureClass::as_str),
-                    inv.reason.as_deref().map(|r| self.text(r)),
-                    inv.usage
-                        .as_ref()
-                        .map(|u| self.json(u))
-                        .transpose()
-                        .map_err(to_sql)?,
-                    inv.changes
-                        .as_ref()
-                        .map(|c| self.json(c))
-                        .transpose()
-                        .map_err(to_sql)?,
-                    inv.retry
-                        .as_ref()
-                        .map(|r| self.json(r))
-                        .transpose()
-                        .map_err(to_sql)?,
-                    match &context_step {
-                        Some(v) => self.blob_json(v).map_err(to_sql)?,
-                        None => None,
-                    },
-                ])
+                s.query_row(
+                    params![
+                        run_id,
+                        inv.state,
+                        inv.agent,
+                        inv.attempt,
+                        inv.lifecycle_fsm,
+                        serde_json::to_string(&lifecycle).unwrap_or_else(|_| "[]".into()),
+                        self.json(&inv.argv).map_err(to_sql)?,
+                        self.blob(inv.prompt.as_bytes()).map_err(to_sql)?,
+                        self.blob_json(&context).map_err(to_sql)?,
+                        inv.started_at,
+                        ended_at,
+                        inv.status,
+                        inv.outcome,
+                        inv.error.as_deref().map(|e| self.text(e)),
+                        inv.process.map(|p| p.pgid),
+                        inv.process.map(|p| to_i64(p.started)),
+                        inv.exit_code,
+                        inv.signal,
+                        inv.timed_out,
+                        inv.duration_ms.map(to_i64),
+                        self.blob(&inv.stdout).map_err(to_sql)?,
+                        self.blob(&inv.stderr).map_err(to_sql)?,
+                        to_i64(inv.stdout_bytes),
+                        to_i64(inv.stderr_bytes),
+                        parsed.transpose().map_err(to_sql)?.flatten(),
+                        validation_errors,
+                        inv.class.map(FailureClass::as_str),
+                        inv.reason.as_deref().map(|r| self.text(r)),
+                        inv.usage
+                            .as_ref()
+                            .map(|u| self.json_value(u))
+                            .transpose()
+                            .map_err(to_sql)?,
+                        inv.changes
+                            .as_ref()
+                            .map(|c| self.json_value(c))
+                            .transpose()
+                            .map_err(to_sql)?,
+                        inv.retry
+                            .as_ref()
+                            .map(|r| self.json_value(r))
+                            .transpose()
+                            .map_err(to_sql)?,
+                        match &context_step {
+                            Some(v) => self.blob_json(v).map_err(to_sql)?,
+                            None => None,
+                        },
+                    ],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
             })
-            .ctx(self.path, "recording an invocation")?;
-        Ok(self.tx.last_insert_rowid())
+            .ctx(self.path, "recording an invocation")
     }
 }
 
@@ -321,7 +322,7 @@ impl Store {
         changes: &Value,
     ) -> Result<(), StoreError> {
         let w = self.write_tx()?;
-        let json = w.json(changes)?;
+        let json = w.json_value(changes)?;
         w.tx.execute(
             "UPDATE invocations SET changes = ?3 WHERE run_id = ?1 AND n = ?2",
             params![run_id, n, json],
@@ -434,32 +435,33 @@ pub(super) fn write_step(
         Some(inv) => Some(w.insert_invocation(run_id, inv, &at)?),
         None => None,
     };
+    let reason = t.reason.as_deref().map(|r| w.text(r));
     let seq: u32 =
-        w.tx.prepare_cached("SELECT coalesce(max(seq), 0) + 1 FROM transitions WHERE run_id = ?1")
-            .and_then(|mut s| s.query_row([run_id], |row| row.get(0)))
-            .ctx(w.path, "numbering a transition")?;
-    w.tx.prepare_cached(
-        "INSERT INTO transitions (run_id, seq, at, from_state, event, to_state, attempt, bound, \
-         agent, reason, redirected, invocation_id) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            run_id,
-            seq,
-            at,
-            t.from,
-            t.event,
-            t.to,
-            t.attempt,
-            t.bound,
-            t.agent,
-            t.reason.as_deref().map(|r| w.text(r)),
-            t.redirected,
-            invocation,
-        ])
-    })
-    .ctx(w.path, "recording a transition")?;
+        w.tx.prepare_cached(
+            "INSERT INTO transitions (run_id, seq, at, from_state, event, to_state, attempt, \
+             bound, agent, reason, redirected, invocation_id) \
+             VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM transitions WHERE run_id = ?1), \
+             ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING seq",
+        )
+        .and_then(|mut s| {
+            s.query_row(
+                params![
+                    run_id,
+                    at,
+                    t.from,
+                    t.event,
+                    t.to,
+                    t.attempt,
+                    t.bound,
+                    t.agent,
+                    reason,
+                    t.redirected,
+                    invocation.map(|(id, _)| id),
+                ],
+                |row| row.get(0),
+            )
+        })
+        .ctx(w.path, "recording a transition")?;
     for m in &step.messages {
         let payload = w.blob_json(&m.payload)?;
         w.tx.prepare_cached(
@@ -483,11 +485,21 @@ pub(super) fn write_step(
             .and_then(|mut s| s.execute(params![run_id, ws.to_string()]))
             .ctx(w.path, "recording the run's workspace")?;
     }
-    w.tx.prepare_cached(&format!(
-        "SELECT {TRANSITION_COLUMNS} WHERE t.run_id = ?1 AND t.seq = ?2"
-    ))
-    .and_then(|mut s| s.query_row(params![run_id, seq], transition_from_row))
-    .ctx(w.path, "reading back a transition")
+    // The transition as stored (its reason redacted), without reading it back.
+    Ok(TransitionRecord {
+        run_id: run_id.to_owned(),
+        seq,
+        at,
+        from: t.from.clone(),
+        event: t.event.clone(),
+        to: t.to.clone(),
+        attempt: t.attempt,
+        bound: t.bound,
+        agent: t.agent.clone(),
+        reason: reason.map(std::borrow::Cow::into_owned),
+        redirected: t.redirected,
+        invocation: invocation.map(|(_, n)| n),
+    })
 }
 
 /// The run's new state and status; a final status ends it and drops its owner.

@@ -239,9 +239,10 @@ fn steps_are_numbered_without_gaps_and_read_back() {
 
     let msgs = store.messages(&run.id).unwrap();
     assert_eq!(msgs.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![1, 5]);
-    let latest = store.latest_message(&run.id, "task_spec").unwrap().unwrap();
+    let tail = store.run_tail(&run.id, 5).unwrap();
+    let latest = tail.latest_of("task_spec").unwrap();
     assert_eq!(latest.payload, json!({"tasks": ["b"]}));
-    assert_eq!(store.latest_message(&run.id, "feedback").unwrap(), None);
+    assert_eq!(tail.latest_of("feedback"), None);
 
     let summary = &store.runs(10).unwrap()[0];
     assert_eq!((summary.transitions, summary.invocations), (5, 1));
@@ -707,12 +708,9 @@ fn a_version_1_database_is_migrated_with_every_row() {
     let steps: Vec<&str> = first.lifecycle.iter().map(|l| l.to.as_str()).collect();
     assert_eq!(steps, ["EXECUTING", "COMPLETED"]);
     assert_eq!(store.transitions("01R").unwrap()[0].invocation, Some(1));
+    let tail = store.run_tail("01R", 1).unwrap();
     assert_eq!(
-        store
-            .latest_message("01R", "task_spec")
-            .unwrap()
-            .unwrap()
-            .payload,
+        tail.latest_of("task_spec").unwrap().payload,
         json!({"title": "x"})
     );
     // The same text is stored once: both prompts, and the output and payload.
@@ -861,6 +859,7 @@ fn cached_statements_are_not_planned_again_at_each_step() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(&db(&dir)).unwrap();
     let run = store.create_run(&new_run()).unwrap();
+    let mut tail = store.run_tail(&run.id, 0).unwrap();
     for (from, to) in [("plan", "a"), ("a", "b"), ("b", "c")] {
         let mut s = step(from, "go", to);
         s.invocation = Some(new_invocation());
@@ -870,13 +869,14 @@ fn cached_statements_are_not_planned_again_at_each_step() {
             payload: json!({ "to": to }),
         }];
         store.record_step(&run.id, &s).unwrap();
-        let latest = store.latest_message(&run.id, "task_spec").unwrap();
-        assert_eq!(latest.unwrap().payload, json!({ "to": to }));
+        store.refresh_tail(&mut tail).unwrap();
+        let latest = tail.latest_of("task_spec").unwrap();
+        assert_eq!(latest.payload, json!({ "to": to }));
     }
-    // The statement `latest_message` ran three times, from the cache.
+    // The statement `refresh_tail` ran three times, from the cache.
     let stmt = store
         .conn
-        .prepare_cached(&super::query::latest_message_sql())
+        .prepare_cached(&super::context::new_messages_sql())
         .unwrap();
     assert_eq!(stmt.get_status(rusqlite::StatementStatus::RePrepare), 0);
     drop(stmt);

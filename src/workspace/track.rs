@@ -88,10 +88,16 @@ impl Workspace {
         };
         let link = self.record.root.join(".git");
         let points_home = std::fs::read_to_string(&link).ok().is_some_and(|text| {
-            text.strip_prefix("gitdir: ")
-                .map(|p| self.record.root.join(p.trim_end()))
-                .and_then(|p| p.canonicalize().ok())
-                .is_some_and(|p| Some(p) == git_dir.canonicalize().ok())
+            let Some(named) = text.strip_prefix("gitdir: ") else {
+                return false;
+            };
+            let named = self.record.root.join(named.trim_end());
+            // Nearly always the very path modix (or git) wrote: no need to
+            // resolve both paths, a `readlink` per component each, per step.
+            named == *git_dir
+                || named
+                    .canonicalize()
+                    .is_ok_and(|p| Some(p) == git_dir.canonicalize().ok())
         });
         if points_home {
             return Ok(None);
