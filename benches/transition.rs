@@ -26,7 +26,9 @@
 //! beside the floor's. Last, the start-up of `modix validate` (a spawned
 //! binary, less a bare spawn).
 //!
-//! Run: `cargo bench --bench transition` (MODIX_BENCH_RUNS=N for more runs).
+//! Run: `cargo bench --bench transition` (MODIX_BENCH_RUNS=N for more runs;
+//! MODIX_BENCH_WRITE_PROJECTS=DIR only writes the two projects, to profile
+//! `modix go` on them).
 
 use std::io::Write as _;
 use std::path::Path;
@@ -50,6 +52,15 @@ const REAL_SCRIPT: &str =
 const REAL_FILES: usize = 300;
 
 fn main() {
+    // For profiling (`perf record modix go …`): write the two projects
+    // under this folder and stop.
+    if let Some(dir) = std::env::var_os("MODIX_BENCH_WRITE_PROJECTS") {
+        let dir = Path::new(&dir);
+        write_trivial_project(&dir.join("trivial"));
+        write_real_project(&dir.join("real"));
+        println!("wrote {0}/trivial and {0}/real", dir.display());
+        return;
+    }
     let runs: usize = std::env::var("MODIX_BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())

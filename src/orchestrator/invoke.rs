@@ -562,7 +562,13 @@ pub(super) fn overwrite(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .truncate(false)
         .open(path)?;
     file.write_all(bytes)?;
-    file.set_len(bytes.len() as u64)
+    // Cut only what is left of a longer old content: a truncate to the
+    // size the file already has still goes through the filesystem's
+    // truncate path.
+    if file.metadata()?.len() > bytes.len() as u64 {
+        file.set_len(bytes.len() as u64)?;
+    }
+    Ok(())
 }
 
 /// Ctrl-C and SIGTERM, as the engine hands them to a run.

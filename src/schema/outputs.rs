@@ -198,13 +198,24 @@ impl Schemas {
     /// The schema as JSON, for checking emit-rule conditions against it;
     /// `None` for `any`, unknown and broken ids.
     pub fn value(&self, id: &str) -> Option<Value> {
+        self.value_ref(id).cloned()
+    }
+
+    /// [`Schemas::value`], borrowed: the shipped ones are parsed once per
+    /// process, not at each step that judges an answer.
+    fn value_ref(&self, id: &str) -> Option<&Value> {
+        static SHIPPED: OnceLock<BTreeMap<&'static str, Value>> = OnceLock::new();
         if let Some(s) = self.user.get(id) {
-            return Some(s.value.clone());
+            return Some(&s.value);
         }
-        SHIPPED_OUTPUTS
-            .contains(&id)
-            .then(|| serde_json::from_str(super::text(id).ok()?).ok())
-            .flatten()
+        SHIPPED
+            .get_or_init(|| {
+                SHIPPED_OUTPUTS
+                    .into_iter()
+                    .filter_map(|id| Some((id, serde_json::from_str(super::text(id).ok()?).ok()?)))
+                    .collect()
+            })
+            .get(id)
     }
 
     /// Schema `id` as strict structured output takes it (see
@@ -216,8 +227,8 @@ impl Schemas {
     /// An answer judged as if the `null`s a strict-mode model gives for
     /// optional fields had been left out (see [`super::drop_optional_nulls`]).
     pub fn drop_optional_nulls(&self, id: &str, value: &mut Value) {
-        if let Some(schema) = self.value(id) {
-            super::drop_optional_nulls(&schema, value);
+        if let Some(schema) = self.value_ref(id) {
+            super::drop_optional_nulls(schema, value);
         }
     }
 

@@ -156,13 +156,43 @@ impl Writer<'_> {
             })
     }
 
-    /// Inserts an invocation as the run's next; returns its row id and `n`.
+    /// Where the run stands for its next step: its state and status, and
+    /// the `n` of its last invocation and `seq` of its last transition (0
+    /// when none), in one statement.
+    fn run_position(&self, run_id: &str) -> Result<RunPosition, StoreError> {
+        self.tx
+            .prepare_cached(
+                "SELECT current_state, status, \
+                 (SELECT coalesce(max(n), 0) FROM invocations WHERE run_id = ?1), \
+                 (SELECT coalesce(max(seq), 0) FROM transitions WHERE run_id = ?1) \
+                 FROM runs WHERE id = ?1",
+            )
+            .and_then(|mut s| {
+                s.query_row([run_id], |row| {
+                    Ok(RunPosition {
+                        state: row.get(0)?,
+                        status: row.get(1)?,
+                        last_n: row.get(2)?,
+                        last_seq: row.get(3)?,
+                    })
+                })
+                .optional()
+            })
+            .ctx(self.path, "reading a run's state")?
+            .ok_or_else(|| StoreError::NotFound {
+                path: self.path.to_path_buf(),
+                what: format!("run {run_id}"),
+            })
+    }
+
+    /// Inserts an invocation as the run's `n`; returns its row id.
     fn insert_invocation(
         &self,
         run_id: &str,
+        n: u32,
         inv: &NewInvocation,
         ended_at: &str,
-    ) -> Result<(i64, u32), StoreError> {
+    ) -> Result<i64, StoreError> {
         // Its first step is at `started_at`, the others at `ended_at`: only
         // the steps are written (see `query::lifecycle_records`), so the
         // text is the same from one invocation to the next.
@@ -182,67 +212,65 @@ impl Writer<'_> {
              pgid, process_started, exit_code, signal, timed_out, duration_ms, stdout, stderr, \
              stdout_bytes, stderr_bytes, parsed_output, validation_errors, class, reason, usage, \
              changes, retry, context_step) \
-             VALUES (?1, (SELECT coalesce(max(n), 0) + 1 FROM invocations WHERE run_id = ?1), \
+             VALUES (?1, ?33, \
              ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-             ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32) \
-             RETURNING id, n";
+             ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)";
         self.tx
             .prepare_cached(stmt)
             .and_then(|mut s| {
-                s.query_row(
-                    params![
-                        run_id,
-                        inv.state,
-                        inv.agent,
-                        inv.attempt,
-                        inv.lifecycle_fsm,
-                        serde_json::to_string(&lifecycle).unwrap_or_else(|_| "[]".into()),
-                        self.json(&inv.argv).map_err(to_sql)?,
-                        self.blob(inv.prompt.as_bytes()).map_err(to_sql)?,
-                        self.blob_json(&context).map_err(to_sql)?,
-                        inv.started_at,
-                        ended_at,
-                        inv.status,
-                        inv.outcome,
-                        inv.error.as_deref().map(|e| self.text(e)),
-                        inv.process.map(|p| p.pgid),
-                        inv.process.map(|p| to_i64(p.started)),
-                        inv.exit_code,
-                        inv.signal,
-                        inv.timed_out,
-                        inv.duration_ms.map(to_i64),
-                        self.blob(&inv.stdout).map_err(to_sql)?,
-                        self.blob(&inv.stderr).map_err(to_sql)?,
-                        to_i64(inv.stdout_bytes),
-                        to_i64(inv.stderr_bytes),
-                        parsed.transpose().map_err(to_sql)?.flatten(),
-                        validation_errors,
-                        inv.class.map(FailureClass::as_str),
-                        inv.reason.as_deref().map(|r| self.text(r)),
-                        inv.usage
-                            .as_ref()
-                            .map(|u| self.json_value(u))
-                            .transpose()
-                            .map_err(to_sql)?,
-                        inv.changes
-                            .as_ref()
-                            .map(|c| self.json_value(c))
-                            .transpose()
-                            .map_err(to_sql)?,
-                        inv.retry
-                            .as_ref()
-                            .map(|r| self.json_value(r))
-                            .transpose()
-                            .map_err(to_sql)?,
-                        match &context_step {
-                            Some(v) => self.blob_json(v).map_err(to_sql)?,
-                            None => None,
-                        },
-                    ],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
+                s.execute(params![
+                    run_id,
+                    inv.state,
+                    inv.agent,
+                    inv.attempt,
+                    inv.lifecycle_fsm,
+                    serde_json::to_string(&lifecycle).unwrap_or_else(|_| "[]".into()),
+                    self.json(&inv.argv).map_err(to_sql)?,
+                    self.blob(inv.prompt.as_bytes()).map_err(to_sql)?,
+                    self.blob_json(&context).map_err(to_sql)?,
+                    inv.started_at,
+                    ended_at,
+                    inv.status,
+                    inv.outcome,
+                    inv.error.as_deref().map(|e| self.text(e)),
+                    inv.process.map(|p| p.pgid),
+                    inv.process.map(|p| to_i64(p.started)),
+                    inv.exit_code,
+                    inv.signal,
+                    inv.timed_out,
+                    inv.duration_ms.map(to_i64),
+                    self.blob(&inv.stdout).map_err(to_sql)?,
+                    self.blob(&inv.stderr).map_err(to_sql)?,
+                    to_i64(inv.stdout_bytes),
+                    to_i64(inv.stderr_bytes),
+                    parsed.transpose().map_err(to_sql)?.flatten(),
+                    validation_errors,
+                    inv.class.map(FailureClass::as_str),
+                    inv.reason.as_deref().map(|r| self.text(r)),
+                    inv.usage
+                        .as_ref()
+                        .map(|u| self.json_value(u))
+                        .transpose()
+                        .map_err(to_sql)?,
+                    inv.changes
+                        .as_ref()
+                        .map(|c| self.json_value(c))
+                        .transpose()
+                        .map_err(to_sql)?,
+                    inv.retry
+                        .as_ref()
+                        .map(|r| self.json_value(r))
+                        .transpose()
+                        .map_err(to_sql)?,
+                    match &context_step {
+                        Some(v) => self.blob_json(v).map_err(to_sql)?,
+                        None => None,
+                    },
+                    n,
+                ])
             })
-            .ctx(self.path, "recording an invocation")
+            .ctx(self.path, "recording an invocation")?;
+        Ok(self.tx.last_insert_rowid())
     }
 }
 
@@ -308,8 +336,8 @@ impl Store {
         inv: &NewInvocation,
     ) -> Result<(), StoreError> {
         let w = self.write_tx()?;
-        w.run_state(run_id)?;
-        w.insert_invocation(run_id, inv, &now())?;
+        let at = w.run_position(run_id)?;
+        w.insert_invocation(run_id, at.last_n + 1, inv, &now())?;
         w.commit("committing an abandoned invocation")
     }
 
@@ -417,7 +445,12 @@ pub(super) fn write_step(
         run_id: run_id.to_owned(),
         detail,
     };
-    let (current, status) = w.run_state(run_id)?;
+    let RunPosition {
+        state: current,
+        status,
+        last_n,
+        last_seq,
+    } = w.run_position(run_id)?;
     if status.is_terminal() {
         return Err(conflict(format!(
             "the run already {status} in state {current}"
@@ -431,37 +464,35 @@ pub(super) fn write_step(
         )));
     }
     let at = now();
+    let n = last_n + 1;
     let invocation = match &step.invocation {
-        Some(inv) => Some(w.insert_invocation(run_id, inv, &at)?),
+        Some(inv) => Some(w.insert_invocation(run_id, n, inv, &at)?),
         None => None,
     };
     let reason = t.reason.as_deref().map(|r| w.text(r));
-    let seq: u32 =
-        w.tx.prepare_cached(
-            "INSERT INTO transitions (run_id, seq, at, from_state, event, to_state, attempt, \
-             bound, agent, reason, redirected, invocation_id) \
-             VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM transitions WHERE run_id = ?1), \
-             ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING seq",
-        )
-        .and_then(|mut s| {
-            s.query_row(
-                params![
-                    run_id,
-                    at,
-                    t.from,
-                    t.event,
-                    t.to,
-                    t.attempt,
-                    t.bound,
-                    t.agent,
-                    reason,
-                    t.redirected,
-                    invocation.map(|(id, _)| id),
-                ],
-                |row| row.get(0),
-            )
-        })
-        .ctx(w.path, "recording a transition")?;
+    let seq = last_seq + 1;
+    w.tx.prepare_cached(
+        "INSERT INTO transitions (run_id, seq, at, from_state, event, to_state, attempt, bound, \
+         agent, reason, redirected, invocation_id) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            run_id,
+            seq,
+            at,
+            t.from,
+            t.event,
+            t.to,
+            t.attempt,
+            t.bound,
+            t.agent,
+            reason,
+            t.redirected,
+            invocation,
+        ])
+    })
+    .ctx(w.path, "recording a transition")?;
     for m in &step.messages {
         let payload = w.blob_json(&m.payload)?;
         w.tx.prepare_cached(
@@ -498,8 +529,16 @@ pub(super) fn write_step(
         agent: t.agent.clone(),
         reason: reason.map(std::borrow::Cow::into_owned),
         redirected: t.redirected,
-        invocation: invocation.map(|(_, n)| n),
+        invocation: invocation.map(|_| n),
     })
+}
+
+/// What [`Writer::run_position`] reads.
+struct RunPosition {
+    state: String,
+    status: RunStatus,
+    last_n: u32,
+    last_seq: u32,
 }
 
 /// The run's new state and status; a final status ends it and drops its owner.
