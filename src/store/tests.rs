@@ -701,6 +701,16 @@ fn a_version_1_database_is_migrated_with_every_row() {
     v1_database(&path);
     let mut store = Store::open(&path).unwrap();
     assert_eq!(user_version(&path), SCHEMA_VERSION);
+    // Version 8 dropped the index no query used.
+    let index: Option<String> = store
+        .conn
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE name = 'transitions_by_invocation'",
+            [],
+            |r| r.get(0),
+        )
+        .ok();
+    assert_eq!(index, None);
     let first = store.invocation("01R", 1).unwrap();
     assert_eq!(first.prompt, "same prompt");
     assert_eq!(first.context, json!({"a": 1}));
