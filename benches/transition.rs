@@ -152,22 +152,28 @@ fn main() {
     let fl = floor_disk(tmp.path(), disk_runs * LOOPS as usize, |c| {
         insert_trivial(c, ANSWER)
     });
-    let trivial_disk = engine_disk(&trivial_root, disk_runs, || {
+    let warm = || {
+        trivial.run("bench_once", "warm-up");
+    };
+    let trivial_disk = engine_disk(&trivial_root, disk_runs, warm, || {
         trivial.run("bench_loop", "benchmark");
-    }) - engine_disk(&trivial_root, disk_runs, || {
+    }) - engine_disk(&trivial_root, disk_runs, warm, || {
         trivial.run("bench_once", "benchmark");
     });
     let rfl = floor_disk(tmp.path(), disk_runs * LOOPS as usize, |c| {
         real_floor(c, &real_log, &real_prompt, &real_context)
     });
-    let real_disk = engine_disk(&real_root, disk_runs, || {
+    let warm = || {
+        real.run("real_once", "warm-up");
+    };
+    let real_disk = engine_disk(&real_root, disk_runs, warm, || {
         real.run("real_loop", REAL_EPIC);
-    }) - engine_disk(&real_root, disk_runs, || {
+    }) - engine_disk(&real_root, disk_runs, warm, || {
         real.run("real_once", REAL_EPIC);
     });
     let steps = (disk_runs * LOOPS as usize) as f64;
     println!(
-        "on disk per step ({} extra steps; WAL emptied before each run):",
+        "on disk per step ({} extra steps; each run in a new database, WAL emptied before it):",
         steps
     );
     println!(
@@ -383,14 +389,24 @@ impl std::ops::Sub for Disk {
     }
 }
 
-/// `runs` runs of `run`, each on an emptied WAL, summed. A read transaction
+/// `runs` runs of `run`, each in a new database (made by `warm`) and on an
+/// emptied WAL, summed. A read transaction
 /// of ours stays open meanwhile, so no checkpoint (modix's automatic ones,
 /// or its closing connection's) copies or restarts the WAL before it is read.
-fn engine_disk(root: &Path, runs: usize, run: impl Fn()) -> Disk {
+fn engine_disk(root: &Path, runs: usize, warm: impl Fn(), run: impl Fn()) -> Disk {
     let db = root.join(".modix/modix.db");
-    let conn = Connection::open(&db).expect("open modix.db");
     let mut total = Disk::default();
     for _ in 0..runs {
+        // Each run in a database of its own, made by a short warm-up run:
+        // runs of the same workflow repeat each other's texts exactly, and
+        // the content-addressed store would count what a second identical
+        // run stores as nothing, which no real run (whose agents answer
+        // differently) sees.
+        for ext in ["db", "db-wal", "db-shm"] {
+            let _ = std::fs::remove_file(db.with_extension(ext));
+        }
+        warm();
+        let conn = Connection::open(&db).expect("open modix.db");
         let before = used_bytes(&conn);
         conn.execute_batch("BEGIN").expect("begin");
         conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))

@@ -32,13 +32,18 @@ impl Writer<'_> {
     }
 
     fn put(&self, content: &[u8]) -> Result<i64, StoreError> {
-        let hash = hex(&Sha256::digest(content));
+        let digest: Hash = Sha256::digest(content).into();
+        if let Some(id) = self.blob_ids.get(&digest) {
+            return Ok(id);
+        }
+        let hash = hex(&digest);
         let found: Option<i64> = self
             .tx
             .prepare_cached("SELECT id FROM blobs WHERE hash = ?1")
             .and_then(|mut s| s.query_row([&hash], |r| r.get(0)).optional())
             .ctx(self.path, "looking up stored text")?;
         if let Some(id) = found {
+            self.new_blob_ids.borrow_mut().push((digest, id));
             return Ok(id);
         }
         let (text, bytes) = match std::str::from_utf8(content) {
@@ -49,7 +54,37 @@ impl Writer<'_> {
             .prepare_cached("INSERT INTO blobs (hash, size, text, bytes) VALUES (?1, ?2, ?3, ?4)")
             .and_then(|mut s| s.execute(params![hash, content.len() as i64, text, bytes]))
             .ctx(self.path, "storing text")?;
-        Ok(self.tx.last_insert_rowid())
+        let id = self.tx.last_insert_rowid();
+        self.new_blob_ids.borrow_mut().push((digest, id));
+        Ok(id)
+    }
+}
+
+/// A SHA-256 digest.
+pub(super) type Hash = [u8; 32];
+
+/// The ids of blobs known to be committed, by hash: a step's texts that
+/// repeat (the same output, the package's stable part, a payload equal to
+/// the parsed answer) are found without a lookup. Sound because a blob's
+/// row never changes or goes once committed (nothing deletes from `blobs`,
+/// and VACUUM keeps an INTEGER PRIMARY KEY), whoever wrote it; entries of a
+/// transaction that did not commit are never learnt.
+#[derive(Debug, Default)]
+pub(super) struct Known(std::collections::HashMap<Hash, i64>);
+
+/// Enough for every text a long run repeats; past it, start over.
+const KNOWN_MAX: usize = 4096;
+
+impl Known {
+    fn get(&self, hash: &Hash) -> Option<i64> {
+        self.0.get(hash).copied()
+    }
+
+    pub(super) fn learn(&mut self, found: Vec<(Hash, i64)>) {
+        if self.0.len() + found.len() > KNOWN_MAX {
+            self.0.clear();
+        }
+        self.0.extend(found);
     }
 }
 

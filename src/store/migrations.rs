@@ -291,6 +291,17 @@ const V8: &str = r#"
 DROP INDEX IF EXISTS transitions_by_invocation;
 "#;
 
+/// Version 9: the members of a context package that change at each visit
+/// (`record::CONTEXT_STEP_MEMBERS`) are stored in the invocation's row, as
+/// JSON, instead of as a blob: they differ at every step, so a blob gained
+/// nothing by being content-addressed and cost two more pages (the blob and
+/// its hash's index) in every step's commit. Rows written before it have
+/// `context_step` (a blob) instead.
+const V9: &str = r#"
+ALTER TABLE invocations ADD COLUMN context_now TEXT
+    CHECK (context_now IS NULL OR json_valid(context_now));
+"#;
+
 /// One step of the schema's history.
 enum Migration {
     Sql(&'static str),
@@ -314,6 +325,7 @@ const VERSIONS: &[&[Migration]] = &[
     &[Migration::Sql(V6)],
     &[Migration::Sql(V7)],
     &[Migration::Sql(V8)],
+    &[Migration::Sql(V9)],
 ];
 
 /// The schema version this binary writes.
@@ -456,10 +468,14 @@ fn migrate_locked(store: &mut Store, path: &std::path::Path) -> Result<(), Store
     if found == SCHEMA_VERSION {
         return Ok(());
     }
+    // The blobs a migration writes are not learnt (it commits below).
+    let mut unlearnt = super::blobs::Known::default();
     let writer = super::Writer {
         tx,
         path,
         redactor: &store.redactor,
+        blob_ids: &mut unlearnt,
+        new_blob_ids: Default::default(),
     };
     let start = usize::try_from(found).unwrap_or(0);
     for (i, steps) in VERSIONS.iter().enumerate().skip(start) {

@@ -120,6 +120,8 @@ pub struct Store {
     /// Every text written passes through it: redaction is a property of
     /// the store's boundary, not of each caller.
     redactor: Redactor,
+    /// Blobs this store wrote or found, by hash (see `blobs`).
+    blob_ids: blobs::Known,
 }
 
 /// A write transaction with what every write needs: the path for errors and
@@ -128,6 +130,10 @@ pub(crate) struct Writer<'a> {
     tx: Transaction<'a>,
     path: &'a Path,
     redactor: &'a Redactor,
+    /// Blob ids known committed, and those this transaction found or added
+    /// (known only once it commits).
+    blob_ids: &'a mut blobs::Known,
+    new_blob_ids: std::cell::RefCell<Vec<(blobs::Hash, i64)>>,
 }
 
 impl Writer<'_> {
@@ -156,7 +162,9 @@ impl Writer<'_> {
     }
 
     fn commit(self, context: &'static str) -> Result<(), StoreError> {
-        self.tx.commit().ctx(self.path, context)
+        self.tx.commit().ctx(self.path, context)?;
+        self.blob_ids.learn(self.new_blob_ids.into_inner());
+        Ok(())
     }
 }
 
@@ -186,6 +194,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             redactor: Redactor::default(),
+            blob_ids: Default::default(),
         };
         // Refuse a newer schema before changing anything about the file.
         let version = migrations::check_not_newer(&store)?;
@@ -223,6 +232,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             redactor: Redactor::default(),
+            blob_ids: Default::default(),
         };
         store.keep_plans()?;
         let mut version = migrations::check_not_newer(&store)?;
@@ -314,6 +324,8 @@ impl Store {
             tx,
             path: &self.path,
             redactor: &self.redactor,
+            blob_ids: &mut self.blob_ids,
+            new_blob_ids: Default::default(),
         })
     }
 

@@ -193,7 +193,10 @@ fn invocation_query(filter: &str) -> String {
     .iter()
     .map(|(alias, col)| blobs::join(alias, col))
     .collect();
-    let cols: Vec<&str> = joins.iter().map(|(_, c)| c.as_str()).collect();
+    let mut cols: Vec<&str> = joins.iter().map(|(_, c)| c.as_str()).collect();
+    // The part of the package that changes at each visit: in the row since
+    // store v9, in a blob before.
+    cols[5] = "coalesce(i.context_now, bs.text), bs.bytes";
     let from: String = joins.iter().map(|(j, _)| j.as_str()).collect();
     format!(
         "SELECT i.run_id, i.n, i.state, i.agent, i.attempt, i.lifecycle_fsm, i.argv, \

@@ -211,7 +211,7 @@ impl Writer<'_> {
              lifecycle, argv, prompt, context, started_at, ended_at, status, outcome, error, \
              pgid, process_started, exit_code, signal, timed_out, duration_ms, stdout, stderr, \
              stdout_bytes, stderr_bytes, parsed_output, validation_errors, class, reason, usage, \
-             changes, retry, context_step) \
+             changes, retry, context_now) \
              VALUES (?1, ?33, \
              ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
              ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)";
@@ -262,10 +262,11 @@ impl Writer<'_> {
                         .map(|r| self.json_value(r))
                         .transpose()
                         .map_err(to_sql)?,
-                    match &context_step {
-                        Some(v) => self.blob_json(v).map_err(to_sql)?,
-                        None => None,
-                    },
+                    context_step
+                        .as_ref()
+                        .map(|v| self.json_value(v))
+                        .transpose()
+                        .map_err(to_sql)?,
                     n,
                 ])
             })
