@@ -9,6 +9,16 @@ use serde_json::json;
 use super::*;
 use crate::fsm::Outcome;
 
+/// How many blobs hold `text`.
+fn blobs_holding(store: &Store, text: &str) -> i64 {
+    store
+        .conn
+        .query_row("SELECT count(*) FROM blobs WHERE text = ?1", [text], |r| {
+            r.get(0)
+        })
+        .unwrap()
+}
+
 fn db(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join(DB_FILE)
 }
@@ -724,15 +734,7 @@ fn a_version_1_database_is_migrated_with_every_row() {
         json!({"title": "x"})
     );
     // The same text is stored once: both prompts, and the output and payload.
-    let blobs: i64 = store
-        .conn
-        .query_row(
-            "SELECT count(*) FROM blobs WHERE text = 'same prompt'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(blobs, 1);
+    assert_eq!(blobs_holding(&store, "same prompt"), 1);
     // The legacy running invocation is still there to be abandoned.
     let n = store
         .abandon_open_invocations("01R", |_, last| {
@@ -1143,15 +1145,7 @@ fn a_blob_of_a_transaction_that_did_not_commit_is_never_taken_as_stored() {
     let mut s = step("a", "go", "b");
     s.invocation = Some(new_invocation());
     store.record_step(&run.id, &s).unwrap();
-    let rows: i64 = store
-        .conn
-        .query_row(
-            "SELECT count(*) FROM blobs WHERE text = 'plan the epic'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(rows, 1);
+    assert_eq!(blobs_holding(&store, "plan the epic"), 1);
     for n in [1, 2] {
         assert_eq!(
             store.invocation(&run.id, n).unwrap().prompt,
