@@ -398,7 +398,7 @@ fn lstat(p: &Path) -> Option<Stat> {
 /// last component is not followed.
 #[derive(Default)]
 struct Statter {
-    dir: Option<(PathBuf, Option<std::fs::File>)>,
+    dir: Option<(PathBuf, Option<std::os::fd::OwnedFd>)>,
 }
 
 impl Statter {
@@ -407,10 +407,15 @@ impl Statter {
             return lstat(path);
         };
         if self.dir.as_ref().is_none_or(|(d, _)| d != parent) {
-            self.dir = Some((parent.to_path_buf(), std::fs::File::open(parent).ok()));
+            // O_PATH: like a stat by path, it needs no read permission on
+            // the folder, only search permission on the way to it.
+            use nix::fcntl::OFlag;
+            let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+            let fd = nix::fcntl::open(parent, flags, nix::sys::stat::Mode::empty()).ok();
+            self.dir = Some((parent.to_path_buf(), fd));
         }
         let Some((_, Some(dir))) = &self.dir else {
-            // The folder cannot be opened: nothing in it can be statted either.
+            // The folder cannot be opened: ask by path (which fails alike).
             return lstat(path);
         };
         use nix::fcntl::AtFlags;
@@ -521,6 +526,15 @@ mod tests {
             let p = root.join(rel);
             assert_eq!(statter.lstat(&p), lstat(&p), "{rel}");
         }
+        // A folder that can be searched but not read (stat by path works).
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir(root.join("x")).unwrap();
+        std::fs::write(root.join("x/h.txt"), "three").unwrap();
+        std::fs::set_permissions(root.join("x"), std::fs::Permissions::from_mode(0o311)).unwrap();
+        let p = root.join("x/h.txt");
+        assert_eq!(statter.lstat(&p), lstat(&p));
+        assert!(statter.lstat(&p).is_some());
+        std::fs::set_permissions(root.join("x"), std::fs::Permissions::from_mode(0o755)).unwrap();
         // The link is not followed; a folder swapped for a link is seen.
         assert!(statter.lstat(&root.join("a/link")).unwrap().is_symlink());
         std::fs::rename(root.join("a/b"), root.join("a/c")).unwrap();
