@@ -302,6 +302,15 @@ ALTER TABLE invocations ADD COLUMN context_now TEXT
     CHECK (context_now IS NULL OR json_valid(context_now));
 "#;
 
+/// Version 10: what an invocation did to the workspace (`changes`) is
+/// stored once, as a blob: a step that changed nothing records the same
+/// commit and tree as the one before, ~300 bytes at every step. Rows
+/// written before it (and a change found after the fact, by a resume) keep
+/// it in `changes`.
+const V10: &str = r#"
+ALTER TABLE invocations ADD COLUMN changes_ref INTEGER REFERENCES blobs(id);
+"#;
+
 /// One step of the schema's history.
 enum Migration {
     Sql(&'static str),
@@ -326,6 +335,7 @@ const VERSIONS: &[&[Migration]] = &[
     &[Migration::Sql(V7)],
     &[Migration::Sql(V8)],
     &[Migration::Sql(V9)],
+    &[Migration::Sql(V10)],
 ];
 
 /// The schema version this binary writes.

@@ -202,7 +202,8 @@ fn invocation_query(filter: &str) -> String {
         "SELECT i.run_id, i.n, i.state, i.agent, i.attempt, i.lifecycle_fsm, i.argv, \
          i.started_at, i.ended_at, i.status, i.outcome, i.error, i.pgid, i.exit_code, i.signal, \
          i.timed_out, i.duration_ms, i.stdout_bytes, i.stderr_bytes, i.validation_errors, \
-         i.lifecycle, i.class, i.reason, i.usage, i.changes, i.retry, {} FROM invocations i{from} \
+         i.lifecycle, i.class, i.reason, i.usage, coalesce(i.changes, bch.text), i.retry, {} \
+         FROM invocations i{from} LEFT JOIN blobs bch ON bch.id = i.changes_ref \
          WHERE {filter}",
         cols.join(", ")
     )
@@ -370,8 +371,9 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT n, changes FROM invocations WHERE run_id = ?1 AND changes IS NOT NULL \
-                 ORDER BY n",
+                "SELECT i.n, coalesce(i.changes, b.text) FROM invocations i \
+                 LEFT JOIN blobs b ON b.id = i.changes_ref WHERE i.run_id = ?1 \
+                 AND (i.changes IS NOT NULL OR i.changes_ref IS NOT NULL) ORDER BY i.n",
             )
             .ctx(self, "reading invocations' changes")?;
         stmt.query_map([run_id], |row| Ok((row.get(0)?, json_col(row, 1)?)))

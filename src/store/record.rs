@@ -211,7 +211,7 @@ impl Writer<'_> {
              lifecycle, argv, prompt, context, started_at, ended_at, status, outcome, error, \
              pgid, process_started, exit_code, signal, timed_out, duration_ms, stdout, stderr, \
              stdout_bytes, stderr_bytes, parsed_output, validation_errors, class, reason, usage, \
-             changes, retry, context_now) \
+             changes_ref, retry, context_now) \
              VALUES (?1, ?33, \
              ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
              ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)";
@@ -252,11 +252,10 @@ impl Writer<'_> {
                         .map(|u| self.json_value(u))
                         .transpose()
                         .map_err(to_sql)?,
-                    inv.changes
-                        .as_ref()
-                        .map(|c| self.json_value(c))
-                        .transpose()
-                        .map_err(to_sql)?,
+                    match &inv.changes {
+                        Some(c) => self.blob_json(c).map_err(to_sql)?,
+                        None => None,
+                    },
                     inv.retry
                         .as_ref()
                         .map(|r| self.json_value(r))
@@ -353,7 +352,7 @@ impl Store {
         let w = self.write_tx()?;
         let json = w.json_value(changes)?;
         w.tx.execute(
-            "UPDATE invocations SET changes = ?3 WHERE run_id = ?1 AND n = ?2",
+            "UPDATE invocations SET changes = ?3, changes_ref = NULL WHERE run_id = ?1 AND n = ?2",
             params![run_id, n, json],
         )
         .ctx(w.path, "recording an invocation's changes")?;

@@ -1158,3 +1158,34 @@ fn a_blob_of_a_transaction_that_did_not_commit_is_never_taken_as_stored() {
         .unwrap();
     assert_eq!(check, "ok");
 }
+
+#[test]
+fn what_steps_did_to_the_workspace_is_stored_once_when_it_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    let same = json!({"commit": "c0ffee", "empty": true, "files": [], "tree": "7ee"});
+    for (from, to) in [("plan", "a"), ("a", "b")] {
+        let mut s = step(from, "go", to);
+        let mut inv = new_invocation();
+        inv.changes = Some(same.clone());
+        s.invocation = Some(inv);
+        store.record_step(&run.id, &s).unwrap();
+    }
+    let text = serde_json::to_string(&same).unwrap();
+    assert_eq!(blobs_holding(&store, &text), 1);
+    for n in [1, 2] {
+        assert_eq!(
+            store.invocation(&run.id, n).unwrap().changes,
+            Some(same.clone())
+        );
+    }
+    // A change found after the fact (a resume's) is written in the row.
+    let later = json!({"discarded": ["x.txt"]});
+    store.set_invocation_changes(&run.id, 2, &later).unwrap();
+    assert_eq!(
+        store.invocation_changes(&run.id).unwrap(),
+        vec![(1, same), (2, later.clone())]
+    );
+    assert_eq!(store.invocation(&run.id, 2).unwrap().changes, Some(later));
+}
