@@ -9,6 +9,15 @@ use serde_json::json;
 use super::*;
 use crate::fsm::Outcome;
 
+/// SQLite's own check of the whole database passes.
+fn assert_intact(store: &Store) {
+    let check: String = store
+        .conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+}
+
 /// How many blobs hold `text`.
 fn blobs_holding(store: &Store, text: &str) -> i64 {
     store
@@ -462,11 +471,7 @@ fn killed_process_mid_step_leaves_the_run_unchanged() {
 fn store_ok(path: &Path) {
     let mut store = Store::open(path).unwrap();
     let run = store.runs(1).unwrap().remove(0).run;
-    let ok: String = store
-        .conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(ok, "ok");
+    assert_intact(&store);
     let t = store
         .record_step(&run.id, &step("execute", "done", "test"))
         .unwrap();
@@ -742,11 +747,7 @@ fn a_version_1_database_is_migrated_with_every_row() {
         })
         .unwrap();
     assert_eq!(n, 1);
-    let check: String = store
-        .conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    assert_intact(&store);
 }
 
 /// Any standard SQLite must be able to read and integrity-check the
@@ -1152,11 +1153,7 @@ fn a_blob_of_a_transaction_that_did_not_commit_is_never_taken_as_stored() {
             "plan the epic"
         );
     }
-    let check: String = store
-        .conn
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    assert_intact(&store);
 }
 
 #[test]
