@@ -459,12 +459,7 @@ fn resume_runs_the_agents_go_was_told_to_use() {
         sb.runs()[0]["overrides"],
         serde_json::json!({"brains": [], "models": [["executor", "scripted-v9"]], "env": []})
     );
-    let out = sb
-        .modix()
-        .args(["resume", "--json", &run])
-        .output()
-        .unwrap();
-    let r = GoResult::parse(&out);
+    let r = sb.resume_json(&run);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     // The planner kept its own model; both executor invocations used the override.
     let argv = |n: u32| sb.invocation(&run, n)["argv"].to_string();
@@ -556,12 +551,7 @@ fn ctrl_c_interrupts_kills_the_agent_and_resume_completes() {
     assert_eq!(r.code, Some(130), "{}", r.stderr);
     assert_eq!(r.summary["status"], "interrupted");
     let run = r.run_id();
-    let out = sb
-        .modix()
-        .args(["resume", "--json", &run])
-        .output()
-        .unwrap();
-    let r = GoResult::parse(&out);
+    let r = sb.resume_json(&run);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.summary["state"], "DONE");
     // planner, the interrupted executor (recorded once, as abandoned), the
@@ -860,12 +850,7 @@ fn resume_refuses_a_run_whose_workflow_changed() {
     assert!(text.contains("start a new run with `modix go`"), "{text}");
 
     std::fs::remove_file(sb.root().join(".modix/fsm/plan_execute_test.toml")).unwrap();
-    let out = sb
-        .modix()
-        .args(["resume", "--json", &run])
-        .output()
-        .unwrap();
-    let r = GoResult::parse(&out);
+    let r = sb.resume_json(&run);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
 }
 
@@ -963,12 +948,7 @@ fn resume_stops_the_agent_a_crashed_modix_left_running() {
         "the orphan should still be running before resume"
     );
 
-    let out = sb
-        .modix()
-        .args(["resume", "--json", &run])
-        .output()
-        .unwrap();
-    let r = GoResult::parse(&out);
+    let r = sb.resume_json(&run);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     std::thread::sleep(Duration::from_millis(300));
     assert!(

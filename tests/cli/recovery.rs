@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
-use crate::util::{GoResult, Sandbox, output_text};
+use crate::util::Sandbox;
 
 /// The example with its scripted shell classifying two failures the way a
 /// real CLI's rules do, and a project copy of the shipped workflow whose
@@ -183,12 +183,7 @@ fn ctrl_c_during_a_retry_wait_stops_at_once_and_resume_runs_it_again() {
         stopped.elapsed()
     );
     let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
-    let out = sb
-        .modix()
-        .args(["resume", "--json", &run])
-        .output()
-        .unwrap();
-    let r = GoResult::parse(&out);
-    assert_eq!(r.code, Some(0), "{}", output_text(&out));
+    let r = sb.resume_json(&run);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.path().last().unwrap(), "TESTING -tests_pass-> DONE");
 }

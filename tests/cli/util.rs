@@ -232,6 +232,16 @@ impl Sandbox {
             .expect("run");
         GoResult::parse(&out)
     }
+
+    /// Runs `modix resume RUN --json`, as [`Sandbox::go_json`] does `go`.
+    pub fn resume_json(&self, run: &str) -> GoResult {
+        let out = self
+            .modix()
+            .args(["resume", "--json", run])
+            .output()
+            .expect("run");
+        GoResult::parse(&out)
+    }
 }
 
 /// What `modix go --json` printed.

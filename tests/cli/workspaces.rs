@@ -636,8 +636,7 @@ fn kill_nine_mid_step_then_resume_discards_what_the_step_left() {
         m = marker.display()
     );
     let run = scenarios::crashed_while(&sb, &marker, &executor);
-    let out = modix(&sb, &["resume", "--json", &run]);
-    let r = GoResult::parse(&out);
+    let r = sb.resume_json(&run);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let ws = r.events.iter().find(|e| e["type"] == "workspace").unwrap();
     assert!(
@@ -907,8 +906,7 @@ fn kill_nine_between_the_agent_and_the_commit_then_resume_runs_the_step_once() {
     let transitions = history_seqs(&sb, &run);
     assert_eq!(transitions, [1, 2], "the crashed step left no transition");
 
-    let out = modix(&sb, &["resume", "--json", &run]);
-    let r = GoResult::parse(&out);
+    let r = sb.resume_json(&run);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(history_seqs(&sb, &run), [1, 2, 3, 4]);
     assert_eq!(std::fs::read_to_string(&count).unwrap(), "run\nrun\n");
