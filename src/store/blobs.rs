@@ -31,7 +31,9 @@ impl Writer<'_> {
         self.put(text.as_bytes()).map(Some)
     }
 
-    fn put(&self, content: &[u8]) -> Result<i64, StoreError> {
+    /// Stores `content` as it is (already redacted, or holding no secret)
+    /// once and returns its id.
+    pub(super) fn put(&self, content: &[u8]) -> Result<i64, StoreError> {
         let digest: Hash = Sha256::digest(content).into();
         if let Some(id) = self.blob_ids.get(&digest) {
             return Ok(id);

@@ -269,7 +269,7 @@ CREATE INDEX controls_open ON controls(run_id, taken_at);
 /// same from one visit of a state to the next (the epic, the project, the
 /// task spec, the agent's setup) is stored once: `context` holds the rest of
 /// the package, `context_step` the members that change at each visit
-/// (`record::CONTEXT_STEP_MEMBERS`). Rows written before it have the whole
+/// (`package::STEP_MEMBERS`). Rows written before it have the whole
 /// package in `context` and no `context_step`.
 const V6: &str = r#"
 ALTER TABLE invocations ADD COLUMN context_step INTEGER REFERENCES blobs(id);
@@ -292,7 +292,7 @@ DROP INDEX IF EXISTS transitions_by_invocation;
 "#;
 
 /// Version 9: the members of a context package that change at each visit
-/// (`record::CONTEXT_STEP_MEMBERS`) are stored in the invocation's row, as
+/// (`package::STEP_MEMBERS`) are stored in the invocation's row, as
 /// JSON, instead of as a blob: they differ at every step, so a blob gained
 /// nothing by being content-addressed and cost two more pages (the blob and
 /// its hash's index) in every step's commit. Rows written before it have
@@ -309,6 +309,17 @@ ALTER TABLE invocations ADD COLUMN context_now TEXT
 /// it in `changes`.
 const V10: &str = r#"
 ALTER TABLE invocations ADD COLUMN changes_ref INTEGER REFERENCES blobs(id);
+"#;
+
+/// Version 11: an invocation's command line and lifecycle steps are stored
+/// once, as blobs (`argv_ref`, `lifecycle_ref`): both are the same text from
+/// one step of an agent to the next (~125 bytes a step). Such rows hold
+/// JSON `null` in `argv` and `lifecycle`; rows written before it (and an
+/// invocation a resume closed, whose steps carry their own times) keep the
+/// text there.
+const V11: &str = r#"
+ALTER TABLE invocations ADD COLUMN argv_ref INTEGER REFERENCES blobs(id);
+ALTER TABLE invocations ADD COLUMN lifecycle_ref INTEGER REFERENCES blobs(id);
 "#;
 
 /// One step of the schema's history.
@@ -336,6 +347,7 @@ const VERSIONS: &[&[Migration]] = &[
     &[Migration::Sql(V8)],
     &[Migration::Sql(V9)],
     &[Migration::Sql(V10)],
+    &[Migration::Sql(V11)],
 ];
 
 /// The schema version this binary writes.

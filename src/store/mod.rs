@@ -19,6 +19,7 @@ mod context;
 mod controls;
 mod fork;
 mod migrations;
+mod package;
 mod query;
 mod record;
 mod runs;

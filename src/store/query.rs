@@ -119,19 +119,6 @@ pub(super) fn transition_from_row(row: &Row<'_>) -> rusqlite::Result<TransitionR
     })
 }
 
-/// A context package put back together from its stored parts (see
-/// `record::split_context`); its members in the order it was written
-/// (alphabetical: serde_json's maps are sorted).
-fn joined_context(frame: Value, step: Option<Value>) -> Value {
-    match (frame, step) {
-        (Value::Object(mut all), Some(Value::Object(step))) => {
-            all.extend(step);
-            Value::Object(all)
-        }
-        (frame, _) => frame,
-    }
-}
-
 /// An invocation's lifecycle steps from its stored text: each step either
 /// as written since schema 6 — `[from, event, to]`, the first at the
 /// invocation's `started_at`, the others at its `ended_at` — or whole, with
@@ -199,11 +186,14 @@ fn invocation_query(filter: &str) -> String {
     cols[5] = "coalesce(i.context_now, bs.text), bs.bytes";
     let from: String = joins.iter().map(|(j, _)| j.as_str()).collect();
     format!(
-        "SELECT i.run_id, i.n, i.state, i.agent, i.attempt, i.lifecycle_fsm, i.argv, \
+        "SELECT i.run_id, i.n, i.state, i.agent, i.attempt, i.lifecycle_fsm, \
+         coalesce(ba.text, i.argv), \
          i.started_at, i.ended_at, i.status, i.outcome, i.error, i.pgid, i.exit_code, i.signal, \
          i.timed_out, i.duration_ms, i.stdout_bytes, i.stderr_bytes, i.validation_errors, \
-         i.lifecycle, i.class, i.reason, i.usage, coalesce(i.changes, bch.text), i.retry, {} \
+         coalesce(bl.text, i.lifecycle), i.class, i.reason, i.usage, \
+         coalesce(i.changes, bch.text), i.retry, {} \
          FROM invocations i{from} LEFT JOIN blobs bch ON bch.id = i.changes_ref \
+         LEFT JOIN blobs ba ON ba.id = i.argv_ref LEFT JOIN blobs bl ON bl.id = i.lifecycle_ref \
          WHERE {filter}",
         cols.join(", ")
     )
@@ -258,7 +248,7 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
         changes: opt_json(24)?,
         retry: opt_json(25)?,
         prompt: blobs::read(row, blob(0))?,
-        context: joined_context(
+        context: super::package::join(
             blobs::read_json(row, blob(1))?.unwrap_or(Value::Null),
             blobs::read_json(row, blob(5))?,
         ),

@@ -201,7 +201,7 @@ impl Writer<'_> {
             .iter()
             .map(|(from, event, to)| [from.as_str(), event.as_str(), to.as_str()])
             .collect();
-        let (context, context_step) = split_context(&inv.context);
+        let (context, context_step) = super::package::split(&inv.context);
         let validation_errors = match inv.validation_errors.is_empty() {
             true => None,
             false => Some(self.json(&inv.validation_errors)?),
@@ -211,10 +211,10 @@ impl Writer<'_> {
              lifecycle, argv, prompt, context, started_at, ended_at, status, outcome, error, \
              pgid, process_started, exit_code, signal, timed_out, duration_ms, stdout, stderr, \
              stdout_bytes, stderr_bytes, parsed_output, validation_errors, class, reason, usage, \
-             changes_ref, retry, context_now) \
+             changes_ref, retry, context_now, lifecycle_ref, argv_ref) \
              VALUES (?1, ?33, \
-             ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-             ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)";
+             ?2, ?3, ?4, ?5, 'null', 'null', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
+             ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?6, ?7)";
         self.tx
             .prepare_cached(stmt)
             .and_then(|mut s| {
@@ -224,8 +224,14 @@ impl Writer<'_> {
                     inv.agent,
                     inv.attempt,
                     inv.lifecycle_fsm,
-                    serde_json::to_string(&lifecycle).unwrap_or_else(|_| "[]".into()),
-                    self.json(&inv.argv).map_err(to_sql)?,
+                    self.put(
+                        serde_json::to_string(&lifecycle)
+                            .unwrap_or_else(|_| "[]".into())
+                            .as_bytes()
+                    )
+                    .map_err(to_sql)?,
+                    self.put(self.json(&inv.argv).map_err(to_sql)?.as_bytes())
+                        .map_err(to_sql)?,
                     self.blob(inv.prompt.as_bytes()).map_err(to_sql)?,
                     self.blob_json(&context).map_err(to_sql)?,
                     inv.started_at,
@@ -272,35 +278,6 @@ impl Writer<'_> {
             .ctx(self.path, "recording an invocation")?;
         Ok(self.tx.last_insert_rowid())
     }
-}
-
-/// Members of a context package that differ from one visit of a state to
-/// the next. They are stored apart from the rest of the package (which is
-/// then the same text, stored once, for every visit), and put back together
-/// when it is read.
-const CONTEXT_STEP_MEMBERS: [&str; 9] = [
-    "attempt",
-    "came_from",
-    "feedback",
-    "outputs",
-    "notes",
-    "pending",
-    "next_task",
-    "previous_result",
-    "history",
-];
-
-/// A context package as its stable part and its step part (`None` when it
-/// is not an object: stored whole).
-fn split_context(context: &Value) -> (Value, Option<Value>) {
-    let Value::Object(all) = context else {
-        return (context.clone(), None);
-    };
-    let (step, frame): (serde_json::Map<_, _>, serde_json::Map<_, _>) = all
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .partition(|(k, _)| CONTEXT_STEP_MEMBERS.contains(&k.as_str()));
-    (Value::Object(frame), Some(Value::Object(step)))
 }
 
 /// A store error raised inside a statement's parameters, carried out as a
@@ -386,8 +363,9 @@ impl Store {
         type Open = (i64, String, String, String, Option<String>);
         let open: Vec<Open> =
             w.tx.prepare_cached(
-                "SELECT id, lifecycle_fsm, lifecycle, started_at, ended_at FROM invocations \
-                 WHERE run_id = ?1 AND status = 'running' ORDER BY n",
+                "SELECT i.id, i.lifecycle_fsm, coalesce(b.text, i.lifecycle), i.started_at, \
+                 i.ended_at FROM invocations i LEFT JOIN blobs b ON b.id = i.lifecycle_ref \
+                 WHERE i.run_id = ?1 AND i.status = 'running' ORDER BY i.n",
             )
             .and_then(|mut s| {
                 s.query_map([run_id], |row| {
@@ -422,7 +400,7 @@ impl Store {
             let text = serde_json::to_string(&steps).unwrap_or_else(|_| "[]".into());
             w.tx.execute(
                 "UPDATE invocations SET status = 'abandoned', outcome = NULL, ended_at = ?2, \
-                 lifecycle = ?3 WHERE id = ?1",
+                 lifecycle = ?3, lifecycle_ref = NULL WHERE id = ?1",
                 params![id, at, text],
             )
             .ctx(w.path, "abandoning an invocation")?;

@@ -986,29 +986,48 @@ fn a_state_visited_again_stores_only_what_changed_of_its_context_and_lifecycle()
         let mut s = step(from, "again", to);
         let mut inv = new_invocation();
         inv.attempt = attempt as u32 + 1;
+        let verdict = json!({"passed": false, "summary": format!("verdict {attempt}")});
         inv.context = json!({
             "epic": "add login",
             "task_spec": { "text": big },
             "attempt": attempt + 1,
             "feedback": format!("try again ({attempt})"),
+            "came_from": {"seq": attempt, "state": "plan", "event": "again", "reason": null,
+                          "output": verdict},
+            "outputs": {"plan": {"schema": "test_result", "seq": attempt, "output": verdict}},
         });
         s.invocation = Some(inv);
         store.record_step(&run.id, &s).unwrap();
         sizes.push(blobs(&store));
     }
     // A later visit adds no blob: its step part is in its row, the rest
-    // (the task spec) was stored at the first.
+    // (the task spec), its command line and lifecycle were stored at the
+    // first.
     for w in sizes.windows(2) {
         assert_eq!(w[1], w[0], "{sizes:?}");
     }
+    let verdict = json!({"passed": false, "summary": "verdict 2"});
     let whole = json!({
         "attempt": 3,
         "epic": "add login",
         "feedback": "try again (2)",
         "task_spec": { "text": big },
+        "came_from": {"seq": 2, "state": "plan", "event": "again", "reason": null,
+                      "output": verdict},
+        "outputs": {"plan": {"schema": "test_result", "seq": 2, "output": verdict}},
     });
     let inv = store.invocation(&run.id, 3).unwrap();
     assert_eq!(inv.context, whole);
+    // The previous output is in the row once (in `outputs`), not twice.
+    let now: String = store
+        .conn
+        .query_row(
+            "SELECT context_now FROM invocations WHERE run_id = ?1 AND n = 3",
+            [&run.id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(now.matches("verdict 2").count(), 1, "{now}");
     // A row written before store v9 has its step part in a blob: read the same.
     store
         .conn
@@ -1056,6 +1075,7 @@ fn rows_written_before_schema_6_read_back_as_written() {
         .execute_batch(&format!(
             "INSERT INTO blobs (hash, size, text) VALUES ('old', 23, '{{\"epic\":\"old\",\"attempt\":1}}');
              UPDATE invocations SET lifecycle = '{whole}', context_step = NULL,
+               lifecycle_ref = NULL, argv = json_array('old', 'argv'), argv_ref = NULL,
                context = (SELECT id FROM blobs WHERE hash = 'old');"
         ))
         .unwrap();
@@ -1063,6 +1083,7 @@ fn rows_written_before_schema_6_read_back_as_written() {
     assert_eq!(inv.context, json!({"epic": "old", "attempt": 1}));
     assert_eq!(inv.lifecycle[1].at, "2026-01-01T00:00:09.000Z");
     assert_eq!(inv.lifecycle[1].to, "COMPLETED");
+    assert_eq!(inv.argv, ["old", "argv"]);
 }
 
 /// `history` counts a run's steps and invocations by their last number and
