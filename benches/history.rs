@@ -369,6 +369,18 @@ fn generate(template: &Path, cache: &Path) {
     );
 }
 
+/// Run column `usage_*` for `n` invocations that each used [`USAGE`].
+fn usage_total(column: &str, n: u32) -> Value {
+    let usage: serde_json::Value = serde_json::from_str(USAGE).expect("usage");
+    let n = f64::from(n);
+    let field = |name: &str| usage[name].as_f64().expect("a number") * n;
+    match column {
+        "usage_invocations" | "usage_priced" => Value::Integer(n as i64),
+        "usage_cost_usd" => Value::Real(field("cost_usd")),
+        other => Value::Integer(field(other.trim_start_matches("usage_")) as i64),
+    }
+}
+
 /// A mix of statuses, as a store used for a while holds: most runs
 /// succeeded, some failed, a few were interrupted, stopped, or wait at a
 /// gate, and some say running though their process is long gone.
@@ -466,6 +478,7 @@ impl<'c> Generator<'c> {
                 "status_reason" if status == "interrupted" => {
                     Value::Text("interrupted by Ctrl-C".into())
                 }
+                usage if usage.starts_with("usage_") => usage_total(usage, steps - 1),
                 _ => row[i].clone(),
             };
         }
@@ -504,9 +517,6 @@ impl<'c> Generator<'c> {
                     "attempt" => Value::Integer(n.into()),
                     "started_at" => Value::Text(started.clone()),
                     "ended_at" => Value::Text(at.clone()),
-                    "lifecycle" => Value::Text(format!(
-                        r#"[{{"at":"{started}","event":"start","from":"IDLE","seq":1,"to":"EXECUTING"}},{{"at":"{at}","event":"success","from":"EXECUTING","seq":2,"to":"COMPLETED"}}]"#
-                    )),
                     "pgid" => Value::Integer(10_000 + i64::from(seq % 50_000)),
                     "duration_ms" => Value::Integer(1_500),
                     "usage" => Value::Text(USAGE.into()),

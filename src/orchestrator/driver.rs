@@ -45,8 +45,6 @@ pub(super) struct Driver<'p> {
     pub(super) stored_commit: String,
     /// The run's latest outputs and latest step, read incrementally.
     pub(super) tail: crate::store::RunTail,
-    /// What the run used so far, for its budget, read incrementally.
-    pub(super) usage: crate::store::UsageTally,
     /// Stops asked by other processes (`modix stop`).
     pub(super) controls: control::Controls,
     /// The task watching for them (ended when the drive ends).
@@ -118,7 +116,6 @@ pub(super) fn drive(
         Ok(p) => p,
         Err(e) => return Err(give_up(&mut store, &run.id, e)),
     };
-    let usage = store.usage_tally(&run.id);
     let mut driver = Driver {
         info: RunInfo {
             project,
@@ -134,7 +131,6 @@ pub(super) fn drive(
         store,
         cursor,
         tail,
-        usage,
         work: opened.work,
         stored_commit,
         controls,

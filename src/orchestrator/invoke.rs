@@ -148,8 +148,8 @@ impl Driver<'_> {
         let mut retried = 0;
         loop {
             let seq = self.cursor.transitions() + 1;
-            let (store, tally) = (&self.store, &mut self.usage);
-            let spent = super::budget::spent(&self.info, || store.tally_usage(tally))?;
+            let store = &self.store;
+            let spent = super::budget::spent(&self.info, || store.run_usage(call.run_id))?;
             let mut tried = self
                 .info
                 .attempt(

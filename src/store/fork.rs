@@ -69,6 +69,7 @@ impl Store {
         )
         .ctx(w.path, "creating the forked run")?;
         copy_rows(&w, source, &id, seq)?;
+        w.retally_usage(Some(&id))?;
         if let Some(note) = note {
             let payload = w.blob_json(&note)?;
             w.tx.execute(

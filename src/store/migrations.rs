@@ -322,6 +322,19 @@ ALTER TABLE invocations ADD COLUMN argv_ref INTEGER REFERENCES blobs(id);
 ALTER TABLE invocations ADD COLUMN lifecycle_ref INTEGER REFERENCES blobs(id);
 "#;
 
+/// Version 12: each run's usage totals on its row (`usage_*`), kept by the
+/// step that records an invocation (store::usage), so `history` and the
+/// budget read one row, not every invocation of a run (a million for a long
+/// loop). Filled for the runs already stored by summing their invocations.
+const V12: &str = r#"
+ALTER TABLE runs ADD COLUMN usage_invocations INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN usage_priced INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN usage_input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN usage_output_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN usage_cost_usd REAL NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN usage_turns INTEGER NOT NULL DEFAULT 0;
+"#;
+
 /// One step of the schema's history.
 enum Migration {
     Sql(&'static str),
@@ -348,10 +361,16 @@ const VERSIONS: &[&[Migration]] = &[
     &[Migration::Sql(V9)],
     &[Migration::Sql(V10)],
     &[Migration::Sql(V11)],
+    &[Migration::Sql(V12), Migration::Code(tally_usage)],
 ];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = VERSIONS.len() as i64;
+
+/// Version 12's totals for the runs already stored.
+fn tally_usage(w: &super::Writer<'_>) -> Result<(), StoreError> {
+    w.retally_usage(None)
+}
 
 /// Copies version-1 invocations (with their lifecycle rows) and messages
 /// into the version-2 tables, texts into `blobs`. Ids are kept, so the

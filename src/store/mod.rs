@@ -42,7 +42,7 @@ pub use migrations::SCHEMA_VERSION;
 pub use query::{MessageRecord, TransitionRecord};
 pub use record::{InvocationStatus, NewInvocation, NewMessage, NewTransition, ProcessIds, Step};
 pub use runs::{NewRun, Run};
-pub use usage::{RunUsage, UsageTally};
+pub use usage::RunUsage;
 
 /// File name of the database inside `.modix/`.
 pub const DB_FILE: &str = "modix.db";

@@ -207,6 +207,10 @@ impl Writer<'_> {
             false => Some(self.json(&inv.validation_errors)?),
         };
         let parsed = inv.parsed_output.as_ref().map(|v| self.blob_json(v));
+        let usage = inv.usage.as_ref().map(|u| self.json_value(u)).transpose()?;
+        if let Some(usage) = &usage {
+            self.add_usage(run_id, usage)?;
+        }
         let stmt = "INSERT INTO invocations (run_id, n, state, agent, attempt, lifecycle_fsm, \
              lifecycle, argv, prompt, context, started_at, ended_at, status, outcome, error, \
              pgid, process_started, exit_code, signal, timed_out, duration_ms, stdout, stderr, \
@@ -253,11 +257,7 @@ impl Writer<'_> {
                     validation_errors,
                     inv.class.map(FailureClass::as_str),
                     inv.reason.as_deref().map(|r| self.text(r)),
-                    inv.usage
-                        .as_ref()
-                        .map(|u| self.json_value(u))
-                        .transpose()
-                        .map_err(to_sql)?,
+                    usage,
                     match &inv.changes {
                         Some(c) => self.blob_json(c).map_err(to_sql)?,
                         None => None,

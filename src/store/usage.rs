@@ -2,10 +2,10 @@
 //! its CLI reported it): what `go`'s summary and `history` show, and what
 //! the run's budget is checked against.
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
-use super::{Ctx, Store, StoreError};
+use super::{Ctx, Store, StoreError, Writer};
 
 /// A run's usage so far. Counts only what the CLIs reported: an invocation
 /// whose CLI says nothing (a plain command, Aider) adds nothing.
@@ -29,83 +29,82 @@ impl RunUsage {
     }
 }
 
-impl RunUsage {
-    fn add(&mut self, more: &RunUsage) {
-        self.input_tokens = self.input_tokens.saturating_add(more.input_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(more.output_tokens);
-        self.turns = self.turns.saturating_add(more.turns);
-        self.invocations += more.invocations;
-        self.priced += more.priced;
-        self.cost_usd = match (self.cost_usd, more.cost_usd) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
-    }
-}
+/// The run's usage columns (`runs.usage_*`, since store v12), in the order
+/// [`TALLY`] yields them.
+const COLUMNS: &str = "usage_invocations, usage_priced, usage_input_tokens, \
+     usage_output_tokens, usage_cost_usd, usage_turns";
 
-/// A run's usage kept current by reading only the invocations recorded
-/// since the last read, so checking a budget before every attempt does not
-/// cost more the longer the run gets.
-#[derive(Debug)]
-pub struct UsageTally {
-    run_id: String,
-    /// Invocations up to this `n` are counted.
-    counted: u32,
-    total: RunUsage,
+/// The sum of the usage of the invocations of run `runs.id`, as [`COLUMNS`]:
+/// what the columns hold, for a run whose invocations were written before
+/// them (migration, fork). The same arithmetic as [`Writer::add_usage`].
+const TALLY: &str = "SELECT count(usage), count(json_extract(usage, '$.cost_usd')), \
+     coalesce(sum(CAST(json_extract(usage, '$.input_tokens') AS INTEGER)), 0), \
+     coalesce(sum(CAST(json_extract(usage, '$.output_tokens') AS INTEGER)), 0), \
+     total(json_extract(usage, '$.cost_usd')), \
+     coalesce(sum(CAST(json_extract(usage, '$.turns') AS INTEGER)), 0) \
+     FROM invocations WHERE run_id = runs.id";
+
+impl Writer<'_> {
+    /// Adds one invocation's recorded usage (its JSON as stored) to its
+    /// run's totals, in the invocation's transaction: the totals are always
+    /// the sum of the run's invocations, and reading them is one row.
+    pub(super) fn add_usage(&self, run_id: &str, usage: &str) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "UPDATE runs SET usage_invocations = usage_invocations + 1, \
+                 usage_priced = usage_priced + (json_extract(?2, '$.cost_usd') IS NOT NULL), \
+                 usage_input_tokens = usage_input_tokens \
+                   + coalesce(CAST(json_extract(?2, '$.input_tokens') AS INTEGER), 0), \
+                 usage_output_tokens = usage_output_tokens \
+                   + coalesce(CAST(json_extract(?2, '$.output_tokens') AS INTEGER), 0), \
+                 usage_cost_usd = usage_cost_usd \
+                   + coalesce(json_extract(?2, '$.cost_usd'), 0), \
+                 usage_turns = usage_turns \
+                   + coalesce(CAST(json_extract(?2, '$.turns') AS INTEGER), 0) \
+                 WHERE id = ?1",
+            )
+            .and_then(|mut s| s.execute(params![run_id, usage]))
+            .ctx(self.path, "adding an invocation's usage to its run")?;
+        Ok(())
+    }
+
+    /// Sets the usage totals of run `run_id` (every run when `None`) to the
+    /// sum of its invocations'.
+    pub(super) fn retally_usage(&self, run_id: Option<&str>) -> Result<(), StoreError> {
+        self.tx
+            .execute(
+                &format!("UPDATE runs SET ({COLUMNS}) = ({TALLY}) WHERE ?1 IS NULL OR id = ?1"),
+                [run_id],
+            )
+            .ctx(self.path, "summing runs' usage")?;
+        Ok(())
+    }
 }
 
 impl Store {
     /// The sum of every recorded invocation's usage in run `run_id` (the
-    /// attempts its states retried included: they were paid for too).
+    /// attempts its states retried included: they were paid for too): its
+    /// run's totals, one row.
     pub fn run_usage(&self, run_id: &str) -> Result<RunUsage, StoreError> {
-        self.usage_after(run_id, 0).map(|(usage, _)| usage)
-    }
-
-    /// A tally of run `run_id`'s usage, nothing counted yet.
-    pub fn usage_tally(&self, run_id: &str) -> UsageTally {
-        UsageTally {
-            run_id: run_id.to_owned(),
-            counted: 0,
-            total: RunUsage::default(),
-        }
-    }
-
-    /// The run's usage so far: the tally with the invocations recorded
-    /// since it was last brought up to date added.
-    pub fn tally_usage(&self, tally: &mut UsageTally) -> Result<RunUsage, StoreError> {
-        let (more, last) = self.usage_after(&tally.run_id, tally.counted)?;
-        tally.total.add(&more);
-        tally.counted = tally.counted.max(last);
-        Ok(tally.total.clone())
-    }
-
-    /// The usage of the run's invocations after number `after` (a range of
-    /// its primary key), and the last invocation number seen.
-    fn usage_after(&self, run_id: &str, after: u32) -> Result<(RunUsage, u32), StoreError> {
-        let sql = "SELECT count(usage), count(json_extract(usage, '$.cost_usd')), \
-             coalesce(sum(json_extract(usage, '$.input_tokens')), 0), \
-             coalesce(sum(json_extract(usage, '$.output_tokens')), 0), \
-             total(json_extract(usage, '$.cost_usd')), \
-             coalesce(sum(json_extract(usage, '$.turns')), 0), coalesce(max(n), 0) \
-             FROM invocations WHERE run_id = ?1 AND n > ?2";
         let whole = |n: i64| u64::try_from(n).unwrap_or(0);
         self.conn
-            .prepare_cached(sql)
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM runs WHERE id = ?1"))
             .and_then(|mut s| {
-                s.query_row(params![run_id, after], |row| {
+                s.query_row(params![run_id], |row| {
                     let priced: u32 = row.get(1)?;
-                    let usage = RunUsage {
+                    Ok(RunUsage {
                         invocations: row.get(0)?,
                         priced,
                         input_tokens: whole(row.get(2)?),
                         output_tokens: whole(row.get(3)?),
                         cost_usd: (priced > 0).then_some(row.get::<_, f64>(4)?),
                         turns: whole(row.get(5)?),
-                    };
-                    Ok((usage, row.get(6)?))
+                    })
                 })
+                .optional()
             })
-            .ctx(self, "summing a run's usage")
+            .ctx(self, "reading a run's usage")
+            .map(Option::unwrap_or_default)
     }
 }
 
@@ -117,10 +116,31 @@ mod tests {
     use super::super::tests::{new_invocation, new_run, step};
     use super::*;
 
+    /// The run's usage summed over its invocations, as the columns' first
+    /// filling does: what the totals must equal.
+    fn summed(store: &Store, run_id: &str) -> RunUsage {
+        let sql = TALLY.replace("runs.id", "?1");
+        store
+            .conn
+            .query_row(&sql, [run_id], |row| {
+                let priced: u32 = row.get(1)?;
+                Ok(RunUsage {
+                    invocations: row.get(0)?,
+                    priced,
+                    input_tokens: row.get::<_, i64>(2)? as u64,
+                    output_tokens: row.get::<_, i64>(3)? as u64,
+                    cost_usd: (priced > 0).then_some(row.get(4)?),
+                    turns: row.get::<_, i64>(5)? as u64,
+                })
+            })
+            .unwrap()
+    }
+
     #[test]
     fn sums_what_the_invocations_reported() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&dir.path().join(super::super::DB_FILE)).unwrap();
+        let db = dir.path().join(super::super::DB_FILE);
+        let mut store = Store::open(&db).unwrap();
         let run = store.create_run(&new_run()).unwrap();
         assert_eq!(store.run_usage(&run.id).unwrap(), RunUsage::default());
         let usages = [
@@ -130,7 +150,6 @@ mod tests {
             None,
             Some(json!({"input_tokens": 50, "output_tokens": 5})),
         ];
-        let mut tally = store.usage_tally(&run.id);
         let mut tallied = Vec::new();
         let mut at = "plan".to_owned();
         for (i, usage) in usages.into_iter().enumerate() {
@@ -141,15 +160,13 @@ mod tests {
                 ..new_invocation()
             });
             store.record_step(&run.id, &s).unwrap();
-            tallied.push(store.tally_usage(&mut tally).unwrap());
+            // The totals kept by each step agree with the sum at each point.
+            tallied.push(store.run_usage(&run.id).unwrap());
+            assert_eq!(tallied[i], summed(&store, &run.id));
             at = to;
         }
-        // The tally, brought up to date after each step, agrees with the
-        // sum at each point.
         assert_eq!(tallied[0].cost_usd, Some(0.25));
         assert_eq!(tallied[1], tallied[0]);
-        assert_eq!(tallied[2], store.run_usage(&run.id).unwrap());
-        assert_eq!(store.tally_usage(&mut tally).unwrap(), tallied[2]);
         let u = store.run_usage(&run.id).unwrap();
         assert_eq!(
             u,
@@ -163,8 +180,35 @@ mod tests {
             }
         );
         assert_eq!(u.tokens(), 165);
-        // Another run's usage is its own.
+        // An abandoned attempt was paid for too.
+        let abandoned = NewInvocation {
+            usage: Some(json!({"input_tokens": 1, "cost_usd": 0.5})),
+            ..new_invocation()
+        };
+        store.record_abandoned(&run.id, &abandoned).unwrap();
+        let u = store.run_usage(&run.id).unwrap();
+        assert_eq!((u.input_tokens, u.cost_usd, u.priced), (151, Some(0.75), 2));
+        assert_eq!(u, summed(&store, &run.id));
+        // Another run's usage is its own; a fork's is what it copied.
         let other = store.create_run(&new_run()).unwrap();
         assert_eq!(store.run_usage(&other.id).unwrap().invocations, 0);
+        let fork = store.fork_run(&run.id, 1, &new_run(), None).unwrap();
+        assert_eq!(store.run_usage(&fork.id).unwrap(), tallied[0]);
+        // A store from before the totals gets them summed when it opens.
+        store
+            .conn
+            .execute_batch(
+                "ALTER TABLE runs DROP COLUMN usage_invocations; \
+                 ALTER TABLE runs DROP COLUMN usage_priced; \
+                 ALTER TABLE runs DROP COLUMN usage_input_tokens; \
+                 ALTER TABLE runs DROP COLUMN usage_output_tokens; \
+                 ALTER TABLE runs DROP COLUMN usage_cost_usd; \
+                 ALTER TABLE runs DROP COLUMN usage_turns; PRAGMA user_version = 11;",
+            )
+            .unwrap();
+        drop(store);
+        let store = Store::open(&db).unwrap();
+        assert_eq!(store.run_usage(&run.id).unwrap(), u);
+        assert_eq!(store.run_usage(&fork.id).unwrap(), tallied[0]);
     }
 }
