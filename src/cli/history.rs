@@ -279,26 +279,18 @@ fn show_run(
     out: &Output,
 ) -> Result<(), Error> {
     if args.json {
-        let transitions = store.transitions(&run.id)?;
-        let looping = loops_of(machine, &transitions);
-        let messages = store.messages(&run.id)?;
-        let steps: Vec<serde_json::Value> = transitions
-            .iter()
-            .zip(&looping)
-            .map(|(t, l)| {
-                let mut v = serde_json::to_value(t).unwrap_or_default();
-                v["loop"] = serde_json::to_value(l).unwrap_or_default();
-                v
-            })
-            .collect();
-        out.json(&json!({
-            "schema_version": SCHEMA_VERSION,
-            "run": runs::run_json(run),
-            "usage": store.run_usage(&run.id)?,
-            "transitions": steps,
-            "messages": messages,
-        }));
-        return Ok(());
+        let doc = RunDocument {
+            store,
+            run,
+            usage: store.run_usage(&run.id)?,
+            machine,
+            failed: Default::default(),
+        };
+        out.json(&doc);
+        return match doc.failed.into_inner() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        };
     }
     out.para(format!("Run {} — {}", run.id, headline(run, out)));
     let started = if out.tty {
@@ -334,6 +326,91 @@ fn show_run(
         "`modix history {id} --invocation N` shows an invocation; `--timeline` charts the steps."
     ));
     Ok(())
+}
+
+/// `history RUN --json`: the run, its usage, its transitions (each with
+/// the loop it was in) and its messages, serialised as they are read from
+/// the store, one row at a time, so a run of a million steps takes the
+/// memory of one. Members in alphabetical order, as every JSON object
+/// modix prints.
+struct RunDocument<'a> {
+    store: &'a Store,
+    run: &'a Run,
+    usage: crate::store::RunUsage,
+    machine: Option<Arc<Machine>>,
+    /// The store's error that cut the document short, if one did.
+    failed: std::cell::RefCell<Option<StoreError>>,
+}
+
+impl serde::Serialize for RunDocument<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let id = &self.run.id;
+        let mut map = s.serialize_map(Some(5))?;
+        map.serialize_entry(
+            "messages",
+            &Rows(
+                |seq: Sink<'_>| {
+                    self.store
+                        .each_message(id, |m| seq(serde_json::to_value(m).unwrap_or_default()))
+                },
+                &self.failed,
+            ),
+        )?;
+        map.serialize_entry("run", &runs::run_json(self.run))?;
+        map.serialize_entry("schema_version", &SCHEMA_VERSION)?;
+        let loops = std::cell::RefCell::new(self.machine.clone().map(Loops::new));
+        map.serialize_entry(
+            "transitions",
+            &Rows(
+                |seq: Sink<'_>| {
+                    self.store.each_transition(id, |t| {
+                        let looping = loops.borrow_mut().as_mut().and_then(|l| {
+                            let at = l.at(&t.from);
+                            l.advance(&t.event, &t.to);
+                            at
+                        });
+                        let mut v = serde_json::to_value(&t).unwrap_or_default();
+                        v["loop"] = serde_json::to_value(looping).unwrap_or_default();
+                        seq(v)
+                    })
+                },
+                &self.failed,
+            ),
+        )?;
+        map.serialize_entry("usage", &serde_json::to_value(&self.usage).unwrap_or_default())?;
+        map.end()
+    }
+}
+
+/// Where a store reader hands each row, as JSON; an error (the output's)
+/// stops the reading.
+type Sink<'s> = &'s mut dyn FnMut(serde_json::Value) -> Result<(), String>;
+
+/// A JSON array of the rows a store reader hands a [`Sink`] one at a time;
+/// the store's error, if one cuts it short, is kept in the cell.
+struct Rows<'a, F>(F, &'a std::cell::RefCell<Option<StoreError>>);
+
+impl<F> serde::Serialize for Rows<'_, F>
+where
+    F: Fn(Sink<'_>) -> Result<Result<(), String>, StoreError>,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error as _, SerializeSeq};
+        let mut seq = s.serialize_seq(None)?;
+        let mut element =
+            |v: serde_json::Value| seq.serialize_element(&v).map_err(|e| e.to_string());
+        match (self.0)(&mut element) {
+            Ok(Ok(())) => seq.end(),
+            // Writing failed (a closed pipe): stop.
+            Ok(Err(e)) => Err(S::Error::custom(e)),
+            Err(e) => {
+                let message = e.to_string();
+                *self.1.borrow_mut() = Some(e);
+                Err(S::Error::custom(message))
+            }
+        }
+    }
 }
 
 /// The table of the run's steps: the last `shown` of them (all for 0),

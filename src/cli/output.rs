@@ -124,8 +124,13 @@ impl Output {
 
     /// Pretty JSON on stdout.
     pub fn json<T: Serialize + ?Sized>(&self, value: &T) {
-        let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into());
-        let _ = writeln!(std::io::stdout().lock(), "{text}");
+        // Written as it is serialised: a document read row by row (a long
+        // run's `history --json`) is never in memory whole. A write error (a
+        // closed pipe) ends it, as it ends any other output.
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let _ = serde_json::to_writer_pretty(&mut out, value);
+        let _ = writeln!(out);
+        let _ = out.flush();
     }
 
     /// One compact JSON line on stdout (for streams such as `go --json`).

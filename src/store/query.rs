@@ -287,6 +287,47 @@ impl Store {
             .ctx(self, "reading transitions")
     }
 
+    /// Hands the run's transitions to `f` one at a time, by seq, as they
+    /// are read (a run of a million steps is never in memory whole). Stops
+    /// at `f`'s first error, which it returns inside the store's result.
+    pub fn each_transition<E>(
+        &self,
+        run_id: &str,
+        f: impl FnMut(TransitionRecord) -> Result<(), E>,
+    ) -> Result<Result<(), E>, StoreError> {
+        let sql = format!("SELECT {TRANSITION_COLUMNS} WHERE t.run_id = ?1 ORDER BY t.seq");
+        self.each_row(&sql, run_id, transition_from_row, f)
+            .ctx(self, "reading transitions")
+    }
+
+    /// [`Store::each_transition`] for the run's messages, by id.
+    pub fn each_message<E>(
+        &self,
+        run_id: &str,
+        f: impl FnMut(MessageRecord) -> Result<(), E>,
+    ) -> Result<Result<(), E>, StoreError> {
+        let sql = format!("{MESSAGE_QUERY} WHERE m.run_id = ?1 ORDER BY m.id");
+        self.each_row(&sql, run_id, message_from_row, f)
+            .ctx(self, "reading messages")
+    }
+
+    fn each_row<T, E>(
+        &self,
+        sql: &str,
+        run_id: &str,
+        read: impl Fn(&Row<'_>) -> rusqlite::Result<T>,
+        mut f: impl FnMut(T) -> Result<(), E>,
+    ) -> rusqlite::Result<Result<(), E>> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let mut rows = stmt.query([run_id])?;
+        while let Some(row) = rows.next()? {
+            if let Err(e) = f(read(row)?) {
+                return Ok(Err(e));
+            }
+        }
+        Ok(Ok(()))
+    }
+
     /// How many transitions the run has: its last `seq` (they run 1, 2, 3,
     /// … without gaps), one seek in the primary key.
     pub fn transition_count(&self, run_id: &str) -> Result<u32, StoreError> {

@@ -231,3 +231,37 @@ fn timeline_charts_each_step_on_a_terminal_and_lists_milliseconds_in_a_pipe() {
     // The slowest step's bar fills the chart.
     assert!(chart.contains(&"█".repeat(30)), "{chart}");
 }
+
+/// `history RUN --json` is written as it is read from the store, a row at a
+/// time (a run of a million steps takes the memory of one): the run, every
+/// step with the loop it was in, every message and the usage, its members
+/// in alphabetical order like every object modix prints.
+#[test]
+fn a_runs_json_has_every_step_with_its_loop_and_every_message() {
+    let sb = Sandbox::example();
+    let r = scenarios::failed_run(&sb, "never passes");
+    let text = stdout(&sb, &["history", &r.run_id(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let at = |key: &str| text.find(&format!("\n  \"{key}\": ")).unwrap();
+    let order = ["messages", "run", "schema_version", "transitions", "usage"].map(at);
+    assert!(order.is_sorted(), "{order:?}");
+    let steps = v["transitions"].as_array().unwrap();
+    let seqs: Vec<u64> = steps.iter().map(|t| t["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert_eq!(seqs.len(), r.transitions.len());
+    // The retry loop's steps say how often its transition had fired.
+    let counts: Vec<u64> = steps
+        .iter()
+        .filter_map(|t| t["loop"]["count"].as_u64())
+        .collect();
+    assert!(counts.len() >= 2 && counts.contains(&2), "{steps:?}");
+    let ids: Vec<u64> = v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_u64().unwrap())
+        .collect();
+    assert!(ids.len() >= seqs.len() / 2 && ids.is_sorted(), "{ids:?}");
+    assert_eq!(v["run"]["run_id"], r.run_id());
+    assert_eq!(v["usage"]["invocations"], 0);
+}
