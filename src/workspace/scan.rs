@@ -390,15 +390,18 @@ fn lstat(p: &Path) -> Option<Stat> {
     std::fs::symlink_metadata(p).ok().map(|m| Stat::of(&m))
 }
 
-/// Lstats paths by name in their folder, opened once for each run of paths
-/// in the same folder (the plan lists them in tree order): a stat by full
-/// path walks every component from `/` again, which costs more than the
-/// stat itself in a deep tree of a few hundred files. The same answers as
-/// [`lstat`]: the folder's path is resolved as `lstat` resolves it, and the
-/// last component is not followed.
+/// Lstats paths by name in their folder, each folder opened once per scan
+/// (the plan's files and folders come back to the same folders in turns:
+/// `a/x`, `a/b/y`, `a/z`): a stat by full path walks every component from
+/// `/` again, which costs more than the stat itself in a deep tree of a few
+/// hundred files. The same answers as [`lstat`]: the folder's path is
+/// resolved as `lstat` resolves it, and the last component is not followed.
+/// A Statter lives for one scan only: a folder replaced after it was opened
+/// must be seen by the next.
 #[derive(Default)]
 struct Statter {
-    dir: Option<(PathBuf, Option<std::os::fd::OwnedFd>)>,
+    /// Folders opened so far (`None`: could not be), by path.
+    dirs: std::collections::HashMap<PathBuf, Option<std::os::fd::OwnedFd>>,
 }
 
 impl Statter {
@@ -406,15 +409,15 @@ impl Statter {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return lstat(path);
         };
-        if self.dir.as_ref().is_none_or(|(d, _)| d != parent) {
+        if !self.dirs.contains_key(parent) {
             // O_PATH: like a stat by path, it needs no read permission on
             // the folder, only search permission on the way to it.
             use nix::fcntl::OFlag;
             let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
             let fd = nix::fcntl::open(parent, flags, nix::sys::stat::Mode::empty()).ok();
-            self.dir = Some((parent.to_path_buf(), fd));
+            self.dirs.insert(parent.to_path_buf(), fd);
         }
-        let Some((_, Some(dir))) = &self.dir else {
+        let Some(Some(dir)) = self.dirs.get(parent) else {
             // The folder cannot be opened: ask by path (which fails alike).
             return lstat(path);
         };
