@@ -378,7 +378,10 @@ impl serde::Serialize for RunDocument<'_> {
                 &self.failed,
             ),
         )?;
-        map.serialize_entry("usage", &serde_json::to_value(&self.usage).unwrap_or_default())?;
+        map.serialize_entry(
+            "usage",
+            &serde_json::to_value(&self.usage).unwrap_or_default(),
+        )?;
         map.end()
     }
 }

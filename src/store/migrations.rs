@@ -335,6 +335,34 @@ ALTER TABLE runs ADD COLUMN usage_cost_usd REAL NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN usage_turns INTEGER NOT NULL DEFAULT 0;
 "#;
 
+/// Version 13: `transitions` keyed by (run, seq) alone, `WITHOUT ROWID`:
+/// the table is its primary key's B-tree, so a step writes one of its pages
+/// to the WAL instead of two (the rows and the separate key index), and
+/// stores its key once. Every read already went by that key.
+const V13: &str = r#"
+CREATE TABLE transitions_v13 (
+    run_id        TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq           INTEGER NOT NULL CHECK (seq >= 1),
+    at            TEXT NOT NULL,
+    from_state    TEXT NOT NULL,
+    event         TEXT NOT NULL,
+    to_state      TEXT NOT NULL,
+    attempt       INTEGER NOT NULL,
+    bound         INTEGER,
+    agent         TEXT,
+    reason        TEXT,
+    redirected    INTEGER NOT NULL DEFAULT 0 CHECK (redirected IN (0, 1)),
+    invocation_id INTEGER REFERENCES invocations(id),
+    PRIMARY KEY (run_id, seq)
+) STRICT, WITHOUT ROWID;
+INSERT INTO transitions_v13 (run_id, seq, at, from_state, event, to_state, attempt, bound,
+    agent, reason, redirected, invocation_id)
+SELECT run_id, seq, at, from_state, event, to_state, attempt, bound, agent, reason,
+    redirected, invocation_id FROM transitions ORDER BY run_id, seq;
+DROP TABLE transitions;
+ALTER TABLE transitions_v13 RENAME TO transitions;
+"#;
+
 /// One step of the schema's history.
 enum Migration {
     Sql(&'static str),
@@ -362,6 +390,7 @@ const VERSIONS: &[&[Migration]] = &[
     &[Migration::Sql(V10)],
     &[Migration::Sql(V11)],
     &[Migration::Sql(V12), Migration::Code(tally_usage)],
+    &[Migration::Sql(V13)],
 ];
 
 /// The schema version this binary writes.

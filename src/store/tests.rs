@@ -726,6 +726,18 @@ fn a_version_1_database_is_migrated_with_every_row() {
         )
         .ok();
     assert_eq!(index, None);
+    // Version 13 made the transitions their key's B-tree: no second index.
+    let (sql, indexes): (String, i64) = store
+        .conn
+        .query_row(
+            "SELECT sql, (SELECT count(*) FROM sqlite_master WHERE type = 'index' \
+             AND tbl_name = 'transitions') FROM sqlite_master WHERE name = 'transitions'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(sql.ends_with("WITHOUT ROWID"), "{sql}");
+    assert_eq!(indexes, 0);
     let first = store.invocation("01R", 1).unwrap();
     assert_eq!(first.prompt, "same prompt");
     assert_eq!(first.context, json!({"a": 1}));
