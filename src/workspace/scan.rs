@@ -390,34 +390,45 @@ fn lstat(p: &Path) -> Option<Stat> {
     std::fs::symlink_metadata(p).ok().map(|m| Stat::of(&m))
 }
 
-/// Lstats paths by name in their folder, each folder opened once per scan
+/// Lstats paths by name in their folder, keeping the last few folders open
 /// (the plan's files and folders come back to the same folders in turns:
 /// `a/x`, `a/b/y`, `a/z`): a stat by full path walks every component from
 /// `/` again, which costs more than the stat itself in a deep tree of a few
 /// hundred files. The same answers as [`lstat`]: the folder's path is
 /// resolved as `lstat` resolves it, and the last component is not followed.
-/// A Statter lives for one scan only: a folder replaced after it was opened
-/// must be seen by the next.
+/// A Statter lives for one scan only (a folder replaced after it was opened
+/// must be seen by the next), and holds at most [`Statter::OPEN`] folders
+/// open, whatever the tree's size.
 #[derive(Default)]
 struct Statter {
-    /// Folders opened so far (`None`: could not be), by path.
-    dirs: std::collections::HashMap<PathBuf, Option<std::os::fd::OwnedFd>>,
+    /// Open folders (`None`: could not be opened), most recently used
+    /// first, by their path's bytes (`Path`'s equality parses components,
+    /// which costs more than the stat).
+    dirs: Vec<(std::ffi::OsString, Option<std::os::fd::OwnedFd>)>,
 }
 
 impl Statter {
+    const OPEN: usize = 8;
+
     fn lstat(&mut self, path: &Path) -> Option<Stat> {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return lstat(path);
         };
-        if !self.dirs.contains_key(parent) {
-            // O_PATH: like a stat by path, it needs no read permission on
-            // the folder, only search permission on the way to it.
-            use nix::fcntl::OFlag;
-            let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-            let fd = nix::fcntl::open(parent, flags, nix::sys::stat::Mode::empty()).ok();
-            self.dirs.insert(parent.to_path_buf(), fd);
+        let key = parent.as_os_str();
+        match self.dirs.iter().position(|(d, _)| d == key) {
+            Some(0) => {}
+            Some(i) => self.dirs[..=i].rotate_right(1),
+            None => {
+                // O_PATH: like a stat by path, it needs no read permission
+                // on the folder, only search permission on the way to it.
+                use nix::fcntl::OFlag;
+                let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+                let fd = nix::fcntl::open(parent, flags, nix::sys::stat::Mode::empty()).ok();
+                self.dirs.truncate(Self::OPEN - 1);
+                self.dirs.insert(0, (key.to_owned(), fd));
+            }
         }
-        let Some(Some(dir)) = self.dirs.get(parent) else {
+        let Some((_, Some(dir))) = self.dirs.first() else {
             // The folder cannot be opened: ask by path (which fails alike).
             return lstat(path);
         };
@@ -543,6 +554,24 @@ mod tests {
         std::fs::rename(root.join("a/b"), root.join("a/c")).unwrap();
         std::os::unix::fs::symlink("c", root.join("a/b")).unwrap();
         assert!(statter.lstat(&root.join("a/b")).unwrap().is_symlink());
+        // A wide tree, its folders visited in turns: the same answers, and
+        // never more than a few folders held open.
+        let mut statter = Statter::default();
+        for round in 0..2 {
+            for d in 0..20 {
+                let p = root.join(format!("wide/d{d}/f{round}"));
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(&p, "x").unwrap();
+                for q in [
+                    p.clone(),
+                    root.join("wide/top"),
+                    p.parent().unwrap().to_path_buf(),
+                ] {
+                    assert_eq!(statter.lstat(&q), lstat(&q), "{}", q.display());
+                }
+                assert!(statter.dirs.len() <= Statter::OPEN);
+            }
+        }
     }
 
     /// A plan over `root` whose "tracked" files are `tracked`, with the
