@@ -86,26 +86,26 @@ impl Store {
     /// attempts its states retried included: they were paid for too): its
     /// run's totals, one row.
     pub fn run_usage(&self, run_id: &str) -> Result<RunUsage, StoreError> {
-        let whole = |n: i64| u64::try_from(n).unwrap_or(0);
         self.conn
             .prepare_cached(&format!("SELECT {COLUMNS} FROM runs WHERE id = ?1"))
-            .and_then(|mut s| {
-                s.query_row(params![run_id], |row| {
-                    let priced: u32 = row.get(1)?;
-                    Ok(RunUsage {
-                        invocations: row.get(0)?,
-                        priced,
-                        input_tokens: whole(row.get(2)?),
-                        output_tokens: whole(row.get(3)?),
-                        cost_usd: (priced > 0).then_some(row.get::<_, f64>(4)?),
-                        turns: whole(row.get(5)?),
-                    })
-                })
-                .optional()
-            })
+            .and_then(|mut s| s.query_row(params![run_id], usage_from_row).optional())
             .ctx(self, "reading a run's usage")
             .map(Option::unwrap_or_default)
     }
+}
+
+/// A run's usage from a row of [`COLUMNS`] (or of [`TALLY`]).
+fn usage_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunUsage> {
+    let whole = |n: i64| u64::try_from(n).unwrap_or(0);
+    let priced: u32 = row.get(1)?;
+    Ok(RunUsage {
+        invocations: row.get(0)?,
+        priced,
+        input_tokens: whole(row.get(2)?),
+        output_tokens: whole(row.get(3)?),
+        cost_usd: (priced > 0).then_some(row.get::<_, f64>(4)?),
+        turns: whole(row.get(5)?),
+    })
 }
 
 #[cfg(test)]
@@ -122,17 +122,7 @@ mod tests {
         let sql = TALLY.replace("runs.id", "?1");
         store
             .conn
-            .query_row(&sql, [run_id], |row| {
-                let priced: u32 = row.get(1)?;
-                Ok(RunUsage {
-                    invocations: row.get(0)?,
-                    priced,
-                    input_tokens: row.get::<_, i64>(2)? as u64,
-                    output_tokens: row.get::<_, i64>(3)? as u64,
-                    cost_usd: (priced > 0).then_some(row.get(4)?),
-                    turns: row.get::<_, i64>(5)? as u64,
-                })
-            })
+            .query_row(&sql, [run_id], usage_from_row)
             .unwrap()
     }
 
