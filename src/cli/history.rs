@@ -386,6 +386,40 @@ impl serde::Serialize for RunDocument<'_> {
     }
 }
 
+/// `history RUN --timeline --json`: the run and each step with how long it
+/// took, serialised as the steps are read (see [`RunDocument`]).
+struct TimelineDocument<'a> {
+    store: &'a Store,
+    run: &'a Run,
+    failed: std::cell::RefCell<Option<StoreError>>,
+}
+
+impl serde::Serialize for TimelineDocument<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("run", &runs::run_json(self.run))?;
+        map.serialize_entry("schema_version", &SCHEMA_VERSION)?;
+        let previous = std::cell::RefCell::new(self.run.created_at.clone());
+        map.serialize_entry(
+            "steps",
+            &Rows(
+                |seq: Sink<'_>| {
+                    self.store.each_transition(&self.run.id, |t| {
+                        let ms = millis_between(&previous.borrow(), &t.at);
+                        let step = json!({ "seq": t.seq, "from": t.from, "to": t.to,
+                            "event": t.event, "agent": t.agent, "at": t.at, "duration_ms": ms });
+                        *previous.borrow_mut() = t.at;
+                        seq(step)
+                    })
+                },
+                &self.failed,
+            ),
+        )?;
+        map.end()
+    }
+}
+
 /// Where a store reader hands each row, as JSON; an error (the output's)
 /// stops the reading.
 type Sink<'s> = &'s mut dyn FnMut(serde_json::Value) -> Result<(), String>;
@@ -546,19 +580,24 @@ fn step_tone(run: &Run, t: &TransitionRecord) -> Tone {
 /// `history RUN --timeline`: a bar per step, as long as the step took, on a
 /// terminal; tab-separated rows (seq, from, to, event, agent, ms) otherwise.
 fn timeline(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Error> {
-    let transitions = store.transitions(&run.id)?;
-    let took = step_durations(&run.created_at, &transitions);
     if json {
-        let steps: Vec<_> = transitions
-            .iter()
-            .zip(&took)
-            .map(|(t, ms)| json!({ "seq": t.seq, "from": t.from, "to": t.to, "event": t.event, "agent": t.agent, "at": t.at, "duration_ms": ms }))
-            .collect();
-        out.json(&json!({ "schema_version": SCHEMA_VERSION, "run": runs::run_json(run), "steps": steps }));
-        return Ok(());
+        let doc = TimelineDocument {
+            store,
+            run,
+            failed: Default::default(),
+        };
+        out.json(&doc);
+        return match doc.failed.into_inner() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        };
     }
     if !out.tty {
-        for (t, ms) in transitions.iter().zip(&took) {
+        // Row by row, as `--json`: a run of a million steps is never in
+        // memory whole.
+        let mut previous = run.created_at.clone();
+        let printed = store.each_transition(&run.id, |t| {
+            let ms = millis_between(&previous, &t.at);
             safe_line(
                 out,
                 format!(
@@ -571,9 +610,14 @@ fn timeline(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
                     ms.map_or(String::new(), |m| m.to_string())
                 ),
             );
-        }
+            previous = t.at;
+            Ok::<_, std::convert::Infallible>(())
+        })?;
+        let Ok(()) = printed;
         return Ok(());
     }
+    let transitions = store.transitions(&run.id)?;
+    let took = step_durations(&run.created_at, &transitions);
     out.para(format!("Run {} — {}", run.id, headline(run, out)));
     let labels: Vec<String> = transitions
         .iter()

@@ -222,6 +222,11 @@ fn timeline_charts_each_step_on_a_terminal_and_lists_milliseconds_in_a_pipe() {
     let v = json(&sb, &["history", "last", "--timeline", "--json"]);
     assert_eq!(v["steps"].as_array().unwrap().len(), 6);
     assert!(v["steps"][5]["duration_ms"].is_u64());
+    // Both forms are read row by row; they agree step by step.
+    for (row, step) in rows.iter().zip(v["steps"].as_array().unwrap()) {
+        assert_eq!(row[0], step["seq"].to_string());
+        assert_eq!(row[5], step["duration_ms"].to_string());
+    }
     let Some((code, chart)) = on_terminal(&sb, &["history", "last", "--timeline"], 70, &[]) else {
         return;
     };
