@@ -287,10 +287,7 @@ fn show_run(
             failed: Default::default(),
         };
         out.json(&doc);
-        return match doc.failed.into_inner() {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        };
+        return streamed(doc.failed);
     }
     out.para(format!("Run {} — {}", run.id, headline(run, out)));
     let started = if out.tty {
@@ -418,6 +415,12 @@ impl serde::Serialize for TimelineDocument<'_> {
         )?;
         map.end()
     }
+}
+
+/// The command's end after printing a streamed document: the store's error
+/// if one cut it short.
+fn streamed(failed: std::cell::RefCell<Option<StoreError>>) -> Result<(), Error> {
+    failed.into_inner().map_or(Ok(()), |e| Err(e.into()))
 }
 
 /// Where a store reader hands each row, as JSON; an error (the output's)
@@ -587,10 +590,7 @@ fn timeline(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
             failed: Default::default(),
         };
         out.json(&doc);
-        return match doc.failed.into_inner() {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        };
+        return streamed(doc.failed);
     }
     if !out.tty {
         // Row by row, as `--json`: a run of a million steps is never in
