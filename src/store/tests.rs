@@ -1219,3 +1219,40 @@ fn what_steps_did_to_the_workspace_is_stored_once_when_it_repeats() {
     );
     assert_eq!(store.invocation(&run.id, 2).unwrap().changes, Some(later));
 }
+
+/// A store whose commits' fsyncs are deferred (`Store::defer_sync`) writes
+/// the same record: each commit leaves its fsync in flight, the next commit
+/// and `synced` wait for it, other connections read every step, and a
+/// store dropped without waiting (a process that ends) loses nothing.
+#[test]
+fn deferred_sync_commits_the_same_record_and_waits_for_each_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let mut store = Store::open(&path).unwrap();
+    let sync_mode = |s: &Store| -> i64 {
+        s.conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(sync_mode(&store), 2, "FULL unless deferred");
+    store.defer_sync().unwrap();
+    assert_eq!(sync_mode(&store), 1, "NORMAL: the store fsyncs itself");
+    let run = store.create_run(&new_run()).unwrap();
+    assert!(store.deferred.as_ref().unwrap().in_flight());
+    store.synced().unwrap();
+    assert!(!store.deferred.as_ref().unwrap().in_flight());
+    let states = ["plan", "execute", "test", "execute", "test"];
+    for w in states.windows(2) {
+        store
+            .record_step(&run.id, &step(w[0], "next", w[1]))
+            .unwrap();
+        assert!(store.deferred.as_ref().unwrap().in_flight());
+        let other = Store::open(&path).unwrap();
+        assert_eq!(other.run(&run.id).unwrap().current_state, w[1]);
+        assert_eq!(sync_mode(&other), 2, "other connections keep FULL");
+    }
+    std::mem::forget(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.transitions(&run.id).unwrap().len(), 4);
+    assert_intact(&store);
+}

@@ -426,7 +426,7 @@ fn stat_all(paths: &Arc<[PathBuf]>) -> Vec<Option<Stat>> {
     let mid = paths.len() / 2;
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let theirs = Arc::clone(paths);
-    let sent = helper::run(Box::new(move || {
+    let sent = crate::background::run(Box::new(move || {
         let mut statter = Statter::default();
         let stats: Vec<_> = theirs[mid..].iter().map(|p| statter.lstat(p)).collect();
         let _ = tx.send(stats);
@@ -437,43 +437,6 @@ fn stat_all(paths: &Arc<[PathBuf]>) -> Vec<Option<Stat>> {
         None => stats.extend(stat_range(&paths[mid..])),
     }
     stats
-}
-
-/// One long-lived helper thread for the scan's second half: started on
-/// first use, it waits on a channel between scans (a thread started per
-/// scan would cost more than the half it takes).
-mod helper {
-    use std::sync::Mutex;
-    use std::sync::mpsc::{Sender, channel};
-
-    type Job = Box<dyn FnOnce() + Send>;
-
-    static JOBS: Mutex<Option<Sender<Job>>> = Mutex::new(None);
-
-    /// Hands `job` to the helper; `false` if it could not be started or
-    /// has died (the caller then does the work itself).
-    pub(super) fn run(job: Job) -> bool {
-        let mut jobs = JOBS.lock().unwrap_or_else(|p| p.into_inner());
-        if jobs.is_none() {
-            let (tx, rx) = channel::<Job>();
-            let started = std::thread::Builder::new()
-                .name("modix-scan".into())
-                .spawn(move || {
-                    while let Ok(job) = rx.recv() {
-                        job();
-                    }
-                });
-            if started.is_err() {
-                return false;
-            }
-            *jobs = Some(tx);
-        }
-        let sent = jobs.as_ref().is_some_and(|tx| tx.send(job).is_ok());
-        if !sent {
-            *jobs = None;
-        }
-        sent
-    }
 }
 
 /// Lstats paths by name in their folder, keeping the last few folders open
