@@ -18,7 +18,6 @@
 //! Everything is crate-private; the binary calls [`cli::main`], and the
 //! benchmarks use the hidden [`bench`] hooks.
 
-pub(crate) mod background;
 pub(crate) mod cli;
 pub(crate) mod config;
 pub(crate) mod diagnostics;

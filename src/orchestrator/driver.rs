@@ -111,7 +111,7 @@ pub(super) fn drive(
             by: "the answer's --later".into(),
         });
     }
-    let prepared = prepare_run(&workflow, &mut store, &run, project);
+    let prepared = prepare_run(&workflow, &store, &run, project);
     let (files, cursor, tail) = match prepared {
         Ok(p) => p,
         Err(e) => return Err(give_up(&mut store, &run.id, e)),
@@ -153,8 +153,6 @@ pub(super) fn drive(
             let _ = agent::remove_any(&driver.info.files.dir.join("tmp"));
             let pid = std::process::id();
             let _ = driver.store.release_run(&report.run_id, pid);
-            // The run's end is reported once its record is on disk.
-            driver.store.synced()?;
             driver.sink.event(&RunEvent::RunFinished(report.clone()));
             Ok(report)
         }
@@ -172,13 +170,10 @@ pub(super) fn give_up(store: &mut Store, run_id: &str, e: RunError) -> RunError 
 /// The run's files, where its record says it is, and its latest steps.
 fn prepare_run(
     workflow: &Workflow,
-    store: &mut Store,
+    store: &Store,
     run: &Run,
     project: &Project,
 ) -> Result<(RunFiles, Cursor, crate::store::RunTail), RunError> {
-    // Each step's fsync overlaps the next step's preparation; no agent
-    // starts before the step before it is on disk (`store::sync`).
-    store.defer_sync()?;
     let files = RunFiles::create(project, &run.id, workflow)?;
     let cursor = Cursor::replay(&workflow.machine, &store.transitions(&run.id)?)?;
     let tail = store.run_tail(&run.id, cursor.transitions())?;

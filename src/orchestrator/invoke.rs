@@ -154,7 +154,6 @@ impl Driver<'_> {
                 .info
                 .attempt(
                     &mut self.work,
-                    &mut self.store,
                     &self.cancel,
                     seq,
                     &call,
@@ -246,7 +245,6 @@ impl super::RunInfo<'_> {
     async fn attempt(
         &self,
         work: &mut Work,
-        store: &mut crate::store::Store,
         cancel: &Cancel,
         seq: u32,
         call: &Call<'_>,
@@ -282,12 +280,7 @@ impl super::RunInfo<'_> {
         let ran = match (spent, prepared) {
             (Some(why), _) => Ran::failed_to_start(FailureClass::BudgetExceeded, why),
             (None, Err(e)) => Ran::failed_to_start(e.class(), e.to_string()),
-            (None, Ok(p)) => {
-                // No agent acts before the record of how the run got here
-                // is on disk (its fsync ran while this step was prepared).
-                store.synced()?;
-                self.run(cancel, p, call, &flight).await
-            }
+            (None, Ok(p)) => self.run(cancel, p, call, &flight).await,
         };
         // The process group is gone: what it left in its TMPDIR goes.
         if std::fs::read_dir(&call.tmp_dir).is_ok_and(|mut d| d.next().is_some()) {

@@ -23,7 +23,6 @@ mod package;
 mod query;
 mod record;
 mod runs;
-mod sync;
 mod usage;
 
 #[cfg(test)]
@@ -98,15 +97,6 @@ pub enum StoreError {
         run_id: String,
         detail: String,
     },
-    /// The fsync of a deferred commit failed: the step may not be on disk.
-    #[error(
-        "run database {path}: cannot make the last write durable (fsync of its write-ahead log): {source}"
-    )]
-    Sync {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("run database {path}: run {run_id} is being executed by live process {pid}")]
     Busy {
         path: PathBuf,
@@ -133,9 +123,6 @@ pub struct Store {
     redactor: Redactor,
     /// Blobs this store wrote or found, by hash (see `blobs`).
     blob_ids: blobs::Known,
-    /// Set by [`Store::defer_sync`]: commits' fsyncs run on the helper
-    /// thread, waited for by [`Store::synced`].
-    deferred: Option<sync::Deferred>,
 }
 
 /// A write transaction with what every write needs: the path for errors and
@@ -148,7 +135,6 @@ pub(crate) struct Writer<'a> {
     /// (known only once it commits).
     blob_ids: &'a mut blobs::Known,
     new_blob_ids: std::cell::RefCell<Vec<(blobs::Hash, i64)>>,
-    deferred: Option<&'a mut sync::Deferred>,
 }
 
 impl Writer<'_> {
@@ -177,15 +163,7 @@ impl Writer<'_> {
     }
 
     fn commit(self, context: &'static str) -> Result<(), StoreError> {
-        match self.deferred {
-            None => self.tx.commit().ctx(self.path, context)?,
-            Some(d) => {
-                // At most one fsync outstanding, and none of its errors lost.
-                d.wait(self.path)?;
-                self.tx.commit().ctx(self.path, context)?;
-                d.start(self.path)?;
-            }
-        }
+        self.tx.commit().ctx(self.path, context)?;
         self.blob_ids.learn(self.new_blob_ids.into_inner());
         Ok(())
     }
@@ -218,7 +196,6 @@ impl Store {
             path: path.to_path_buf(),
             redactor: Redactor::default(),
             blob_ids: Default::default(),
-            deferred: None,
         };
         // Refuse a newer schema before changing anything about the file.
         let version = migrations::check_not_newer(&store)?;
@@ -257,7 +234,6 @@ impl Store {
             path: path.to_path_buf(),
             redactor: Redactor::default(),
             blob_ids: Default::default(),
-            deferred: None,
         };
         store.keep_plans()?;
         let mut version = migrations::check_not_newer(&store)?;
@@ -351,7 +327,6 @@ impl Store {
             redactor: &self.redactor,
             blob_ids: &mut self.blob_ids,
             new_blob_ids: Default::default(),
-            deferred: self.deferred.as_mut(),
         })
     }
 

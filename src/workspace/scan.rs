@@ -26,7 +26,6 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use std::collections::{HashMap, HashSet};
@@ -128,11 +127,8 @@ pub(crate) struct ScanPlan {
     fingerprints: Vec<PathBuf>,
     /// `info/exclude` and modix's excludes file, lowest precedence last.
     excludes: Vec<PathBuf>,
-    /// What a scan stats: the files (fingerprints first), then the folders.
-    /// Shared, so a helper thread can stat part of it.
-    paths: Arc<[PathBuf]>,
-    /// How many of `paths` are files.
-    nfiles: usize,
+    files: Vec<PathBuf>,
+    dirs: Vec<PathBuf>,
     /// Each watched folder's expected entries: its tracked files and watched
     /// subfolders.
     expected: Vec<HashSet<Vec<u8>>>,
@@ -160,8 +156,8 @@ impl ScanPlan {
             noise: noise_matcher(root, ignore)?,
             fingerprints,
             excludes,
-            paths: Arc::from(Vec::new()),
-            nfiles: 0,
+            files: Vec::new(),
+            dirs: Vec::new(),
             expected: Vec::new(),
             gitignores: HashMap::new(),
             global: Vec::new(),
@@ -172,20 +168,18 @@ impl ScanPlan {
     /// Rebuilds the lists: the fingerprints and `tracked` files (absolute),
     /// and the folders the walker does not skip.
     pub fn refresh(&mut self, tracked: &[PathBuf]) -> Result<()> {
-        let dirs = self.walk_dirs()?;
-        let mut paths = self.fingerprints.clone();
-        paths.extend_from_slice(tracked);
-        self.nfiles = paths.len();
-        paths.extend(dirs);
-        self.paths = Arc::from(paths);
+        let mut files = self.fingerprints.clone();
+        files.extend_from_slice(tracked);
+        self.files = files;
+        self.dirs = self.walk_dirs()?;
         let slot: HashMap<&Path, usize> = self
-            .dirs()
+            .dirs
             .iter()
             .enumerate()
             .map(|(i, d)| (d.as_path(), i))
             .collect();
-        let mut expected = vec![HashSet::new(); self.dirs().len()];
-        for p in tracked.iter().chain(self.dirs()) {
+        let mut expected = vec![HashSet::new(); self.dirs.len()];
+        for p in tracked.iter().chain(&self.dirs) {
             if let (Some(parent), Some(name)) = (p.parent(), p.file_name())
                 && let Some(&i) = slot.get(parent)
             {
@@ -194,7 +188,7 @@ impl ScanPlan {
         }
         self.expected = expected;
         self.gitignores = self
-            .dirs()
+            .dirs
             .iter()
             .filter(|d| d.join(".gitignore").is_file())
             .filter_map(|d| Some((d.clone(), matcher(d, &[d.join(".gitignore")])?)))
@@ -211,23 +205,7 @@ impl ScanPlan {
     /// How many paths a scan stats.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.paths.len()
-    }
-
-    fn files(&self) -> &[PathBuf] {
-        &self.paths[..self.nfiles]
-    }
-
-    fn dirs(&self) -> &[PathBuf] {
-        &self.paths[self.nfiles..]
-    }
-
-    /// Every path's stat, files then folders (on two threads for a large
-    /// plan; see [`stat_all`]).
-    fn stat_all(&self) -> (Vec<Option<Stat>>, Vec<Option<Stat>>) {
-        let mut files = stat_all(&self.paths);
-        let dirs = files.split_off(self.nfiles);
-        (files, dirs)
+        self.files.len() + self.dirs.len()
     }
 
     /// The non-ignored folders in scope, the scope's own folder included.
@@ -269,7 +247,9 @@ impl ScanPlan {
     /// Stats every path of the plan (and lists every folder).
     pub fn scan(&self) -> Snapshot {
         let taken = now();
-        let (files, dirs) = self.stat_all();
+        let mut statter = Statter::default();
+        let files: Vec<Option<Stat>> = self.files.iter().map(|p| statter.lstat(p)).collect();
+        let dirs: Vec<Option<Stat>> = self.dirs.iter().map(|p| statter.lstat(p)).collect();
         // Whole-second timestamps everywhere: a coarse filesystem.
         let coarse = files
             .iter()
@@ -281,7 +261,7 @@ impl ScanPlan {
         let mut unsure = false;
         let hashes = files
             .iter()
-            .zip(self.files())
+            .zip(&self.files)
             .map(|(stat, path)| {
                 let stat = stat.as_ref().filter(|s| s.latest() >= horizon)?;
                 let h = (stat.size <= RACY_HASH_LIMIT)
@@ -311,11 +291,11 @@ impl ScanPlan {
         }
         let taken = now();
         let racy = before.horizon();
-        // Every path is statted before any is compared: a change found
-        // early would save little, since git then runs.
-        let (files, dirs) = self.stat_all();
-        for (i, (path, stat)) in self.files().iter().zip(&files).enumerate() {
-            if *stat != before.files[i] {
+        let mut statter = Statter::default();
+        let mut files = Vec::with_capacity(self.files.len());
+        for (i, path) in self.files.iter().enumerate() {
+            let stat = statter.lstat(path);
+            if stat != before.files[i] {
                 return None;
             }
             // Same stat as a racy file: only the content can tell.
@@ -324,14 +304,18 @@ impl ScanPlan {
             {
                 return None;
             }
+            files.push(stat);
         }
-        for (i, stat) in dirs.iter().enumerate() {
+        let mut dirs = Vec::with_capacity(self.dirs.len());
+        for (i, path) in self.dirs.iter().enumerate() {
+            let stat = statter.lstat(path);
             let then = before.dirs[i];
             // Entries came or went (or might have, in the same tick): a change
             // only if a name that counts did.
-            if (*stat != then || then.is_some_and(|s| s.latest() >= racy)) && !self.as_expected(i) {
+            if (stat != then || then.is_some_and(|s| s.latest() >= racy)) && !self.as_expected(i) {
                 return None;
             }
+            dirs.push(stat);
         }
         // Verified as of `taken`: from now on only paths changed within the
         // window before `taken` are racy, and their hashes are still right.
@@ -356,7 +340,7 @@ impl ScanPlan {
     /// only names git would not record (ignored, or not a file, folder or
     /// symlink).
     fn as_expected(&self, i: usize) -> bool {
-        let dir = &self.dirs()[i];
+        let dir = &self.dirs[i];
         let Ok(entries) = std::fs::read_dir(dir) else {
             return false;
         };
@@ -404,39 +388,6 @@ fn now() -> Duration {
 
 fn lstat(p: &Path) -> Option<Stat> {
     std::fs::symlink_metadata(p).ok().map(|m| Stat::of(&m))
-}
-
-/// Plans with fewer paths are statted on the calling thread alone: handing
-/// half to the helper costs a wake-up (tens of µs), more than it saves.
-const PARALLEL_MIN: usize = 96;
-
-/// Each path's lstat, in order. A scan runs when the agent has exited, so a
-/// second core is usually idle; a large plan's second half is statted on a
-/// helper thread meanwhile (a stat is almost all system call, ~1 µs each, so
-/// two threads nearly halve a big tree's scan). If the helper is gone, the
-/// calling thread stats it all.
-fn stat_all(paths: &Arc<[PathBuf]>) -> Vec<Option<Stat>> {
-    let stat_range = |paths: &[PathBuf]| {
-        let mut statter = Statter::default();
-        paths.iter().map(|p| statter.lstat(p)).collect::<Vec<_>>()
-    };
-    if paths.len() < PARALLEL_MIN {
-        return stat_range(paths);
-    }
-    let mid = paths.len() / 2;
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let theirs = Arc::clone(paths);
-    let sent = crate::background::run(Box::new(move || {
-        let mut statter = Statter::default();
-        let stats: Vec<_> = theirs[mid..].iter().map(|p| statter.lstat(p)).collect();
-        let _ = tx.send(stats);
-    }));
-    let mut stats = stat_range(&paths[..mid]);
-    match sent.then(|| rx.recv().ok()).flatten() {
-        Some(rest) => stats.extend(rest),
-        None => stats.extend(stat_range(&paths[mid..])),
-    }
-    stats
 }
 
 /// Lstats paths by name in their folder, keeping the last few folders open
@@ -651,43 +602,6 @@ mod tests {
         std::fs::write(p, text).unwrap();
     }
 
-    /// A plan large enough to be statted on two threads sees a change in
-    /// either half, a file or a folder, and its snapshot lines up with its
-    /// paths as a single-threaded one does.
-    #[test]
-    fn a_large_plan_statted_on_two_threads_sees_every_change() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path();
-        let names: Vec<String> = (0..3 * PARALLEL_MIN)
-            .map(|i| format!("d{}/f{i:04}.txt", i / 40))
-            .collect();
-        for n in &names {
-            write(root, n, "v1");
-        }
-        let tracked: Vec<&str> = names.iter().map(String::as_str).collect();
-        let p = plan(root, &tracked);
-        assert!(p.len() >= PARALLEL_MIN);
-        let serial: Vec<Option<Stat>> = p.paths.iter().map(|q| lstat(q)).collect();
-        let s0 = p.scan();
-        assert_eq!([&s0.files[..], &s0.dirs[..]].concat(), serial);
-        // Old enough not to be racy, so equal stats prove no change.
-        let mut s0 = s0;
-        s0.taken += Duration::from_secs(10);
-        s0.hashes.iter_mut().for_each(|h| *h = None);
-        let s0 = p.unchanged_since(&s0).expect("nothing changed");
-        for (i, n) in [(0, &names[1]), (1, &names[names.len() - 2])] {
-            write(root, n, &format!("v2 in half {i}"));
-            assert!(p.unchanged_since(&s0).is_none(), "an edit in half {i}");
-        }
-        let s1 = p.scan();
-        let last_dir = names.last().unwrap().split('/').next().unwrap();
-        write(root, &format!("{last_dir}/new.txt"), "new");
-        assert!(
-            p.unchanged_since(&s1).is_none(),
-            "a new file in the last folder"
-        );
-    }
-
     #[test]
     fn sees_edits_adds_and_removals_but_not_noise_or_ignored_output() {
         let tmp = tempfile::tempdir().unwrap();
@@ -791,7 +705,7 @@ mod tests {
         std::fs::create_dir_all(root.join("other")).unwrap();
         let mut p = ScanPlan::new(root, Path::new("app"), &[], Vec::new(), Vec::new()).unwrap();
         p.refresh(&[]).unwrap();
-        assert_eq!(p.dirs(), [root.join("app"), root.join("app/src")]);
+        assert_eq!(p.dirs, [root.join("app"), root.join("app/src")]);
         let s0 = p.scan();
         write(root, "other/x", "");
         write(root, "top.txt", "");
