@@ -100,12 +100,14 @@ fn main() {
         t.long.time(warm_up, || {
             assert_eq!(trivial.run("bench_loop", "benchmark"), per_run as u32);
         });
+        t.in_run(warm_up, &trivial_root);
         t.once.time(warm_up, || {
             assert_eq!(trivial.run("bench_once", "benchmark"), 2);
         });
         r.long.time(warm_up, || {
             assert_eq!(real.run("real_loop", REAL_EPIC), per_run as u32 + 1);
         });
+        r.in_run(warm_up, &real_root);
         r.once.time(warm_up, || {
             assert_eq!(real.run("real_once", REAL_EPIC), 3);
         });
@@ -202,9 +204,41 @@ struct Scenario {
     floor: Samples,
     long: Samples,
     once: Samples,
+    /// Each long run's own step time (see [`Scenario::in_run`]).
+    steady: Vec<Duration>,
 }
 
 impl Scenario {
+    /// The long run just made, timed by its own record: the span from the
+    /// commit of its first loop step to that of its last, per step. Each
+    /// interval is one whole agent step (spawn, agent, scan, judge, commit)
+    /// and nothing else: none of the start-up's variance (a worktree or a
+    /// copy of the tree, 20–250 ms and noisy) that the difference of a long
+    /// and a short run carries. Transition times are stored to the
+    /// millisecond: ±2 ms over 50 steps.
+    fn in_run(&mut self, warm_up: bool, root: &Path) {
+        if warm_up {
+            return;
+        }
+        let conn = Connection::open(root.join(".modix/modix.db")).expect("open modix.db");
+        let mut stmt = conn
+            .prepare(
+                "SELECT at FROM transitions WHERE run_id = \
+                 (SELECT id FROM runs ORDER BY created_at DESC, id DESC LIMIT 1) \
+                 ORDER BY seq DESC LIMIT ?1",
+            )
+            .expect("prepare");
+        let at: Vec<jiff::Timestamp> = stmt
+            .query_map([LOOPS + 1], |r| r.get::<_, String>(0))
+            .expect("query")
+            .map(|t| t.expect("row").parse().expect("a timestamp"))
+            .collect();
+        assert_eq!(at.len(), LOOPS as usize + 1);
+        let span = at[0].duration_since(at[at.len() - 1]);
+        self.steady
+            .push(Duration::try_from(span).expect("positive") / LOOPS);
+    }
+
     fn report(&mut self, per_run: usize) {
         let (floor, long, once) = (self.floor.median(), self.long.median(), self.once.median());
         let amortised = long / per_run as u32;
@@ -223,6 +257,12 @@ impl Scenario {
         println!(
             "    ratio amortised / floor                   {:>9.2}×  (over {per_run} transitions)",
             ratio(amortised)
+        );
+        let steady = median(&mut self.steady);
+        line("modix: one agent step, timed in the run", steady);
+        println!(
+            "    ratio in-run step / floor                 {:>9.2}×  (from its recorded transition times)",
+            ratio(steady)
         );
         let floor_cpu = self.floor.cpu_median();
         let step_cpu = self
