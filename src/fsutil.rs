@@ -3,6 +3,34 @@
 use std::io::Write;
 use std::path::Path;
 
+/// A small file's text, read in as few system calls as a file allows: open,
+/// one read into a 4 KiB buffer (more only for a longer file), the read
+/// that finds its end, close. `std::fs::read_to_string` first stats the file
+/// for its size, which `/proc` files report as 0, and then reads them 32,
+/// 32, 64, 128… bytes at a time: nine calls for `/proc/<pid>/stat`, read
+/// at every agent step, where this makes four. Invalid UTF-8 is an error.
+pub fn read_small(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    // A loop of plain reads: `File::read_to_end` stats and seeks the file
+    // first to size its buffer.
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(len * 2, 0);
+        }
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 /// Replaces `path` with `bytes` atomically (a temp file in the same folder,
 /// then a rename): readers see the old or the new file, never half of one.
 /// Not flushed to disk: for derived files that SQLite's record can rebuild.
@@ -81,6 +109,20 @@ fn write(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn read_small_reads_proc_files_and_files_longer_than_its_buffer() {
+        let stat = super::read_small(std::path::Path::new("/proc/self/stat")).unwrap();
+        assert!(stat.starts_with(&format!("{} (", std::process::id())));
+        let dir = tempfile::tempdir().unwrap();
+        let long: String = (0..3000).map(|i| format!("{i} ")).collect();
+        let p = dir.path().join("long");
+        std::fs::write(&p, &long).unwrap();
+        assert!(long.len() > 8192);
+        assert_eq!(super::read_small(&p).unwrap(), long);
+        std::fs::write(&p, [0xff, 0xfe]).unwrap();
+        assert!(super::read_small(&p).is_err(), "not UTF-8");
+    }
+
     use super::*;
 
     #[test]

@@ -101,7 +101,7 @@ fn children() -> Vec<u32> {
     };
     let mut pids = Vec::new();
     for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+        if let Ok(text) = crate::fsutil::read_small(&task.path().join("children")) {
             pids.extend(
                 text.split_whitespace()
                     .filter_map(|p| p.parse::<u32>().ok()),

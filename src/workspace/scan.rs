@@ -248,8 +248,8 @@ impl ScanPlan {
     pub fn scan(&self) -> Snapshot {
         let taken = now();
         let mut statter = Statter::default();
-        let files: Vec<Option<Stat>> = self.files.iter().map(|p| statter.lstat(p)).collect();
-        let dirs: Vec<Option<Stat>> = self.dirs.iter().map(|p| statter.lstat(p)).collect();
+        let files = statter.lstat_all(&self.files);
+        let dirs = statter.lstat_all(&self.dirs);
         // Whole-second timestamps everywhere: a coarse filesystem.
         let coarse = files
             .iter()
@@ -294,7 +294,7 @@ impl ScanPlan {
         let mut statter = Statter::default();
         let mut files = Vec::with_capacity(self.files.len());
         for (i, path) in self.files.iter().enumerate() {
-            let stat = statter.lstat(path);
+            let stat = statter.lstat_next(path, self.files.get(i + 1));
             if stat != before.files[i] {
                 return None;
             }
@@ -308,7 +308,7 @@ impl ScanPlan {
         }
         let mut dirs = Vec::with_capacity(self.dirs.len());
         for (i, path) in self.dirs.iter().enumerate() {
-            let stat = statter.lstat(path);
+            let stat = statter.lstat_next(path, self.dirs.get(i + 1));
             let then = before.dirs[i];
             // Entries came or went (or might have, in the same tick): a change
             // only if a name that counts did.
@@ -409,6 +409,28 @@ struct Statter {
 
 impl Statter {
     const OPEN: usize = 8;
+
+    /// Every path's lstat, in order (see [`Statter::lstat_next`]).
+    fn lstat_all(&mut self, paths: &[PathBuf]) -> Vec<Option<Stat>> {
+        (0..paths.len())
+            .map(|i| self.lstat_next(&paths[i], paths.get(i + 1)))
+            .collect()
+    }
+
+    /// `path`'s lstat, knowing which path comes next: a path alone in its
+    /// folder (a git ref, an exclude file), whose folder is not open yet,
+    /// is statted by its full path — one system call, where opening its
+    /// folder, statting in it and closing it again takes three.
+    fn lstat_next(&mut self, path: &Path, next: Option<&PathBuf>) -> Option<Stat> {
+        let parent = path.parent().map(Path::as_os_str);
+        let shared = next.is_some_and(|n| n.parent().map(Path::as_os_str) == parent);
+        let open = parent.is_some_and(|p| self.dirs.iter().any(|(d, _)| d == p));
+        if shared || open {
+            self.lstat(path)
+        } else {
+            lstat(path)
+        }
+    }
 
     fn lstat(&mut self, path: &Path) -> Option<Stat> {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {

@@ -87,7 +87,7 @@ impl Workspace {
             return Ok(None);
         };
         let link = self.record.root.join(".git");
-        let points_home = std::fs::read_to_string(&link).ok().is_some_and(|text| {
+        let points_home = crate::fsutil::read_small(&link).ok().is_some_and(|text| {
             let Some(named) = text.strip_prefix("gitdir: ") else {
                 return false;
             };
