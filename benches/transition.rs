@@ -18,9 +18,11 @@
 //!   parsed answer in one row.
 //!
 //! For each it reports medians and the engine's cost as ratios to its floor:
-//! per step (the long run's time less the short one's, per extra step) and
+//! per step (the long run's time less the short one's, per extra step),
 //! amortised (the long run's time per transition, its start-up included —
-//! the workspace is made once per run). Then, from untimed runs, what reaches
+//! the workspace is made once per run), and in the run (the long run's
+//! steps timed by its own recorded transitions: no start-up variance in it,
+//! the steadiest of the three). Then, from untimed runs, what reaches
 //! the disk per step: WAL bytes (frames of 4 KiB + 24 B), write transactions
 //! (commit frames; each is one fsync) and bytes stored once checkpointed —
 //! beside the floor's. Last, the start-up of `modix validate` (a spawned
