@@ -8,17 +8,23 @@ use std::path::Path;
 /// that finds its end, close. `std::fs::read_to_string` first stats the file
 /// for its size, which `/proc` files report as 0, and then reads them 32,
 /// 32, 64, 128… bytes at a time: nine calls for `/proc/<pid>/stat`, read
-/// at every agent step, where this makes four. Invalid UTF-8 is an error.
-pub fn read_small(path: &Path) -> std::io::Result<String> {
+/// at every agent step, where this makes four. Invalid UTF-8 is an error,
+/// and so is a file longer than `max` bytes (read no further: an agent can
+/// put anything where such a file is expected).
+pub fn read_small(path: &Path, max: usize) -> std::io::Result<String> {
     use std::io::Read;
     let mut file = std::fs::File::open(path)?;
     // A loop of plain reads: `File::read_to_end` stats and seeks the file
     // first to size its buffer.
-    let mut buf = vec![0u8; 4096];
+    let mut buf = vec![0u8; 4096.min(max + 1)];
     let mut len = 0;
     loop {
+        if len > max {
+            let why = format!("{} is longer than {max} bytes", path.display());
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+        }
         if len == buf.len() {
-            buf.resize(len * 2, 0);
+            buf.resize((len * 2).min(max + 1), 0);
         }
         match file.read(&mut buf[len..]) {
             Ok(0) => break,
@@ -109,21 +115,24 @@ fn write(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
-    fn read_small_reads_proc_files_and_files_longer_than_its_buffer() {
-        let stat = super::read_small(std::path::Path::new("/proc/self/stat")).unwrap();
+    fn read_small_reads_proc_files_and_files_up_to_its_limit() {
+        let stat = read_small(Path::new("/proc/self/stat"), 4096).unwrap();
         assert!(stat.starts_with(&format!("{} (", std::process::id())));
         let dir = tempfile::tempdir().unwrap();
         let long: String = (0..3000).map(|i| format!("{i} ")).collect();
         let p = dir.path().join("long");
         std::fs::write(&p, &long).unwrap();
         assert!(long.len() > 8192);
-        assert_eq!(super::read_small(&p).unwrap(), long);
+        assert_eq!(read_small(&p, long.len()).unwrap(), long);
+        let err = read_small(&p, long.len() - 1).unwrap_err();
+        assert!(err.to_string().contains("is longer than"), "{err}");
+        assert!(read_small(&p, 100).is_err());
         std::fs::write(&p, [0xff, 0xfe]).unwrap();
-        assert!(super::read_small(&p).is_err(), "not UTF-8");
+        assert!(read_small(&p, 4096).is_err(), "not UTF-8");
     }
-
-    use super::*;
 
     #[test]
     fn write_swap_replaces_the_content_and_keeps_the_old_one_aside() {

@@ -211,8 +211,8 @@ fn shebang_interpreter(program: &std::path::Path) -> Option<String> {
 /// `/proc/<pid>/stat`): with the pid, it names one process even after the
 /// pid is reused. `None` when the process is gone or /proc is unavailable.
 pub fn process_start_ticks(pid: u32) -> Option<u64> {
-    let stat =
-        crate::fsutil::read_small(std::path::Path::new(&format!("/proc/{pid}/stat"))).ok()?;
+    let path = format!("/proc/{pid}/stat");
+    let stat = crate::fsutil::read_small(std::path::Path::new(&path), 4096).ok()?;
     // The command name (field 2) is in parentheses and may hold spaces.
     let after_name = &stat[stat.rfind(')')? + 1..];
     after_name.split_whitespace().nth(19)?.parse().ok()

@@ -101,7 +101,8 @@ fn children() -> Vec<u32> {
     };
     let mut pids = Vec::new();
     for task in tasks.flatten() {
-        if let Ok(text) = crate::fsutil::read_small(&task.path().join("children")) {
+        // Room for ~100,000 pids.
+        if let Ok(text) = crate::fsutil::read_small(&task.path().join("children"), 1 << 20) {
             pids.extend(
                 text.split_whitespace()
                     .filter_map(|p| p.parse::<u32>().ok()),

@@ -87,18 +87,21 @@ impl Workspace {
             return Ok(None);
         };
         let link = self.record.root.join(".git");
-        let points_home = crate::fsutil::read_small(&link).ok().is_some_and(|text| {
-            let Some(named) = text.strip_prefix("gitdir: ") else {
-                return false;
-            };
-            let named = self.record.root.join(named.trim_end());
-            // Nearly always the very path modix (or git) wrote: no need to
-            // resolve both paths, a `readlink` per component each, per step.
-            named == *git_dir
-                || named
-                    .canonicalize()
-                    .is_ok_and(|p| Some(p) == git_dir.canonicalize().ok())
-        });
+        // A `gitdir:` line with a path; anything longer is not modix's link.
+        let points_home = crate::fsutil::read_small(&link, 8192)
+            .ok()
+            .is_some_and(|text| {
+                let Some(named) = text.strip_prefix("gitdir: ") else {
+                    return false;
+                };
+                let named = self.record.root.join(named.trim_end());
+                // Nearly always the very path modix (or git) wrote: no need to
+                // resolve both paths, a `readlink` per component each, per step.
+                named == *git_dir
+                    || named
+                        .canonicalize()
+                        .is_ok_and(|p| Some(p) == git_dir.canonicalize().ok())
+            });
         if points_home {
             return Ok(None);
         }

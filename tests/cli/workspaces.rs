@@ -1012,8 +1012,9 @@ fn prune_removes_the_workspace_of_a_run_that_was_never_recorded() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
 }
 
-/// An executor that destroys its workspace's `.git` (worktree) or replaces
-/// it with a repository of its own (copy) takes nothing of the run's
+/// An executor that destroys its workspace's `.git` (worktree), replaces
+/// it with a repository of its own (copy) or with a file too long to be a
+/// link (read no further than a link can be) takes nothing of the run's
 /// history: the step is recorded, the link is put back and the step says
 /// so, and the run ends with the fix on its branch.
 #[test]
@@ -1021,6 +1022,10 @@ fn an_agent_that_destroys_the_workspace_git_takes_nothing_of_the_run() {
     for (sb, destroy) in [
         (repo(), "rm -rf .git"),
         (Sandbox::example(), "rm -rf .git && git init -q"),
+        (
+            repo(),
+            "rm -rf .git && head -c 300000 /dev/zero | tr '\\0' g > .git",
+        ),
     ] {
         scenarios::agent(&sb, &format!("    {destroy}\n{FIX}\n{DONE}"));
         sb.edit_json(".modix/agents.json", |v| {
