@@ -183,6 +183,9 @@ pub fn copy_tree(from: &Path, to: &Path) {
             "modix.db-wal",
             "modix.db-shm",
             "runs",
+            // Written by a run of the example (README's quickstart), ignored
+            // by git: a sandbox starts without it, as a clean clone does.
+            "state.json",
             "__pycache__",
         ]
         .iter()
