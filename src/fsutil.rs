@@ -1,4 +1,6 @@
-//! Small file-system helpers shared by commands that write files.
+//! Small file-system helpers: files written atomically (derived files,
+//! config, `state.json`) and small files read in few system calls (`/proc`,
+//! the workspace's `.git` link).
 
 use std::io::Write;
 use std::path::Path;
