@@ -14,20 +14,40 @@ use std::path::Path;
 /// and so is a file longer than `max` bytes (read no further: an agent can
 /// put anything where such a file is expected).
 pub fn read_small(path: &Path, max: usize) -> std::io::Result<String> {
-    use std::io::Read;
     let mut file = std::fs::File::open(path)?;
-    // A loop of plain reads: `File::read_to_end` stats and seeks the file
-    // first to size its buffer.
-    let mut buf = vec![0u8; 4096.min(max + 1)];
+    // Read on the stack first: a 4 KiB heap buffer is a "large" request to
+    // glibc's malloc, which then consolidates its free lists — at every step.
+    let mut first = [0u8; 4096];
+    let cap = first.len().min(max + 1);
+    let len = fill(&mut file, &mut first[..cap])?;
+    let mut buf = first[..len].to_vec();
+    if len == cap {
+        // Full: the file may go on (or be exactly `cap` long).
+        loop {
+            if buf.len() > max {
+                let why = format!("{} is longer than {max} bytes", path.display());
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+            }
+            let at = buf.len();
+            let want = (at * 2).min(max + 1);
+            buf.resize(want, 0);
+            let n = fill(&mut file, &mut buf[at..])?;
+            buf.truncate(at + n);
+            if at + n < want {
+                break; // the file ended before the buffer filled
+            }
+        }
+    }
+    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Reads into `buf` until it is full or the file ends; how many bytes.
+/// A loop of plain reads: `File::read_to_end` stats and seeks the file first
+/// to size its buffer.
+fn fill(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::Read;
     let mut len = 0;
-    loop {
-        if len > max {
-            let why = format!("{} is longer than {max} bytes", path.display());
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
-        }
-        if len == buf.len() {
-            buf.resize((len * 2).min(max + 1), 0);
-        }
+    while len < buf.len() {
         match file.read(&mut buf[len..]) {
             Ok(0) => break,
             Ok(n) => len += n,
@@ -35,8 +55,7 @@ pub fn read_small(path: &Path, max: usize) -> std::io::Result<String> {
             Err(e) => return Err(e),
         }
     }
-    buf.truncate(len);
-    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    Ok(len)
 }
 
 /// Replaces `path` with `bytes` atomically (a temp file in the same folder,
@@ -134,6 +153,29 @@ mod tests {
         assert!(read_small(&p, 100).is_err());
         std::fs::write(&p, [0xff, 0xfe]).unwrap();
         assert!(read_small(&p, 4096).is_err(), "not UTF-8");
+    }
+
+    #[test]
+    fn read_small_reads_every_length_around_its_buffers_edges() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        for len in [0, 1, 4095, 4096, 4097, 8191, 8192, 8193, 20_000] {
+            let text: String = (0..len)
+                .map(|i| char::from(b'a' + (i % 26) as u8))
+                .collect();
+            std::fs::write(&p, &text).unwrap();
+            for max in [len, len + 1, 4096, 8192, 1 << 20] {
+                let got = read_small(&p, max);
+                if len <= max {
+                    assert_eq!(got.unwrap(), text, "len {len}, max {max}");
+                } else {
+                    assert!(got.is_err(), "len {len}, max {max}");
+                }
+            }
+            if len > 0 {
+                assert!(read_small(&p, len - 1).is_err(), "len {len}");
+            }
+        }
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub(super) fn started(pid: u32, running: bool) {
 /// group each leads — again as long as killing them leaves new orphans to
 /// adopt; how many. Nothing when [`adopt_orphans`] was not called.
 pub(super) fn kill_adopted() -> usize {
-    if !ADOPTING.load(Ordering::Relaxed) {
+    if !ADOPTING.load(Ordering::Relaxed) || !has_children() {
         return 0;
     }
     let ours = getpgrp();
@@ -91,6 +91,16 @@ pub(super) fn kill_adopted() -> usize {
         }
     }
     killed
+}
+
+/// Whether this process has any child at all, running or not (one system
+/// call). The common case after an agent ends — it was reaped, nothing was
+/// adopted — then costs no walk of `/proc/self/task`.
+fn has_children() -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    // WNOWAIT: a zombie found here stays for the walk to reap.
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    !matches!(waitid(Id::All, flags), Err(Errno::ECHILD))
 }
 
 /// This process's children (zombies included), from every thread's
