@@ -45,7 +45,7 @@ use support::{common_files, loop_workflow, write_files};
 
 /// Loop bound of the benchmark workflows: a long run has LOOPS more agent
 /// steps than a short one.
-const LOOPS: u32 = 50;
+const LOOPS: u32 = 200;
 const ANSWER: &str = r#"{"passed": true, "summary": "ok"}"#;
 /// The realistic agent: prints a ~3 KB TestResult naming its pid.
 const REAL_SCRIPT: &str =
@@ -217,7 +217,7 @@ impl Scenario {
     /// and nothing else: none of the start-up's variance (a worktree or a
     /// copy of the tree, 20–250 ms and noisy) that the difference of a long
     /// and a short run carries. Transition times are stored to the
-    /// millisecond: ±2 ms over 50 steps.
+    /// millisecond: ±2 ms over LOOPS steps, ±10 µs per step.
     fn in_run(&mut self, warm_up: bool, root: &Path) {
         if warm_up {
             return;
@@ -278,6 +278,18 @@ impl Scenario {
             us(step_cpu),
             step_cpu.as_secs_f64() / floor_cpu.as_secs_f64()
         );
+        let floor_own = self.floor.own_median();
+        let step_own = self
+            .long
+            .own_median()
+            .saturating_sub(self.once.own_median())
+            / LOOPS;
+        println!(
+            "    own CPU per step (the agent's left out): floor {:.1} µs, modix {:.1} µs (+{:.1} µs)",
+            us(floor_own),
+            us(step_own),
+            us(step_own) - us(floor_own)
+        );
     }
 }
 
@@ -293,16 +305,24 @@ fn line(what: &str, d: Duration) {
 struct Samples {
     wall: Vec<Duration>,
     cpu: Vec<Duration>,
+    /// This process's own CPU time, without the children's: the engine's
+    /// (or the floor's) own work, free of the agent's.
+    own: Vec<Duration>,
 }
 
 impl Samples {
     fn time(&mut self, warm_up: bool, f: impl FnOnce()) {
-        let (t, c) = (Instant::now(), cpu_time());
+        let (t, c, o) = (Instant::now(), cpu_time(), own_cpu_time());
         f();
         if !warm_up {
             self.wall.push(t.elapsed());
             self.cpu.push(cpu_time().saturating_sub(c));
+            self.own.push(own_cpu_time().saturating_sub(o));
         }
+    }
+
+    fn own_median(&mut self) -> Duration {
+        median(&mut self.own)
     }
 
     fn median(&mut self) -> Duration {
@@ -321,14 +341,20 @@ fn median(v: &mut [Duration]) -> Duration {
 
 /// User + system time of this process and its waited-for children.
 fn cpu_time() -> Duration {
-    let usage = |who| {
-        // SAFETY: getrusage fills the struct it is given.
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        unsafe { libc::getrusage(who, &mut u) };
-        let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-        tv(u.ru_utime) + tv(u.ru_stime)
-    };
     usage(libc::RUSAGE_SELF) + usage(libc::RUSAGE_CHILDREN)
+}
+
+/// User + system time of this process alone.
+fn own_cpu_time() -> Duration {
+    usage(libc::RUSAGE_SELF)
+}
+
+fn usage(who: libc::c_int) -> Duration {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(who, &mut u) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 fn echo_spec(echo: &Path, cwd: &Path) -> ProcessSpec {
