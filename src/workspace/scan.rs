@@ -129,6 +129,8 @@ pub(crate) struct ScanPlan {
     excludes: Vec<PathBuf>,
     files: Vec<PathBuf>,
     dirs: Vec<PathBuf>,
+    /// `files`, then `dirs`, ready to stat.
+    list: StatList,
     /// Each watched folder's expected entries: its tracked files and watched
     /// subfolders.
     expected: Vec<HashSet<Vec<u8>>>,
@@ -158,6 +160,7 @@ impl ScanPlan {
             excludes,
             files: Vec::new(),
             dirs: Vec::new(),
+            list: StatList::default(),
             expected: Vec::new(),
             gitignores: HashMap::new(),
             global: Vec::new(),
@@ -172,6 +175,7 @@ impl ScanPlan {
         files.extend_from_slice(tracked);
         self.files = files;
         self.dirs = self.walk_dirs()?;
+        self.list = StatList::new(self.files.iter().chain(&self.dirs).cloned().collect());
         let slot: HashMap<&Path, usize> = self
             .dirs
             .iter()
@@ -247,9 +251,10 @@ impl ScanPlan {
     /// Stats every path of the plan (and lists every folder).
     pub fn scan(&self) -> Snapshot {
         let taken = now();
-        let mut statter = Statter::default();
-        let files = statter.lstat_all(&self.files);
-        let dirs = statter.lstat_all(&self.dirs);
+        let mut statter = Statter::new(&self.list);
+        let nf = self.files.len();
+        let files = statter.lstat_all(0..nf);
+        let dirs = statter.lstat_all(nf..nf + self.dirs.len());
         // Whole-second timestamps everywhere: a coarse filesystem.
         let coarse = files
             .iter()
@@ -291,10 +296,10 @@ impl ScanPlan {
         }
         let taken = now();
         let racy = before.horizon();
-        let mut statter = Statter::default();
+        let mut statter = Statter::new(&self.list);
         let mut files = Vec::with_capacity(self.files.len());
         for (i, path) in self.files.iter().enumerate() {
-            let stat = statter.lstat_next(path, self.files.get(i + 1));
+            let stat = statter.lstat(i);
             if stat != before.files[i] {
                 return None;
             }
@@ -307,8 +312,8 @@ impl ScanPlan {
             files.push(stat);
         }
         let mut dirs = Vec::with_capacity(self.dirs.len());
-        for (i, path) in self.dirs.iter().enumerate() {
-            let stat = statter.lstat_next(path, self.dirs.get(i + 1));
+        for i in 0..self.dirs.len() {
+            let stat = statter.lstat(self.files.len() + i);
             let then = before.dirs[i];
             // Entries came or went (or might have, in the same tick): a change
             // only if a name that counts did.
@@ -390,72 +395,120 @@ fn lstat(p: &Path) -> Option<Stat> {
     std::fs::symlink_metadata(p).ok().map(|m| Stat::of(&m))
 }
 
-/// Lstats paths by name in their folder, keeping the last few folders open
-/// (the plan's files and folders come back to the same folders in turns:
-/// `a/x`, `a/b/y`, `a/z`): a stat by full path walks every component from
-/// `/` again, which costs more than the stat itself in a deep tree of a few
-/// hundred files. The same answers as [`lstat`]: the folder's path is
-/// resolved as `lstat` resolves it, and the last component is not followed.
-/// A Statter lives for one scan only (a folder replaced after it was opened
-/// must be seen by the next), and holds at most [`Statter::OPEN`] folders
-/// open, whatever the tree's size.
-#[derive(Default)]
-struct Statter {
-    /// Open folders (`None`: could not be opened), most recently used
-    /// first, by their path's bytes (`Path`'s equality parses components,
-    /// which costs more than the stat).
-    dirs: Vec<(std::ffi::OsString, Option<std::os::fd::OwnedFd>)>,
+/// A plan's paths made ready to stat, once per refresh: each by its
+/// folder (a slot) and its name there, or by its full path when no other
+/// path of the list is in its folder (a git ref, an exclude file: one
+/// system call, where opening the folder, statting in it and closing it
+/// again takes three). Splitting and comparing the paths at every scan
+/// cost a tenth of the scan.
+#[derive(Clone, Debug, Default)]
+struct StatList {
+    folders: Vec<PathBuf>,
+    paths: Vec<PathBuf>,
+    lookups: Vec<Lookup>,
 }
 
-impl Statter {
+#[derive(Clone, Debug)]
+enum Lookup {
+    /// By name in folder slot `.0`.
+    InFolder(u32, std::ffi::CString),
+    ByPath,
+}
+
+impl StatList {
+    fn new(paths: Vec<PathBuf>) -> Self {
+        let split = |p: &PathBuf| Some((p.parent()?.to_path_buf(), p.file_name()?.to_owned()));
+        let mut count: HashMap<PathBuf, usize> = HashMap::new();
+        for (parent, _) in paths.iter().filter_map(split) {
+            *count.entry(parent).or_default() += 1;
+        }
+        let mut folders = Vec::new();
+        let mut slot: HashMap<PathBuf, u32> = HashMap::new();
+        let lookups = paths
+            .iter()
+            .map(|p| {
+                let Some((parent, name)) = split(p) else {
+                    return Lookup::ByPath;
+                };
+                let Ok(name) = std::ffi::CString::new(name.into_encoded_bytes()) else {
+                    return Lookup::ByPath;
+                };
+                if count[&parent] < 2 {
+                    return Lookup::ByPath;
+                }
+                let next = folders.len() as u32;
+                let i = *slot.entry(parent.clone()).or_insert_with(|| {
+                    folders.push(parent);
+                    next
+                });
+                Lookup::InFolder(i, name)
+            })
+            .collect();
+        StatList {
+            folders,
+            paths,
+            lookups,
+        }
+    }
+}
+
+/// Lstats a [`StatList`]'s paths by name in their folder, keeping the last
+/// few folders open (the plan's files and folders come back to the same
+/// folders in turns: `a/x`, `a/b/y`, `a/z`): a stat by full path walks every
+/// component from `/` again, which costs more than the stat itself in a deep
+/// tree of a few hundred files. The same answers as [`lstat`]: the folder's
+/// path is resolved as `lstat` resolves it, and the last component is not
+/// followed. A Statter lives for one scan only (a folder replaced after it
+/// was opened must be seen by the next), and holds at most
+/// [`Statter::OPEN`] folders open, whatever the tree's size.
+struct Statter<'a> {
+    list: &'a StatList,
+    /// Open folders by slot (`None`: could not be opened), most recently
+    /// used first.
+    open: Vec<(u32, Option<std::os::fd::OwnedFd>)>,
+}
+
+impl<'a> Statter<'a> {
     const OPEN: usize = 8;
 
-    /// Every path's lstat, in order (see [`Statter::lstat_next`]).
-    fn lstat_all(&mut self, paths: &[PathBuf]) -> Vec<Option<Stat>> {
-        (0..paths.len())
-            .map(|i| self.lstat_next(&paths[i], paths.get(i + 1)))
-            .collect()
-    }
-
-    /// `path`'s lstat, knowing which path comes next: a path alone in its
-    /// folder (a git ref, an exclude file), whose folder is not open yet,
-    /// is statted by its full path — one system call, where opening its
-    /// folder, statting in it and closing it again takes three.
-    fn lstat_next(&mut self, path: &Path, next: Option<&PathBuf>) -> Option<Stat> {
-        let parent = path.parent().map(Path::as_os_str);
-        let shared = next.is_some_and(|n| n.parent().map(Path::as_os_str) == parent);
-        let open = parent.is_some_and(|p| self.dirs.iter().any(|(d, _)| d == p));
-        if shared || open {
-            self.lstat(path)
-        } else {
-            lstat(path)
+    fn new(list: &'a StatList) -> Self {
+        Statter {
+            list,
+            open: Vec::with_capacity(Self::OPEN),
         }
     }
 
-    fn lstat(&mut self, path: &Path) -> Option<Stat> {
-        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-            return lstat(path);
+    /// The lstat of every path of the list in `range`, in order.
+    fn lstat_all(&mut self, range: std::ops::Range<usize>) -> Vec<Option<Stat>> {
+        range.map(|i| self.lstat(i)).collect()
+    }
+
+    /// The lstat of the list's path `i`.
+    fn lstat(&mut self, i: usize) -> Option<Stat> {
+        let Lookup::InFolder(slot, name) = &self.list.lookups[i] else {
+            return lstat(&self.list.paths[i]);
         };
-        let key = parent.as_os_str();
-        match self.dirs.iter().position(|(d, _)| d == key) {
+        match self.open.iter().position(|(s, _)| s == slot) {
             Some(0) => {}
-            Some(i) => self.dirs[..=i].rotate_right(1),
+            Some(k) => self.open[..=k].rotate_right(1),
             None => {
                 // O_PATH: like a stat by path, it needs no read permission
                 // on the folder, only search permission on the way to it.
                 use nix::fcntl::OFlag;
                 let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-                let fd = nix::fcntl::open(parent, flags, nix::sys::stat::Mode::empty()).ok();
-                self.dirs.truncate(Self::OPEN - 1);
-                self.dirs.insert(0, (key.to_owned(), fd));
+                let folder = &self.list.folders[*slot as usize];
+                let fd = nix::fcntl::open(folder, flags, nix::sys::stat::Mode::empty()).ok();
+                self.open.truncate(Self::OPEN - 1);
+                self.open.insert(0, (*slot, fd));
             }
         }
-        let Some((_, Some(dir))) = self.dirs.first() else {
+        let Some((_, Some(dir))) = self.open.first() else {
             // The folder cannot be opened: ask by path (which fails alike).
-            return lstat(path);
+            return lstat(&self.list.paths[i]);
         };
         use nix::fcntl::AtFlags;
-        let st = nix::sys::stat::fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
+        let st =
+            nix::sys::stat::fstatat(dir, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
         Some(Stat {
             size: st.st_size as u64,
             mtime: st.st_mtime,
@@ -557,42 +610,52 @@ mod tests {
             "nowhere/x",
             "a/f.txt/x",
         ];
-        let mut statter = Statter::default();
-        for rel in paths {
-            let p = root.join(rel);
-            assert_eq!(statter.lstat(&p), lstat(&p), "{rel}");
-        }
+        // Each path by name in its folder (`a/`, `via/`: two paths each),
+        // or by its full path (alone in its folder).
+        let list = StatList::new(paths.iter().map(|rel| root.join(rel)).collect());
+        assert!(matches!(list.lookups[0], Lookup::InFolder(..)));
+        assert!(matches!(list.lookups[8], Lookup::ByPath));
+        let check = |list: &StatList| {
+            let mut statter = Statter::new(list);
+            for (i, p) in list.paths.iter().enumerate() {
+                assert_eq!(statter.lstat(i), lstat(p), "{}", p.display());
+            }
+        };
+        check(&list);
         // A folder that can be searched but not read (stat by path works).
         use std::os::unix::fs::PermissionsExt;
         std::fs::create_dir(root.join("x")).unwrap();
         std::fs::write(root.join("x/h.txt"), "three").unwrap();
+        std::fs::write(root.join("x/i.txt"), "four").unwrap();
         std::fs::set_permissions(root.join("x"), std::fs::Permissions::from_mode(0o311)).unwrap();
-        let p = root.join("x/h.txt");
-        assert_eq!(statter.lstat(&p), lstat(&p));
-        assert!(statter.lstat(&p).is_some());
+        let unreadable = StatList::new(vec![root.join("x/h.txt"), root.join("x/i.txt")]);
+        assert!(matches!(unreadable.lookups[0], Lookup::InFolder(..)));
+        check(&unreadable);
+        assert!(Statter::new(&unreadable).lstat(0).is_some());
         std::fs::set_permissions(root.join("x"), std::fs::Permissions::from_mode(0o755)).unwrap();
         // The link is not followed; a folder swapped for a link is seen.
-        assert!(statter.lstat(&root.join("a/link")).unwrap().is_symlink());
+        let links = StatList::new(vec![root.join("a/link"), root.join("a/b")]);
+        assert!(Statter::new(&links).lstat(0).unwrap().is_symlink());
         std::fs::rename(root.join("a/b"), root.join("a/c")).unwrap();
         std::os::unix::fs::symlink("c", root.join("a/b")).unwrap();
-        assert!(statter.lstat(&root.join("a/b")).unwrap().is_symlink());
+        assert!(Statter::new(&links).lstat(1).unwrap().is_symlink());
+        check(&list);
         // A wide tree, its folders visited in turns: the same answers, and
         // never more than a few folders held open.
-        let mut statter = Statter::default();
+        let mut wide = Vec::new();
         for round in 0..2 {
             for d in 0..20 {
                 let p = root.join(format!("wide/d{d}/f{round}"));
                 std::fs::create_dir_all(p.parent().unwrap()).unwrap();
                 std::fs::write(&p, "x").unwrap();
-                for q in [
-                    p.clone(),
-                    root.join("wide/top"),
-                    p.parent().unwrap().to_path_buf(),
-                ] {
-                    assert_eq!(statter.lstat(&q), lstat(&q), "{}", q.display());
-                }
-                assert!(statter.dirs.len() <= Statter::OPEN);
+                wide.extend([p.clone(), root.join("wide/top"), p.parent().unwrap().into()]);
             }
+        }
+        let wide = StatList::new(wide);
+        let mut statter = Statter::new(&wide);
+        for (i, p) in wide.paths.iter().enumerate() {
+            assert_eq!(statter.lstat(i), lstat(p), "{}", p.display());
+            assert!(statter.open.len() <= Statter::OPEN);
         }
     }
 
