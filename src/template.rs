@@ -30,11 +30,30 @@ pub fn environment() -> Environment<'static> {
     env
 }
 
-/// Renders a template; `name` is how errors name it.
+/// Renders a template; `name` is how errors name it. Each template is
+/// compiled once per thread and kept: an agent's prompt is rendered at every
+/// step of a run, and compiling it took a quarter of the rendering.
 pub fn render(name: &str, source: &str, ctx: &impl Serialize) -> Result<String, minijinja::Error> {
-    let env = environment();
-    let template = env.template_from_named_str(name, source)?;
-    template.render(minijinja::value::Serde(ctx))
+    /// More templates than a project has; past it the cache starts over.
+    const KEPT: usize = 64;
+    thread_local! {
+        static COMPILED: std::cell::RefCell<(Environment<'static>, usize)> =
+            std::cell::RefCell::new((environment(), 0));
+    }
+    COMPILED.with_borrow_mut(|(env, kept)| {
+        // Kept under its name with its source: the same name with another
+        // source (a test, another project) is compiled anew.
+        let fresh = env.get_template(name).is_ok_and(|t| t.source() == source);
+        if !fresh {
+            if *kept >= KEPT {
+                *env = environment();
+                *kept = 0;
+            }
+            env.add_template_owned(name.to_owned(), source.to_owned())?;
+            *kept += 1;
+        }
+        env.get_template(name)?.render(minijinja::value::Serde(ctx))
+    })
 }
 
 /// One problem in a template, with the byte range it is about.
@@ -616,6 +635,22 @@ fn find_in_tags(tags: &[Tag], code: &[String], name: &str) -> Option<Range<usize
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_template_is_used_only_for_the_same_source() {
+        let ctx = serde_json::json!({"epic": "e"});
+        assert_eq!(render("p.md", "one {{ epic }}", &ctx).unwrap(), "one e");
+        assert_eq!(render("p.md", "one {{ epic }}", &ctx).unwrap(), "one e");
+        assert_eq!(render("p.md", "two {{ epic }}", &ctx).unwrap(), "two e");
+        assert!(render("p.md", "{{ broken", &ctx).is_err());
+        assert_eq!(render("p.md", "two {{ epic }}", &ctx).unwrap(), "two e");
+        // Past the limit the cache starts over, and still renders.
+        for i in 0..200 {
+            let name = format!("t{i}.md");
+            assert_eq!(render(&name, "{{ epic }}!", &ctx).unwrap(), "e!");
+        }
+        assert_eq!(render("p.md", "two {{ epic }}", &ctx).unwrap(), "two e");
+    }
 
     fn codes(source: &str) -> Vec<&'static str> {
         check("t.md", source).into_iter().map(|p| p.code).collect()
