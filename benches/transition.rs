@@ -362,7 +362,12 @@ fn echo_spec(echo: &Path, cwd: &Path) -> ProcessSpec {
         program: echo.to_path_buf(),
         args: vec![ANSWER.into()],
         cwd: cwd.to_path_buf(),
-        env: vec![],
+        // What agents inherit and the floor's echo has: with `LANG` set,
+        // `echo` loads the locale, ~0.2 ms of its start here.
+        env: ["LANG", "LC_ALL"]
+            .into_iter()
+            .filter_map(|k| Some((k.into(), std::env::var_os(k)?)))
+            .collect(),
         stdin: None,
         timeout: Duration::from_secs(10),
         idle_timeout: None,
