@@ -241,6 +241,13 @@ impl Scenario {
             .push(Duration::try_from(span).expect("positive") / LOOPS);
     }
 
+    /// A CPU figure (`of` the samples) of the floor, and of one more step
+    /// (the long run's less the short one's, per extra step).
+    fn cpu_per_step(&mut self, of: fn(&mut Samples) -> Duration) -> (Duration, Duration) {
+        let step = of(&mut self.long).saturating_sub(of(&mut self.once)) / LOOPS;
+        (of(&mut self.floor), step)
+    }
+
     fn report(&mut self, per_run: usize) {
         let (floor, long, once) = (self.floor.median(), self.long.median(), self.once.median());
         let amortised = long / per_run as u32;
@@ -266,24 +273,14 @@ impl Scenario {
             "    ratio in-run step / floor                 {:>9.2}×  (from its recorded transition times)",
             ratio(steady)
         );
-        let floor_cpu = self.floor.cpu_median();
-        let step_cpu = self
-            .long
-            .cpu_median()
-            .saturating_sub(self.once.cpu_median())
-            / LOOPS;
+        let (floor_cpu, step_cpu) = self.cpu_per_step(Samples::cpu_median);
         println!(
             "    CPU per step (with the agent's): floor {:.1} µs, modix {:.1} µs: {:.2}×",
             us(floor_cpu),
             us(step_cpu),
             step_cpu.as_secs_f64() / floor_cpu.as_secs_f64()
         );
-        let floor_own = self.floor.own_median();
-        let step_own = self
-            .long
-            .own_median()
-            .saturating_sub(self.once.own_median())
-            / LOOPS;
+        let (floor_own, step_own) = self.cpu_per_step(Samples::own_median);
         println!(
             "    own CPU per step (the agent's left out): floor {:.1} µs, modix {:.1} µs (+{:.1} µs)",
             us(floor_own),
