@@ -127,10 +127,11 @@ pub(crate) struct ScanPlan {
     fingerprints: Vec<PathBuf>,
     /// `info/exclude` and modix's excludes file, lowest precedence last.
     excludes: Vec<PathBuf>,
-    files: Vec<PathBuf>,
-    dirs: Vec<PathBuf>,
-    /// `files`, then `dirs`, ready to stat.
+    /// The files (git's, the exclude files, the tracked ones), then the
+    /// folders, ready to stat; see [`ScanPlan::files`], [`ScanPlan::dirs`].
     list: StatList,
+    /// How many of `list`'s paths are files.
+    n_files: usize,
     /// Each watched folder's expected entries: its tracked files and watched
     /// subfolders.
     expected: Vec<HashSet<Vec<u8>>>,
@@ -158,9 +159,8 @@ impl ScanPlan {
             noise: noise_matcher(root, ignore)?,
             fingerprints,
             excludes,
-            files: Vec::new(),
-            dirs: Vec::new(),
             list: StatList::default(),
+            n_files: 0,
             expected: Vec::new(),
             gitignores: HashMap::new(),
             global: Vec::new(),
@@ -173,17 +173,19 @@ impl ScanPlan {
     pub fn refresh(&mut self, tracked: &[PathBuf]) -> Result<()> {
         let mut files = self.fingerprints.clone();
         files.extend_from_slice(tracked);
-        self.files = files;
-        self.dirs = self.walk_dirs()?;
-        self.list = StatList::new(self.files.iter().chain(&self.dirs).cloned().collect());
+        // Walked first: a failed walk leaves the plan as it was.
+        let dirs = self.walk_dirs()?;
+        self.n_files = files.len();
+        files.extend(dirs);
+        self.list = StatList::new(files);
         let slot: HashMap<&Path, usize> = self
-            .dirs
+            .dirs()
             .iter()
             .enumerate()
             .map(|(i, d)| (d.as_path(), i))
             .collect();
-        let mut expected = vec![HashSet::new(); self.dirs.len()];
-        for p in tracked.iter().chain(&self.dirs) {
+        let mut expected = vec![HashSet::new(); self.dirs().len()];
+        for p in tracked.iter().chain(self.dirs()) {
             if let (Some(parent), Some(name)) = (p.parent(), p.file_name())
                 && let Some(&i) = slot.get(parent)
             {
@@ -192,7 +194,7 @@ impl ScanPlan {
         }
         self.expected = expected;
         self.gitignores = self
-            .dirs
+            .dirs()
             .iter()
             .filter(|d| d.join(".gitignore").is_file())
             .filter_map(|d| Some((d.clone(), matcher(d, &[d.join(".gitignore")])?)))
@@ -209,7 +211,17 @@ impl ScanPlan {
     /// How many paths a scan stats.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.files.len() + self.dirs.len()
+        self.list.paths.len()
+    }
+
+    /// The files a scan stats.
+    fn files(&self) -> &[PathBuf] {
+        &self.list.paths[..self.n_files]
+    }
+
+    /// The folders a scan stats.
+    fn dirs(&self) -> &[PathBuf] {
+        &self.list.paths[self.n_files..]
     }
 
     /// The non-ignored folders in scope, the scope's own folder included.
@@ -252,9 +264,9 @@ impl ScanPlan {
     pub fn scan(&self) -> Snapshot {
         let taken = now();
         let mut statter = Statter::new(&self.list);
-        let nf = self.files.len();
+        let nf = self.n_files;
         let files = statter.lstat_all(0..nf);
-        let dirs = statter.lstat_all(nf..nf + self.dirs.len());
+        let dirs = statter.lstat_all(nf..self.list.paths.len());
         // Whole-second timestamps everywhere: a coarse filesystem.
         let coarse = files
             .iter()
@@ -266,7 +278,7 @@ impl ScanPlan {
         let mut unsure = false;
         let hashes = files
             .iter()
-            .zip(&self.files)
+            .zip(self.files())
             .map(|(stat, path)| {
                 let stat = stat.as_ref().filter(|s| s.latest() >= horizon)?;
                 let h = (stat.size <= RACY_HASH_LIMIT)
@@ -297,8 +309,8 @@ impl ScanPlan {
         let taken = now();
         let racy = before.horizon();
         let mut statter = Statter::new(&self.list);
-        let mut files = Vec::with_capacity(self.files.len());
-        for (i, path) in self.files.iter().enumerate() {
+        let mut files = Vec::with_capacity(self.n_files);
+        for (i, path) in self.files().iter().enumerate() {
             let stat = statter.lstat(i);
             if stat != before.files[i] {
                 return None;
@@ -311,9 +323,9 @@ impl ScanPlan {
             }
             files.push(stat);
         }
-        let mut dirs = Vec::with_capacity(self.dirs.len());
-        for i in 0..self.dirs.len() {
-            let stat = statter.lstat(self.files.len() + i);
+        let mut dirs = Vec::with_capacity(self.dirs().len());
+        for i in 0..self.dirs().len() {
+            let stat = statter.lstat(self.n_files + i);
             let then = before.dirs[i];
             // Entries came or went (or might have, in the same tick): a change
             // only if a name that counts did.
@@ -345,7 +357,7 @@ impl ScanPlan {
     /// only names git would not record (ignored, or not a file, folder or
     /// symlink).
     fn as_expected(&self, i: usize) -> bool {
-        let dir = &self.dirs[i];
+        let dir = &self.dirs()[i];
         let Ok(entries) = std::fs::read_dir(dir) else {
             return false;
         };
@@ -790,7 +802,7 @@ mod tests {
         std::fs::create_dir_all(root.join("other")).unwrap();
         let mut p = ScanPlan::new(root, Path::new("app"), &[], Vec::new(), Vec::new()).unwrap();
         p.refresh(&[]).unwrap();
-        assert_eq!(p.dirs, [root.join("app"), root.join("app/src")]);
+        assert_eq!(p.dirs(), [root.join("app"), root.join("app/src")]);
         let s0 = p.scan();
         write(root, "other/x", "");
         write(root, "top.txt", "");
