@@ -11,11 +11,13 @@
 //!   prompt, in a project of nine files;
 //! - realistic: a planner's task spec first, then an agent whose prompt
 //!   (rendered from a template with the epic and the task spec) is ~4.5 KB,
-//!   whose context package (the task spec included) is ~2.5 KB and whose
-//!   output is ~3 KB and different at every step (it names its own pid), in a
-//!   project of a few hundred files. Its floor spawns the same command with
-//!   the same prompt on stdin and stores prompt, context, output and the
-//!   parsed answer in one row.
+//!   whose context package (the task spec included) is ~2.5 KB at the first
+//!   visit and ~11 KB at the loop's later ones (they carry the previous
+//!   answer, as feedback and among the outputs), and whose output is ~3 KB
+//!   and different at every step (it names its own pid), in a project of a
+//!   few hundred files. Its floor spawns the same command with the same
+//!   prompt on stdin and stores prompt, a loop step's context, output and
+//!   the parsed answer in one row.
 //!
 //! For each it reports medians and the engine's cost as ratios to its floor:
 //! per step (the long run's time less the short one's, per extra step),
@@ -85,7 +87,7 @@ fn main() {
     let real_log = write_real_project(&real_root);
     let real = modix::bench::Project::load(&real_root);
     let real_prompt = real_prompt_sample(&real_root);
-    let real_context = real_context_sample(&real_root);
+    let real_context = real_context_sample(&real_root, &real_log);
 
     let floor_db = open_floor_db(&tmp.path().join("floor.db"));
     let mut spawn = Samples::default();
@@ -148,7 +150,7 @@ fn main() {
     line("bare SQLite insert + commit (WAL, FULL)", commit.median());
     println!("trivial step (echo, 34 B answer, no prompt):");
     t.report(per_run);
-    println!("realistic step (~4.5 KB prompt, ~2.5 KB context, ~3 KB output, {REAL_FILES} files):");
+    println!("realistic step (~4.5 KB prompt, ~11 KB context, ~3 KB output, {REAL_FILES} files):");
     r.report(per_run);
 
     // What reaches the disk: untimed runs, the WAL emptied before each.
@@ -727,13 +729,32 @@ fn real_prompt_sample(root: &Path) -> String {
         .replace("{{ output_schema_path }}", &root.display().to_string())
 }
 
-fn real_context_sample(root: &Path) -> String {
+/// The package a loop step of the realistic agent is handed (~11 KB): the
+/// first visit's (~2.5 KB) and the previous answer, in `feedback` (the
+/// state sent the work back) and among the `outputs` with the task spec.
+fn real_context_sample(root: &Path, log: &str) -> String {
+    let answer = serde_json::json!({
+        "passed": true, "failures": [], "summary": format!("pid 4242. {log}")
+    });
+    let reason = format!(
+        "tests passed: {}…",
+        &answer["summary"].as_str().unwrap()[..380]
+    );
+    let feedback = format!(
+        "WORK sent the work back (again): {reason}\n{}",
+        serde_json::to_string_pretty(&answer).unwrap()
+    );
     serde_json::json!({
-        "agent": "realist", "attempt": 1, "bound": LOOPS + 1, "context_mode": "isolated",
-        "epic": REAL_EPIC, "feedback": null, "output_schema": "test_result",
+        "agent": "realist", "attempt": 41, "bound": LOOPS + 1, "context_mode": "isolated",
+        "epic": REAL_EPIC, "feedback": feedback, "output_schema": "test_result",
         "output_schema_path": root.join(".modix/runs/x/schemas/test_result.schema.json"),
         "previous_result": null, "role": "tester", "run_id": "01K0000000000000000000000",
         "state": "WORK", "task_spec": task_spec(), "workdir": root, "workflow": "real_loop",
+        "came_from": {"event": "again", "reason": reason, "seq": 42, "state": "WORK"},
+        "outputs": {
+            "PLAN": {"seq": 1, "output": task_spec()},
+            "WORK": {"seq": 42, "output": answer},
+        },
         "project": {"name": "bench-real", "description": "A benchmark project.",
                     "stack": [], "conventions": [], "commands": {}}
     })
