@@ -26,7 +26,6 @@
 //! statted through the inode held open since the last full scan ([`Held`])
 //! rather than by its path: the same answer for a third of the cost.
 
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -76,19 +75,6 @@ struct Stat {
 }
 
 impl Stat {
-    fn of(m: &std::fs::Metadata) -> Self {
-        Stat {
-            dev: m.dev(),
-            size: m.size(),
-            mtime: m.mtime(),
-            mtime_ns: m.mtime_nsec(),
-            ctime: m.ctime(),
-            ctime_ns: m.ctime_nsec(),
-            ino: m.ino(),
-            mode: m.mode(),
-        }
-    }
-
     fn from_raw(st: &nix::sys::stat::FileStat) -> Self {
         Stat {
             dev: st.st_dev,
@@ -312,7 +298,7 @@ impl ScanPlan {
         let mut room = held_max();
         for (i, stat) in files.iter().enumerate() {
             let held = match (self.held[i].take(), stat) {
-                (Some(h), Some(s)) if h.is(s) => Some(h),
+                (Some(h), Some(s)) if h.is(s) && self.file_dir[i].is_some() => Some(h),
                 (_, Some(s)) if self.file_dir[i].is_some() && room > 0 => statter.hold(i, s),
                 _ => None,
             };
@@ -472,7 +458,7 @@ fn now() -> Duration {
 }
 
 fn lstat(p: &Path) -> Option<Stat> {
-    std::fs::symlink_metadata(p).ok().map(|m| Stat::of(&m))
+    nix::sys::stat::lstat(p).ok().map(|st| Stat::from_raw(&st))
 }
 
 /// A plan's paths made ready to stat, once per refresh: each by its
