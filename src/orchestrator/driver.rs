@@ -271,8 +271,8 @@ impl Driver<'_> {
         if self.crash_before == Some(self.committed) {
             super::crash_for_tests();
         }
-        let record = self.store.record_step(
-            &self.info.run.id,
+        let record = self.store.record_step_tailed(
+            &mut self.tail,
             &Step {
                 invocation: turn.invocation,
                 messages: turn.messages,

@@ -97,9 +97,9 @@ impl Store {
 /// cost does not grow with the run's length.
 #[derive(Debug)]
 pub struct RunTail {
-    run_id: String,
+    pub(super) run_id: String,
     /// Every message of the run with an id up to here has been read.
-    watermark: i64,
+    pub(super) watermark: i64,
     latest: std::collections::BTreeMap<String, MessageRecord>,
     /// The latest message of each kind.
     by_kind: std::collections::BTreeMap<String, MessageRecord>,
@@ -107,6 +107,10 @@ pub struct RunTail {
     notes: Vec<MessageRecord>,
     last_seq: u32,
     last_step: Vec<MessageRecord>,
+    /// Current as of the step this process just recorded, which added its
+    /// own messages (`Store::record_step_tailed`): the next refresh has
+    /// nothing to read.
+    pub(super) fresh: bool,
 }
 
 impl RunTail {
@@ -128,6 +132,16 @@ impl RunTail {
     /// The messages of step `seq`, when it is the latest step read.
     pub fn messages_at(&self, seq: u32) -> Option<&[MessageRecord]> {
         (seq == self.last_seq).then_some(self.last_step.as_slice())
+    }
+
+    /// The messages of a step just recorded, when the tail was current
+    /// before it: the tail is current after it.
+    pub(super) fn took_own(&mut self, messages: Vec<MessageRecord>) {
+        for m in messages {
+            self.watermark = self.watermark.max(m.id);
+            self.take(m);
+        }
+        self.fresh = true;
     }
 
     fn take(&mut self, m: MessageRecord) {
@@ -166,6 +180,7 @@ impl Store {
             notes: Vec::new(),
             last_seq,
             last_step: Vec::new(),
+            fresh: false,
         };
         for m in self.latest_outputs(run_id)? {
             tail.latest.insert(m.state.clone(), m);
@@ -185,6 +200,9 @@ impl Store {
 
     /// Reads the run's messages written since the tail was last read.
     pub fn refresh_tail(&self, tail: &mut RunTail) -> Result<(), StoreError> {
+        if std::mem::take(&mut tail.fresh) {
+            return Ok(());
+        }
         let mut stmt = self
             .conn
             .prepare_cached(&new_messages_sql())
@@ -198,6 +216,17 @@ impl Store {
             tail.take(m);
         }
         Ok(())
+    }
+}
+
+impl super::Writer<'_> {
+    /// Whether the run has messages after id `watermark` (see
+    /// [`new_messages_sql`] on `+run_id`).
+    pub(super) fn written_since(&self, run_id: &str, watermark: i64) -> Result<bool, StoreError> {
+        self.tx
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM messages WHERE id > ?2 AND +run_id = ?1)")
+            .and_then(|mut s| s.query_row(params![run_id, watermark], |row| row.get(0)))
+            .ctx(self.path, "reading new messages")
     }
 }
 

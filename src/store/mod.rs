@@ -156,7 +156,12 @@ impl Writer<'_> {
     /// [`Writer::json`] for a JSON value (no copy of it unless a string in
     /// it is redacted).
     fn json_value(&self, value: &serde_json::Value) -> Result<String, StoreError> {
-        serde_json::to_string(&self.redactor.redact_json(value)).map_err(|e| StoreError::Invalid {
+        self.encode(&self.redactor.redact_json(value))
+    }
+
+    /// A JSON value serialised as it is (already redacted).
+    fn encode(&self, value: &serde_json::Value) -> Result<String, StoreError> {
+        serde_json::to_string(value).map_err(|e| StoreError::Invalid {
             path: self.path.to_path_buf(),
             message: format!("cannot encode JSON: {e}"),
         })

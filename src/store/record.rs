@@ -13,7 +13,8 @@ use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::query::{LifecycleRecord, TransitionRecord, lifecycle_records};
+use super::context::RunTail;
+use super::query::{LifecycleRecord, MessageRecord, TransitionRecord, lifecycle_records};
 use super::{Ctx, RunStatus, Store, StoreError, Writer, now, text_enum_sql, to_i64};
 use crate::fsm::{FailureClass, Outcome};
 
@@ -185,14 +186,16 @@ impl Writer<'_> {
             })
     }
 
-    /// Inserts an invocation as the run's `n`; returns its row id.
-    fn insert_invocation(
+    /// Inserts an invocation as the run's `n`; returns its row id, and its
+    /// answer as stored (blob id, redacted value) for the message that
+    /// carries the same answer.
+    fn insert_invocation<'i>(
         &self,
         run_id: &str,
         n: u32,
-        inv: &NewInvocation,
+        inv: &'i NewInvocation,
         ended_at: &str,
-    ) -> Result<i64, StoreError> {
+    ) -> Result<(i64, Option<StoredJson<'i>>), StoreError> {
         // Its first step is at `started_at`, the others at `ended_at`: only
         // the steps are written (see `query::lifecycle_records`), so the
         // text is the same from one invocation to the next.
@@ -206,7 +209,11 @@ impl Writer<'_> {
             true => None,
             false => Some(self.json(&inv.validation_errors)?),
         };
-        let parsed = inv.parsed_output.as_ref().map(|v| self.blob_json(v));
+        let parsed = inv
+            .parsed_output
+            .as_ref()
+            .map(|v| self.stored_json(v))
+            .transpose()?;
         let usage = inv.usage.as_ref().map(|u| self.json_value(u)).transpose()?;
         if let Some(usage) = &usage {
             self.add_usage(run_id, usage)?;
@@ -253,7 +260,7 @@ impl Writer<'_> {
                     self.blob(&inv.stderr).map_err(to_sql)?,
                     to_i64(inv.stdout_bytes),
                     to_i64(inv.stderr_bytes),
-                    parsed.transpose().map_err(to_sql)?.flatten(),
+                    parsed.as_ref().map(|p| p.id),
                     validation_errors,
                     inv.class.map(FailureClass::as_str),
                     inv.reason.as_deref().map(|r| self.text(r)),
@@ -276,8 +283,22 @@ impl Writer<'_> {
                 ])
             })
             .ctx(self.path, "recording an invocation")?;
-        Ok(self.tx.last_insert_rowid())
+        Ok((self.tx.last_insert_rowid(), parsed))
     }
+
+    /// Stores a JSON value (redacted first) once: its blob id and the value
+    /// as stored.
+    fn stored_json<'v>(&self, value: &'v Value) -> Result<StoredJson<'v>, StoreError> {
+        let value = self.redactor.redact_json(value);
+        let id = self.put(self.encode(&value)?.as_bytes())?;
+        Ok(StoredJson { id, value })
+    }
+}
+
+/// A JSON value as stored: its blob and its redacted value.
+struct StoredJson<'v> {
+    id: i64,
+    value: std::borrow::Cow<'v, Value>,
 }
 
 /// A store error raised inside a statement's parameters, carried out as a
@@ -299,8 +320,29 @@ impl Store {
         step: &Step,
     ) -> Result<TransitionRecord, StoreError> {
         let w = self.write_tx()?;
-        let record = write_step(&w, run_id, step)?;
+        let (record, _) = write_step(&w, run_id, step, false)?;
         w.commit("committing a step")?;
+        Ok(record)
+    }
+
+    /// [`Store::record_step`] for the run whose `tail` the caller keeps
+    /// current: when nothing of the run was written since the tail was last
+    /// read (asked in the step's own transaction), the step's messages join
+    /// the tail as stored — ids, redacted payloads — instead of being read
+    /// back and parsed again before the next step. Otherwise the tail's next
+    /// refresh reads them with whatever else was written.
+    pub fn record_step_tailed(
+        &mut self,
+        tail: &mut RunTail,
+        step: &Step,
+    ) -> Result<TransitionRecord, StoreError> {
+        let w = self.write_tx()?;
+        let current = !w.written_since(&tail.run_id, tail.watermark)?;
+        let (record, messages) = write_step(&w, &tail.run_id, step, current)?;
+        w.commit("committing a step")?;
+        if current {
+            tail.took_own(messages);
+        }
         Ok(record)
     }
 
@@ -412,11 +454,14 @@ impl Store {
 
 /// The body of [`Store::record_step`], without the commit (so a test can
 /// drop the transaction half way and check nothing leaked).
+/// With `keep`, it also returns the step's messages as a reader would find
+/// them.
 pub(super) fn write_step(
     w: &Writer<'_>,
     run_id: &str,
     step: &Step,
-) -> Result<TransitionRecord, StoreError> {
+    keep: bool,
+) -> Result<(TransitionRecord, Vec<MessageRecord>), StoreError> {
     let t = &step.transition;
     let conflict = |detail: String| StoreError::Conflict {
         path: w.path.to_path_buf(),
@@ -443,9 +488,12 @@ pub(super) fn write_step(
     }
     let at = now();
     let n = last_n + 1;
-    let invocation = match &step.invocation {
-        Some(inv) => Some(w.insert_invocation(run_id, n, inv, &at)?),
-        None => None,
+    let (invocation, answer) = match &step.invocation {
+        Some(inv) => {
+            let (id, answer) = w.insert_invocation(run_id, n, inv, &at)?;
+            (Some(id), answer.map(|a| (inv.parsed_output.as_ref(), a)))
+        }
+        None => (None, None),
     };
     let reason = t.reason.as_deref().map(|r| w.text(r));
     let seq = last_seq + 1;
@@ -471,14 +519,37 @@ pub(super) fn write_step(
         ])
     })
     .ctx(w.path, "recording a transition")?;
+    let mut kept = Vec::new();
     for m in &step.messages {
-        let payload = w.blob_json(&m.payload)?;
+        // The state's output message carries the invocation's answer:
+        // redacted, encoded and hashed once for both.
+        let StoredJson {
+            id: payload,
+            value: stored,
+        } = match &answer {
+            Some((Some(parsed), a)) if *parsed == &m.payload => StoredJson {
+                id: a.id,
+                value: a.value.clone(),
+            },
+            _ => w.stored_json(&m.payload)?,
+        };
         w.tx.prepare_cached(
             "INSERT INTO messages (run_id, seq, kind, state, payload, at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )
         .and_then(|mut s| s.execute(params![run_id, seq, m.kind, m.state, payload, at]))
         .ctx(w.path, "recording a message")?;
+        if keep {
+            kept.push(MessageRecord {
+                id: w.tx.last_insert_rowid(),
+                run_id: run_id.to_owned(),
+                seq,
+                kind: m.kind.clone(),
+                state: m.state.clone(),
+                payload: stored.into_owned(),
+                at: at.clone(),
+            });
+        }
     }
     move_run(w, run_id, &t.to, step.run_status, &at)?;
     for id in &step.delivered {
@@ -495,7 +566,7 @@ pub(super) fn write_step(
             .ctx(w.path, "recording the run's workspace")?;
     }
     // The transition as stored (its reason redacted), without reading it back.
-    Ok(TransitionRecord {
+    let record = TransitionRecord {
         run_id: run_id.to_owned(),
         seq,
         at,
@@ -508,7 +579,8 @@ pub(super) fn write_step(
         reason: reason.map(std::borrow::Cow::into_owned),
         redirected: t.redirected,
         invocation: invocation.map(|_| n),
-    })
+    };
+    Ok((record, kept))
 }
 
 /// What [`Writer::run_position`] reads.

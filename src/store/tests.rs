@@ -144,6 +144,94 @@ fn migrates_from_scratch_and_reopens_idempotently() {
     assert_eq!(sync, 2, "FULL by default");
 }
 
+/// The enum-like CHECKs of the rows every step writes hold as before, and
+/// cost no temporary B-tree per row (store v14).
+#[test]
+fn the_checks_every_step_meets_build_no_temporary_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let mut store = Store::open(&path).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    let sql = |table: &str| -> String {
+        store
+            .conn
+            .query_row(
+                "SELECT sql FROM sqlite_schema WHERE name = ?1",
+                [table],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let runs = sql("runs");
+    assert!(
+        runs.contains("(status = 'running' OR status = 'waiting' OR "),
+        "{runs}"
+    );
+    let invocations = sql("invocations");
+    assert!(
+        invocations.contains("(outcome IS NULL OR (outcome = 'output' OR "),
+        "{invocations}"
+    );
+    for text in [&runs, &invocations] {
+        assert!(
+            !text.contains("status IN") && !text.contains("outcome IN"),
+            "{text}"
+        );
+    }
+    let opcodes = |stmt: &str| -> Vec<String> {
+        let mut s = store.conn.prepare(&format!("EXPLAIN {stmt}")).unwrap();
+        s.query_map(["an id", "failed"], |r| r.get::<_, String>(1))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let update = opcodes("UPDATE runs SET status = ?2 WHERE id = ?1");
+    assert!(!update.iter().any(|o| o == "OpenEphemeral"), "{update:?}");
+    // Still refused: a status that is not one.
+    let bad = store.conn.execute(
+        "UPDATE runs SET status = 'exploded' WHERE id = ?1",
+        [&run.id],
+    );
+    assert!(bad.unwrap_err().to_string().contains("CHECK"));
+    let mut s = step("plan", "planned", "execute");
+    s.invocation = Some(new_invocation());
+    store.record_step(&run.id, &s).unwrap();
+    let bad = store.conn.execute(
+        "UPDATE invocations SET outcome = 'maybe' WHERE run_id = ?1",
+        [&run.id],
+    );
+    assert!(bad.unwrap_err().to_string().contains("CHECK"));
+    assert_intact(&store);
+    drop(store);
+    // Reopened (by a fresh connection reading the new definitions).
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.run(&run.id).unwrap().id, run.id);
+    assert_intact(&store);
+}
+
+#[test]
+fn in_lists_are_rewritten_only_in_the_form_modix_wrote() {
+    use super::migrations::in_list_as_equalities as rewrite;
+    assert_eq!(
+        rewrite("x TEXT CHECK (status IN\n   ('a', 'b_c', 'd'))", "status").as_deref(),
+        Some("x TEXT CHECK ((status = 'a' OR status = 'b_c' OR status = 'd'))")
+    );
+    assert_eq!(
+        rewrite("CHECK (o IS NULL OR o IN ('a', 'b'))", "o").as_deref(),
+        Some("CHECK (o IS NULL OR (o = 'a' OR o = 'b'))")
+    );
+    // Anything else is left to the caller as it is.
+    for other in [
+        "CHECK (status IN (SELECT s FROM t))",
+        "CHECK (status IN ('a', 'it''s'))",
+        "CHECK (status IN ('a'))",
+        "CHECK (status IN ('a', 'b') AND (status IN ('c', 'd')))",
+        "CHECK (status = 'a')",
+    ] {
+        assert_eq!(rewrite(other, "status"), None, "{other}");
+    }
+}
+
 #[test]
 fn newer_schema_is_refused_and_left_alone() {
     let dir = tempfile::tempdir().unwrap();
@@ -422,7 +510,7 @@ fn crash_child_writes_half_a_step_and_dies() {
         state: "execute".into(),
         payload: json!({"big": "x".repeat(1 << 20)}),
     });
-    record::write_step(&w, &run.id, &s).unwrap();
+    record::write_step(&w, &run.id, &s, false).unwrap();
     // Push the uncommitted pages into the WAL file, as a big step would.
     w.tx.cache_flush().unwrap();
     // kill -9 ourselves: no destructors, no rollback, no core dump.
@@ -479,7 +567,7 @@ fn store_ok(path: &Path) {
 }
 
 fn write_step_for_test(w: &Writer<'_>, run_id: &str, s: &Step) {
-    let t = record::write_step(w, run_id, s).unwrap();
+    let (t, _) = record::write_step(w, run_id, s, false).unwrap();
     assert_eq!(t.seq, 2);
 }
 
@@ -974,6 +1062,137 @@ fn a_run_tail_reads_only_its_own_new_messages_by_the_primary_key() {
         )
         .unwrap();
     assert!(plan.contains("INTEGER PRIMARY KEY (rowid>?)"), "{plan}");
+}
+
+/// A tail kept by the steps this store records (`record_step_tailed`)
+/// holds what a tail read afresh from the database holds — ids, redacted
+/// payloads, the latest step — and a message of the run written by anyone
+/// else in between is still read.
+#[test]
+fn a_tail_kept_by_its_own_steps_agrees_with_one_read_afresh() {
+    let secret = "sk-ant-api03-TAIL-KEPT-IN-MEMORY-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let redactor = crate::shell::Redactor::new([("ANTHROPIC_API_KEY", secret)]);
+    let mut store = Store::open(&db(&dir)).unwrap().with_redactor(redactor);
+    let a = store.create_run(&new_run()).unwrap();
+    let b = store.create_run(&new_run()).unwrap();
+    let message = |kind: &str, state: &str, payload: serde_json::Value| NewMessage {
+        kind: kind.into(),
+        state: state.into(),
+        payload,
+    };
+    let same = |kept: &RunTail, store: &Store, seq: u32| {
+        let fresh = store.run_tail(&a.id, seq).unwrap();
+        let all = |t: &RunTail| {
+            let outputs: Vec<MessageRecord> = t.latest_outputs().cloned().collect();
+            let kinds: Vec<Option<MessageRecord>> = ["test_result", "feedback", "note"]
+                .iter()
+                .map(|k| t.latest_of(k).cloned())
+                .collect();
+            let notes: Vec<MessageRecord> = t.notes_after(0).cloned().collect();
+            (outputs, kinds, notes, t.messages_at(seq).map(<[_]>::to_vec))
+        };
+        assert_eq!(all(kept), all(&fresh));
+        assert_eq!(kept.watermark, fresh.watermark);
+    };
+    let mut tail = store.run_tail(&a.id, 0).unwrap();
+    let states = ["plan", "execute", "test", "execute", "test"];
+    for (i, w) in states.windows(2).enumerate() {
+        let seq = i as u32 + 1;
+        // Another run writes between this one's steps: not this tail's.
+        let mut other = step(if i == 0 { "plan" } else { w[0] }, "next", w[1]);
+        other
+            .messages
+            .push(message("test_result", w[0], json!({ "n": 100 })));
+        store.record_step(&b.id, &other).unwrap();
+        let mut s = step(w[0], "next", w[1]);
+        s.messages.push(message(
+            "test_result",
+            w[0],
+            json!({ "n": seq, "log": format!("key {secret}") }),
+        ));
+        s.messages
+            .push(message("feedback", w[0], json!({ "text": "again" })));
+        store.record_step_tailed(&mut tail, &s).unwrap();
+        assert!(tail.fresh, "nothing else of the run was written");
+        let kept = tail.messages_at(seq).expect("the step just recorded");
+        assert_eq!(kept.len(), 2);
+        assert!(!kept[0].payload["log"].as_str().unwrap().contains(secret));
+        same(&tail, &store, seq);
+        store.refresh_tail(&mut tail).unwrap();
+    }
+    // A note of the run written by someone else (here, a step recorded
+    // without this tail) after the tail was read: the next step is not
+    // taken as current, and the refresh reads both.
+    let mut note = step("test", "noted", "test");
+    note.messages
+        .push(message("note", "test", json!({ "text": "look" })));
+    store.record_step(&a.id, &note).unwrap();
+    let mut s = step("test", "next", "execute");
+    s.messages
+        .push(message("test_result", "test", json!({ "n": 6 })));
+    store.record_step_tailed(&mut tail, &s).unwrap();
+    assert!(!tail.fresh);
+    assert!(tail.latest_of("note").is_none(), "not read yet");
+    store.refresh_tail(&mut tail).unwrap();
+    assert_eq!(tail.latest_of("note").unwrap().payload["text"], "look");
+    same(&tail, &store, 6);
+}
+
+/// The output message that carries the invocation's answer shares its
+/// blob, redacted once; a message with another payload gets its own.
+#[test]
+fn the_answer_and_its_output_message_are_one_blob() {
+    let secret = "sk-ant-api03-ANSWER-AND-MESSAGE-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let redactor = crate::shell::Redactor::new([("ANTHROPIC_API_KEY", secret)]);
+    let mut store = Store::open(&db(&dir)).unwrap().with_redactor(redactor);
+    let run = store.create_run(&new_run()).unwrap();
+    let answer = json!({ "summary": format!("done with {secret}"), "n": 1 });
+    let mut inv = new_invocation();
+    inv.parsed_output = Some(answer.clone());
+    let mut s = step("plan", "planned", "execute");
+    s.invocation = Some(inv);
+    s.messages.push(NewMessage {
+        kind: "task_spec".into(),
+        state: "plan".into(),
+        payload: answer,
+    });
+    s.messages.push(NewMessage {
+        kind: "feedback".into(),
+        state: "plan".into(),
+        payload: json!({ "text": secret }),
+    });
+    let mut tail = store.run_tail(&run.id, 0).unwrap();
+    store.record_step_tailed(&mut tail, &s).unwrap();
+    let ids: Vec<(i64, i64)> = store
+        .conn
+        .prepare("SELECT m.payload, i.parsed_output FROM messages m, invocations i ORDER BY m.id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        ids[0].0, ids[0].1,
+        "the output message is the answer's blob"
+    );
+    assert_ne!(ids[1].0, ids[1].1);
+    let kept = tail.latest_of("task_spec").unwrap().clone();
+    assert!(!kept.payload["summary"].as_str().unwrap().contains(secret));
+    assert_eq!(
+        store.run_tail(&run.id, 1).unwrap().latest_of("task_spec"),
+        Some(&kept)
+    );
+    let leaked: i64 = store
+        .conn
+        .query_row(
+            "SELECT count(*) FROM blobs WHERE instr(text, ?1)",
+            [secret],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(leaked, 0);
 }
 
 #[test]
