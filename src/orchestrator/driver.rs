@@ -359,8 +359,10 @@ impl Driver<'_> {
             .map(|n| format!(": {n}"))
             .unwrap_or_default();
         let target = machine.state(to);
-        let record = self.store.record_step(
-            &self.info.run.id,
+        // Through the tail too: a tail taken as current by the last step
+        // must not skip this step's note at its next refresh.
+        let record = self.store.record_step_tailed(
+            &mut self.tail,
             &Step {
                 invocation: None,
                 messages: invoke::note_message(

@@ -109,7 +109,8 @@ pub struct RunTail {
     last_step: Vec<MessageRecord>,
     /// Current as of the step this process just recorded, which added its
     /// own messages (`Store::record_step_tailed`): the next refresh has
-    /// nothing to read.
+    /// nothing to read. So every step of the run this process records goes
+    /// through `record_step_tailed` with this tail.
     pub(super) fresh: bool,
 }
 

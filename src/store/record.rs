@@ -314,6 +314,10 @@ impl Store {
     ///
     /// Refused with [`StoreError::Conflict`] when the run is not in
     /// `step.transition.from` (another process advanced it) or is finished.
+    ///
+    /// A run's driver records through [`Store::record_step_tailed`], which
+    /// keeps its tail current; this form is for tests of the record alone.
+    #[cfg(test)]
     pub fn record_step(
         &mut self,
         run_id: &str,
