@@ -27,8 +27,18 @@ impl Writer<'_> {
 
     /// [`Writer::blob`] for a JSON value, serialised after redacting its strings.
     pub(super) fn blob_json(&self, value: &serde_json::Value) -> Result<Option<i64>, StoreError> {
-        let text = self.json_value(value)?;
-        self.put(text.as_bytes()).map(Some)
+        self.stored_json(value).map(|s| Some(s.id))
+    }
+
+    /// Stores a JSON value (its strings redacted first) once: its blob id
+    /// and the value as stored, for a caller that stores it again.
+    pub(super) fn stored_json<'v>(
+        &self,
+        value: &'v serde_json::Value,
+    ) -> Result<StoredJson<'v>, StoreError> {
+        let value = self.redactor.redact_json(value);
+        let id = self.put(self.encode(&value)?.as_bytes())?;
+        Ok(StoredJson { id, value })
     }
 
     /// Stores `content` as it is (already redacted, or holding no secret)
@@ -60,6 +70,12 @@ impl Writer<'_> {
         self.new_blob_ids.borrow_mut().push((digest, id));
         Ok(id)
     }
+}
+
+/// A JSON value as stored: its blob and its redacted value.
+pub(super) struct StoredJson<'v> {
+    pub(super) id: i64,
+    pub(super) value: std::borrow::Cow<'v, serde_json::Value>,
 }
 
 /// A SHA-256 digest.

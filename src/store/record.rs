@@ -13,6 +13,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::blobs::StoredJson;
 use super::context::RunTail;
 use super::query::{LifecycleRecord, MessageRecord, TransitionRecord, lifecycle_records};
 use super::{Ctx, RunStatus, Store, StoreError, Writer, now, text_enum_sql, to_i64};
@@ -285,20 +286,6 @@ impl Writer<'_> {
             .ctx(self.path, "recording an invocation")?;
         Ok((self.tx.last_insert_rowid(), parsed))
     }
-
-    /// Stores a JSON value (redacted first) once: its blob id and the value
-    /// as stored.
-    fn stored_json<'v>(&self, value: &'v Value) -> Result<StoredJson<'v>, StoreError> {
-        let value = self.redactor.redact_json(value);
-        let id = self.put(self.encode(&value)?.as_bytes())?;
-        Ok(StoredJson { id, value })
-    }
-}
-
-/// A JSON value as stored: its blob and its redacted value.
-struct StoredJson<'v> {
-    id: i64,
-    value: std::borrow::Cow<'v, Value>,
 }
 
 /// A store error raised inside a statement's parameters, carried out as a
@@ -329,8 +316,8 @@ impl Store {
         Ok(record)
     }
 
-    /// [`Store::record_step`] for the run whose `tail` the caller keeps
-    /// current: when nothing of the run was written since the tail was last
+    /// Records one step as `record_step` does, for the run whose `tail` the
+    /// caller keeps current: when nothing of the run was written since the tail was last
     /// read (asked in the step's own transaction), the step's messages join
     /// the tail as stored — ids, redacted payloads — instead of being read
     /// back and parsed again before the next step. Otherwise the tail's next
@@ -456,8 +443,9 @@ impl Store {
     }
 }
 
-/// The body of [`Store::record_step`], without the commit (so a test can
-/// drop the transaction half way and check nothing leaked).
+/// The body of [`Store::record_step_tailed`], without the commit (so a test
+/// can drop the transaction half way and check nothing leaked).
+///
 /// With `keep`, it also returns the step's messages as a reader would find
 /// them.
 pub(super) fn write_step(
@@ -495,7 +483,7 @@ pub(super) fn write_step(
     let (invocation, answer) = match &step.invocation {
         Some(inv) => {
             let (id, answer) = w.insert_invocation(run_id, n, inv, &at)?;
-            (Some(id), answer.map(|a| (inv.parsed_output.as_ref(), a)))
+            (Some(id), inv.parsed_output.as_ref().zip(answer))
         }
         None => (None, None),
     };
@@ -531,7 +519,7 @@ pub(super) fn write_step(
             id: payload,
             value: stored,
         } = match &answer {
-            Some((Some(parsed), a)) if *parsed == &m.payload => StoredJson {
+            Some((parsed, a)) if *parsed == &m.payload => StoredJson {
                 id: a.id,
                 value: a.value.clone(),
             },
