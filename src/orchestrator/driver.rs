@@ -65,6 +65,49 @@ pub(super) struct Driver<'p> {
     /// The last transition this drive recorded (what the next step nearly
     /// always asks for: the one that brought the run where it is).
     pub(super) last_transition: Option<crate::store::TransitionRecord>,
+    /// The last step, committed and on its way to the disk, with what it
+    /// tells the world once there (see [`Driver::announce`]).
+    pub(super) unannounced: Option<Unannounced>,
+}
+
+/// What a committed step tells the world, once the disk has it.
+pub(super) struct Unannounced {
+    landing: crate::store::Landing,
+    record: crate::store::TransitionRecord,
+    status: RunStatus,
+    to: crate::fsm::StateId,
+}
+
+impl Unannounced {
+    /// Waits until the step is on disk, then says it. Takes the drive's
+    /// parts it needs, not the drive: an agent's turn says it while its
+    /// call borrows the run's facts.
+    pub(super) fn say(
+        self,
+        info: &RunInfo,
+        state_file: &mut Option<(String, RunStatus)>,
+        sink: &mut dyn EventSink,
+    ) -> Result<(), RunError> {
+        self.landing.wait()?;
+        let state = &info.workflow.machine.state(self.to).name;
+        write_state_file(info, state, self.status, state_file);
+        sink.event(&RunEvent::Transition(self.record));
+        notify(info, sink, self.to);
+        Ok(())
+    }
+}
+
+/// Events for the notifications `state` declares on entry.
+fn notify(info: &RunInfo, sink: &mut dyn EventSink, state: crate::fsm::StateId) {
+    let state = info.workflow.machine.state(state);
+    for name in &state.on_enter {
+        tracing::info!("{}: {name}", state.name);
+        sink.event(&RunEvent::Notification {
+            run_id: info.run.id.clone(),
+            state: state.name.clone(),
+            name: name.clone(),
+        });
+    }
 }
 
 #[allow(clippy::too_many_arguments)] // start and resume hand over what they settled
@@ -144,8 +187,14 @@ pub(super) fn drive(
         committed: 0,
         state_file: None,
         last_transition: None,
+        unannounced: None,
     };
     let result = engine.runtime.block_on(driver.go());
+    // However the drive ended, its last step is said once it is on disk.
+    let result = match (result, driver.announce()) {
+        (Ok(report), Ok(())) => Ok(report),
+        (Ok(_), Err(e)) | (Err(e), _) => Err(e),
+    };
     driver.watcher.abort();
     match result {
         Ok(report) => {
@@ -190,6 +239,12 @@ impl Driver<'_> {
             self.commit_redrive(&r)?;
         }
         loop {
+            // An agent's turn says the last step just before its agent
+            // starts, having prepared its prompt while the step's commit
+            // went to disk; any other state has nothing to prepare.
+            if !matches!(machine.state(self.cursor.state()).kind, StateKind::Agent(_)) {
+                self.announce()?;
+            }
             // A gate's answer is recorded before any stop is taken.
             if let Some(stop) = self.controls.stop_asked().filter(|_| self.answer.is_none()) {
                 return self.stopped(&stop);
@@ -250,6 +305,7 @@ impl Driver<'_> {
 
     /// Fires the turn's event and records the step in one transaction.
     pub(super) fn commit(&mut self, turn: Turn) -> Result<(), RunError> {
+        self.announce()?;
         let machine = std::sync::Arc::clone(&self.info.workflow.machine);
         let fired = machine.fire(self.cursor.position(), &turn.event)?;
         let mut reason = turn.reason;
@@ -271,7 +327,7 @@ impl Driver<'_> {
         if self.crash_before == Some(self.committed) {
             super::crash_for_tests();
         }
-        let record = self.store.record_step_tailed(
+        let (record, landing) = self.store.record_step_tailed(
             &mut self.tail,
             &Step {
                 invocation: turn.invocation,
@@ -294,22 +350,28 @@ impl Driver<'_> {
         self.stored_commit = self.work.workspace().last_commit().to_owned();
         self.last_transition = Some(record.clone());
         self.cursor.advance(&fired);
-        self.write_state_file(status);
-        self.sink.event(&RunEvent::Transition(record));
-        self.notify(fired.to);
+        self.unannounced = Some(Unannounced {
+            landing,
+            record,
+            status,
+            to: fired.to,
+        });
         Ok(())
     }
 
-    pub(super) fn notify(&mut self, state: crate::fsm::StateId) {
-        let state = self.info.workflow.machine.state(state);
-        for name in &state.on_enter {
-            tracing::info!("{}: {name}", state.name);
-            self.sink.event(&RunEvent::Notification {
-                run_id: self.info.run.id.clone(),
-                state: state.name.clone(),
-                name: name.clone(),
-            });
+    /// Waits until the last step is on disk, then tells the world: its
+    /// transition event, `state.json`, the new state's notifications. Before
+    /// anything that depends on the step: the next agent, any other event,
+    /// a pause, the end of the drive.
+    pub(super) fn announce(&mut self) -> Result<(), RunError> {
+        match self.unannounced.take() {
+            Some(u) => u.say(&self.info, &mut self.state_file, &mut *self.sink),
+            None => Ok(()),
         }
+    }
+
+    pub(super) fn notify(&mut self, state: crate::fsm::StateId) {
+        notify(&self.info, &mut *self.sink, state);
     }
 
     pub(super) fn interrupted(&mut self, why: &str) -> Result<RunReport, RunError> {
@@ -332,6 +394,7 @@ impl Driver<'_> {
     /// At a human gate: the run waits, with nobody driving it, for
     /// `modix approve`/`reject`/`answer`.
     pub(super) fn waiting(&mut self, question: &str) -> Result<RunReport, RunError> {
+        self.announce()?;
         self.store
             .set_status(&self.info.run.id, RunStatus::Waiting, Some(question))?;
         self.write_state_file(RunStatus::Waiting);
@@ -340,6 +403,7 @@ impl Driver<'_> {
 
     /// Leaves the run resumable in `status`, for `why`.
     pub(super) fn pause(&mut self, status: RunStatus, why: &str) -> Result<RunReport, RunError> {
+        self.announce()?;
         abandon_open_invocations(&mut self.store, self.info.project, &self.info.run.id)?;
         self.store
             .set_status(&self.info.run.id, status, Some(why))?;
@@ -361,7 +425,8 @@ impl Driver<'_> {
         let target = machine.state(to);
         // Through the tail too: a tail taken as current by the last step
         // must not skip this step's note at its next refresh.
-        let record = self.store.record_step_tailed(
+        self.announce()?;
+        let (record, landing) = self.store.record_step_tailed(
             &mut self.tail,
             &Step {
                 invocation: None,
@@ -386,6 +451,7 @@ impl Driver<'_> {
                 delivered: Vec::new(),
             },
         )?;
+        landing.wait()?;
         self.cursor
             .redrive(&machine, to)
             .ok_or_else(|| RunError::Internal("the machine refused a checked redrive".into()))?;
@@ -444,28 +510,9 @@ impl Driver<'_> {
         })
     }
 
-    /// `state.json`: a pointer for humans and scripts; SQLite stays the truth.
-    /// Written when what it says changes (a loop that stays in its state
-    /// rewrites nothing), its `updated_at` saying since when.
     pub(super) fn write_state_file(&mut self, status: RunStatus) {
-        let says = (self.state_name().to_owned(), status);
-        if self.state_file.as_ref() == Some(&says) {
-            return;
-        }
-        let v = serde_json::json!({
-            "run_id": self.info.run.id,
-            "workflow": self.info.workflow.machine.id(),
-            "state": self.state_name(),
-            "status": status,
-            "updated_at": jiff::Timestamp::now().to_string(),
-        });
-        let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
-        let path = self.info.project.config.paths.file("state.json");
-        let spare = self.info.files.dir.join("state.json.spare");
-        match crate::fsutil::write_swap(&path, &spare, text.as_bytes()) {
-            Ok(()) => self.state_file = Some(says),
-            Err(e) => tracing::warn!("cannot update {}: {e}", path.display()),
-        }
+        let state = self.state_name().to_owned();
+        write_state_file(&self.info, &state, status, &mut self.state_file);
     }
 }
 
@@ -512,5 +559,37 @@ pub(super) fn status_in(kind: &StateKind) -> RunStatus {
         StateKind::Terminal { .. } => RunStatus::Failed,
         StateKind::Human { .. } => RunStatus::Waiting,
         _ => RunStatus::Running,
+    }
+}
+
+/// `state.json`: a pointer for humans and scripts; SQLite stays the truth.
+/// Written when what it says changes (a loop that stays in its state
+/// rewrites nothing), its `updated_at` saying since when; `last` is what
+/// this drive last wrote.
+fn write_state_file(
+    info: &RunInfo,
+    state: &str,
+    status: RunStatus,
+    last: &mut Option<(String, RunStatus)>,
+) {
+    if last
+        .as_ref()
+        .is_some_and(|(s, st)| s == state && *st == status)
+    {
+        return;
+    }
+    let v = serde_json::json!({
+        "run_id": info.run.id,
+        "workflow": info.workflow.machine.id(),
+        "state": state,
+        "status": status,
+        "updated_at": jiff::Timestamp::now().to_string(),
+    });
+    let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
+    let path = info.project.config.paths.file("state.json");
+    let spare = info.files.dir.join("state.json.spare");
+    match crate::fsutil::write_swap(&path, &spare, text.as_bytes()) {
+        Ok(()) => *last = Some((state.to_owned(), status)),
+        Err(e) => tracing::warn!("cannot update {}: {e}", path.display()),
     }
 }

@@ -138,6 +138,11 @@ impl Driver<'_> {
         let inputs = self.inputs(state, agent, attempt)?;
         let call = self.info.call(state, spec, agent, attempt, &inputs);
         let materials = self.materials(&call, &inputs)?;
+        // The last step on disk, and said, before its agent starts; its
+        // fsync ran while the prompt and context were made.
+        if let Some(step) = self.unannounced.take() {
+            step.say(&self.info, &mut self.state_file, &mut *self.sink)?;
+        }
         self.sink.event(&RunEvent::AgentStarted {
             run_id: call.run_id.to_owned(),
             state: call.state.to_owned(),
@@ -174,6 +179,8 @@ impl Driver<'_> {
                 Some((f.class, f.reason.clone(), wait))
             });
             let Some((class, reason, wait)) = retry else {
+                // Said before the agent started: events go out in order.
+                debug_assert!(self.unannounced.is_none());
                 let sink = &mut *self.sink;
                 let mut turn = self.info.finish(
                     &mut self.work,

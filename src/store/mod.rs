@@ -17,6 +17,7 @@
 mod blobs;
 mod context;
 mod controls;
+mod durable;
 mod fork;
 mod migrations;
 mod package;
@@ -38,6 +39,7 @@ use crate::shell::Redactor;
 
 pub use context::{NOT_OUTPUTS, RunTail};
 pub use controls::{Control, ControlKind};
+pub use durable::Landing;
 pub use migrations::SCHEMA_VERSION;
 pub use query::{MessageRecord, TransitionRecord};
 pub use record::{InvocationStatus, NewInvocation, NewMessage, NewTransition, ProcessIds, Step};
@@ -105,6 +107,13 @@ pub enum StoreError {
     },
     #[error("run database {path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    /// The write-ahead log could not be synced: a commit may not be on disk.
+    #[error("run database log {path}: cannot make a commit durable: {source}")]
+    Sync {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("run database {path}: {context}: {source}")]
     Sqlite {
         path: PathBuf,
@@ -123,6 +132,8 @@ pub struct Store {
     redactor: Redactor,
     /// Blobs this store wrote or found, by hash (see `blobs`).
     blob_ids: blobs::Known,
+    /// How its commits reach the disk.
+    durability: durable::Durability,
 }
 
 /// A write transaction with what every write needs: the path for errors and
@@ -135,6 +146,7 @@ pub(crate) struct Writer<'a> {
     /// (known only once it commits).
     blob_ids: &'a mut blobs::Known,
     new_blob_ids: std::cell::RefCell<Vec<(blobs::Hash, i64)>>,
+    durability: &'a durable::Durability,
 }
 
 impl Writer<'_> {
@@ -167,7 +179,21 @@ impl Writer<'_> {
         })
     }
 
+    /// Commits, durably when this returns.
     fn commit(self, context: &'static str) -> Result<(), StoreError> {
+        let durability = self.durability;
+        self.commit_only(context)?;
+        durability.now()
+    }
+
+    /// Commits, the commit on its way to the disk (see `durable`).
+    fn commit_landing(self, context: &'static str) -> Result<Landing, StoreError> {
+        let durability = self.durability;
+        self.commit_only(context)?;
+        durability.start()
+    }
+
+    fn commit_only(self, context: &'static str) -> Result<(), StoreError> {
         self.tx.commit().ctx(self.path, context)?;
         self.blob_ids.learn(self.new_blob_ids.into_inner());
         Ok(())
@@ -184,9 +210,8 @@ impl Store {
     /// Open (creating the file if needed) and migrate the database at `path`.
     /// The parent directory must exist: `.modix/` is the caller's business.
     ///
-    /// Commits are `synchronous=FULL`, so "the step is recorded" means "it is
-    /// on disk", even across power loss (~0.2 ms per commit on these disks:
-    /// noise next to an agent invocation).
+    /// A write is on disk when its call returns, even across power loss;
+    /// a step, before anything depends on it (see `durable`).
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         let open_err = |source| StoreError::Open {
             path: path.to_path_buf(),
@@ -201,14 +226,22 @@ impl Store {
             path: path.to_path_buf(),
             redactor: Redactor::default(),
             blob_ids: Default::default(),
+            durability: durable::Durability::InCommit,
         };
         // Refuse a newer schema before changing anything about the file.
         let version = migrations::check_not_newer(&store)?;
-        store.set_pragmas()?;
+        let wal = store.set_pragmas()?;
         // Only take the exclusive lock when there is something to do, so
         // opening never waits for another process's long write.
         if version < SCHEMA_VERSION {
             migrations::migrate(&mut store)?;
+        }
+        if wal {
+            store
+                .conn
+                .pragma_update(None, "synchronous", "NORMAL")
+                .ctx(&store, "setting synchronous")?;
+            store.durability = durable::Durability::log(path);
         }
         Ok(store)
     }
@@ -239,6 +272,7 @@ impl Store {
             path: path.to_path_buf(),
             redactor: Redactor::default(),
             blob_ids: Default::default(),
+            durability: durable::Durability::InCommit,
         };
         store.keep_plans()?;
         let mut version = migrations::check_not_newer(&store)?;
@@ -276,10 +310,14 @@ impl Store {
         Ok(())
     }
 
-    fn set_pragmas(&self) -> Result<(), StoreError> {
+    /// Sets what every connection needs; whether the database is in WAL
+    /// mode. Commits are `synchronous=FULL` (migrations run so); a WAL-mode
+    /// store then lets modix sync its log (see `durable`).
+    fn set_pragmas(&self) -> Result<bool, StoreError> {
         self.keep_plans()?;
         let mode = self.enable_wal(DEFAULT_BUSY_TIMEOUT)?;
-        if !mode.eq_ignore_ascii_case("wal") {
+        let wal = mode.eq_ignore_ascii_case("wal");
+        if !wal {
             // E.g. a filesystem without shared memory support: still correct
             // (rollback journal), only less concurrent.
             tracing::warn!(path = %self.path.display(), %mode, "could not enable WAL");
@@ -290,7 +328,7 @@ impl Store {
         self.conn
             .pragma_update(None, "foreign_keys", true)
             .ctx(self, "enabling foreign keys")?;
-        Ok(())
+        Ok(wal)
     }
 
     /// Switch to WAL, returning the journal mode now in force. SQLite does
@@ -332,6 +370,7 @@ impl Store {
             redactor: &self.redactor,
             blob_ids: &mut self.blob_ids,
             new_blob_ids: Default::default(),
+            durability: &self.durability,
         })
     }
 

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::blobs::StoredJson;
 use super::context::RunTail;
 use super::query::{LifecycleRecord, MessageRecord, TransitionRecord, lifecycle_records};
-use super::{Ctx, RunStatus, Store, StoreError, Writer, now, text_enum_sql, to_i64};
+use super::{Ctx, Landing, RunStatus, Store, StoreError, Writer, now, text_enum_sql, to_i64};
 use crate::fsm::{FailureClass, Outcome};
 
 /// How an invocation ended, per its lifecycle.
@@ -322,19 +322,23 @@ impl Store {
     /// the tail as stored — ids, redacted payloads — instead of being read
     /// back and parsed again before the next step. Otherwise the tail's next
     /// refresh reads them with whatever else was written.
+    ///
+    /// The step is committed and on its way to the disk: it is durable once
+    /// the returned [`Landing`] is waited for, which the caller does before
+    /// anything depends on the step (see `durable`).
     pub fn record_step_tailed(
         &mut self,
         tail: &mut RunTail,
         step: &Step,
-    ) -> Result<TransitionRecord, StoreError> {
+    ) -> Result<(TransitionRecord, Landing), StoreError> {
         let w = self.write_tx()?;
         let current = !w.written_since(&tail.run_id, tail.watermark)?;
         let (record, messages) = write_step(&w, &tail.run_id, step, current)?;
-        w.commit("committing a step")?;
+        let landing = w.commit_landing("committing a step")?;
         if current {
             tail.took_own(messages);
         }
-        Ok(record)
+        Ok((record, landing))
     }
 
     /// Record an invocation that is not tied to a transition: one the run

@@ -457,3 +457,85 @@ fn huge_answer_child() {
     assert!(status.success());
     println!("peak-kb={}", children_max_rss_kb());
 }
+
+/// A step's commit goes to disk while the engine prepares the next agent's
+/// prompt, and is on disk before that agent starts: in the system calls of
+/// a whole run, every write to the write-ahead log is followed by an fsync
+/// of the log that began after it, before any agent's `execve` and before
+/// modix exits. (CI installs strace; without it this test fails, it does
+/// not skip.)
+#[test]
+fn every_step_is_on_disk_before_the_next_agent_starts() {
+    let sb = Sandbox::example();
+    let trace = sb.dir.path().join("trace");
+    let modix = sb.modix();
+    let mut cmd = std::process::Command::new("strace");
+    for (k, v) in modix.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd
+        .current_dir(sb.root())
+        .args([
+            "-f",
+            "-y",
+            "-qq",
+            "-e",
+            "trace=execve,pwrite64,fdatasync,fsync",
+            "-o",
+        ])
+        .arg(&trace)
+        .arg(assert_cmd::cargo::cargo_bin("modix"))
+        .args(["go", "--json", "Fix mean() in calc.py"])
+        .output()
+        .expect("strace must be installed (.ci/run installs it)");
+    let r = crate::util::GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", output_text(&out));
+    assert_eq!(r.summary["state"], "DONE", "{}", output_text(&out));
+    let log = format!("{}-wal>", sb.root().join(".modix/modix.db").display());
+    let lines = std::fs::read_to_string(&trace).unwrap();
+    let (mut written, mut agents, mut syncs) = (false, 0, 0);
+    // A sync counts only if it began after the last write: it is noted at
+    // its start and settles the log when it returns.
+    let mut began: std::collections::HashMap<String, bool> = Default::default();
+    for line in lines.lines() {
+        let (pid, call) = line.split_once(' ').unwrap_or(("", line));
+        let call = call.trim_start();
+        if call.starts_with("pwrite64(") && call.contains(&log) {
+            written = true;
+            began.values_mut().for_each(|b| *b = false);
+        } else if (call.starts_with("fdatasync(") || call.starts_with("fsync("))
+            && call.contains(&log)
+        {
+            began.insert(pid.to_owned(), true);
+        }
+        let returned_zero = call.ends_with("= 0");
+        let sync_returned = (call.starts_with("fdatasync(")
+            || call.starts_with("fsync(")
+            || call.starts_with("<... fdatasync resumed>")
+            || call.starts_with("<... fsync resumed>"))
+            && returned_zero;
+        if sync_returned && began.remove(pid).unwrap_or(false) {
+            written = false;
+            syncs += 1;
+        }
+        if call.starts_with("execve(")
+            && call.contains("agents/scripted-agent")
+            && !call.contains("--version")
+        {
+            agents += 1;
+            assert!(
+                !written,
+                "an agent started before the last step was on disk: {line}\n{lines}"
+            );
+        }
+    }
+    assert!(agents >= 3, "the run's agents: {agents}\n{lines}");
+    assert!(
+        syncs >= agents,
+        "{syncs} syncs of the log for {agents} agents"
+    );
+    assert!(!written, "modix exited with a commit not on disk\n{lines}");
+}
