@@ -25,6 +25,7 @@ mod lock;
 mod orphans;
 mod scan;
 mod track;
+mod watch;
 
 #[cfg(test)]
 mod tests;

@@ -25,6 +25,10 @@
 //! the fast path. On the fast path, a file whose folder is as it was is
 //! statted through the inode held open since the last full scan ([`Held`])
 //! rather than by its path: the same answer for a third of the cost.
+//!
+//! Before any of that, the plan's paths are under an inotify watch
+//! ([`Watch`]): when the kernel reported nothing since the snapshot, the
+//! snapshot still describes the tree and nothing is statted at all.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -37,6 +41,7 @@ use ignore::overrides::{Override, OverrideBuilder};
 use sha2::{Digest, Sha256};
 
 use super::error::{Result, WorkspaceError};
+use super::watch::Watch;
 
 /// Change noise that test runners and tools write into trees whose
 /// `.gitignore` may not list it: never recorded, never a reason to run git.
@@ -149,6 +154,21 @@ pub(crate) struct ScanPlan {
     gitignores: HashMap<PathBuf, Gitignore>,
     global: Vec<Gitignore>,
     generation: u64,
+    /// The paths under an inotify watch, when the kernel gives one that can
+    /// be trusted (see [`Watch`]).
+    watch: Option<Watch>,
+    /// False once a watch was refused or gave up: the plan stats from then on.
+    watching: bool,
+}
+
+/// How a tree was found unchanged.
+#[derive(Debug)]
+pub(crate) enum Unchanged {
+    /// Nothing was reported since the snapshot compared with, which still
+    /// describes the tree.
+    AsBefore,
+    /// Statted: the snapshot of now, to compare with next time.
+    Since(Snapshot),
 }
 
 impl ScanPlan {
@@ -176,7 +196,43 @@ impl ScanPlan {
             gitignores: HashMap::new(),
             global: Vec::new(),
             generation: 0,
+            watch: None,
+            watching: true,
         })
+    }
+
+    /// Stats at every settle, with no watch (the tests of the stats).
+    #[cfg(test)]
+    pub fn without_watch(mut self) -> Self {
+        self.watching = false;
+        self.watch = None;
+        self
+    }
+
+    /// Watches the plan's paths, as they are now. A path whose inode
+    /// changed since it was last watched gets the new one watched too.
+    fn rewatch(&mut self) {
+        let (files, dirs) = self.list.paths.split_at(self.n_files);
+        self.watch = match self.watch.take() {
+            Some(mut w) => w.add(files, dirs).then_some(w),
+            None if self.watching => Watch::new(files, dirs),
+            None => None,
+        };
+        self.watching = self.watch.is_some();
+    }
+
+    /// Reads what the watch reported; false when there is no watch (any
+    /// more). Reports were lost: the plan stats from now on.
+    fn drain(&mut self) -> bool {
+        let Some(w) = &mut self.watch else {
+            return false;
+        };
+        if w.drain() {
+            return true;
+        }
+        self.watch = None;
+        self.watching = false;
+        false
     }
 
     /// Rebuilds the lists: the fingerprints and `tracked` files (absolute),
@@ -232,6 +288,7 @@ impl ScanPlan {
             .filter_map(|f| matcher(&self.root, std::slice::from_ref(f)))
             .collect();
         self.generation += 1;
+        self.rewatch();
         Ok(())
     }
 
@@ -290,6 +347,12 @@ impl ScanPlan {
     /// Stats every path of the plan, folders first (see [`Held`]), and
     /// holds each file of a watched folder as the inode it now is.
     pub fn scan(&mut self) -> Snapshot {
+        // What was reported so far is older than these stats.
+        if self.drain()
+            && let Some(w) = &mut self.watch
+        {
+            w.verified();
+        }
         let taken = now();
         let mut statter = Statter::new(&self.list);
         let nf = self.n_files;
@@ -337,13 +400,25 @@ impl ScanPlan {
         }
     }
 
-    /// If the tree is unchanged since `before` (taken with this plan): the
-    /// snapshot of now, to compare with next time. `None`: something (maybe)
+    /// Whether the tree is unchanged since `before` (taken with this plan):
+    /// as the watch reports, or as its stats show. `None`: something (maybe)
     /// changed, ask git.
-    pub fn unchanged_since(&self, before: &Snapshot) -> Option<Snapshot> {
+    pub fn unchanged_since(&mut self, before: &Snapshot) -> Option<Unchanged> {
         if before.unsure || before.generation != self.generation {
             return None;
         }
+        if self.drain() && self.watch.as_ref().is_some_and(Watch::quiet) {
+            return Some(Unchanged::AsBefore);
+        }
+        let now = self.statted_since(before)?;
+        if let Some(w) = &mut self.watch {
+            w.verified();
+        }
+        Some(Unchanged::Since(now))
+    }
+
+    /// The stat comparison of [`ScanPlan::unchanged_since`].
+    fn statted_since(&self, before: &Snapshot) -> Option<Snapshot> {
         let taken = now();
         let racy = before.horizon();
         let mut statter = Statter::new(&self.list);
@@ -835,7 +910,7 @@ mod tests {
         // Watched: three files, the root and pkg/ (build/ is ignored).
         assert_eq!(p.len(), 5);
         let s0 = p.scan();
-        let s0 = p.unchanged_since(&s0).expect("nothing changed");
+        let s0 = p.statted_since(&s0).expect("nothing changed");
 
         // Noise and ignored output, in watched folders or not, are invisible.
         write(root, "build/out.o", "o");
@@ -844,28 +919,28 @@ mod tests {
         write(root, ".pytest_cache/v/lastfailed", "{}");
         write(root, "debug.log", "l");
         write(root, "dist/app.log", "l");
-        let s1 = p.unchanged_since(&s0).expect("noise is not a change");
+        let s1 = p.statted_since(&s0).expect("noise is not a change");
         // A new folder that is not ignored is (even while empty: a file may
         // come into it later, and it is not watched yet).
         std::fs::create_dir(root.join("dist2")).unwrap();
-        assert!(p.unchanged_since(&s1).is_none());
+        assert!(p.statted_since(&s1).is_none());
         std::fs::remove_dir(root.join("dist2")).unwrap();
 
         write(root, "a.py", "x = 2\n");
-        assert!(p.unchanged_since(&s1).is_none(), "an edit");
+        assert!(p.statted_since(&s1).is_none(), "an edit");
         let s2 = p.scan();
         write(root, "pkg/new.txt", "n");
         assert!(
-            p.unchanged_since(&s2).is_none(),
+            p.statted_since(&s2).is_none(),
             "a new file in a watched folder"
         );
         // Gone again: back to what was recorded, which is no change.
         std::fs::remove_file(root.join("pkg/new.txt")).unwrap();
-        let s3 = p.unchanged_since(&s2).expect("as recorded");
+        let s3 = p.statted_since(&s2).expect("as recorded");
         std::fs::rename(root.join("pkg/m.py"), root.join("pkg/n.py")).unwrap();
-        assert!(p.unchanged_since(&s3).is_none(), "a rename");
+        assert!(p.statted_since(&s3).is_none(), "a rename");
         std::fs::remove_file(root.join("pkg/n.py")).unwrap();
-        assert!(p.unchanged_since(&s3).is_none(), "a removal");
+        assert!(p.statted_since(&s3).is_none(), "a removal");
     }
 
     #[test]
@@ -885,10 +960,10 @@ mod tests {
         };
         write(root, "a.txt", "x = 2\n");
         let same = same_stat(&mut p);
-        assert!(p.unchanged_since(&same).is_none());
+        assert!(p.statted_since(&same).is_none());
         write(root, "a.txt", "x = 1\n");
         let same = same_stat(&mut p);
-        assert!(p.unchanged_since(&same).is_some());
+        assert!(p.statted_since(&same).is_some());
     }
 
     #[test]
@@ -901,7 +976,7 @@ mod tests {
         write(root, "b.txt", "b");
         let mut same = before.clone();
         same.dirs = p.scan().dirs;
-        assert!(p.unchanged_since(&same).is_none());
+        assert!(p.statted_since(&same).is_none());
     }
 
     #[test]
@@ -913,7 +988,7 @@ mod tests {
         let s = p.scan();
         assert!(s.hashes[0].is_some());
         std::thread::sleep(RACY_FINE * 2);
-        let s = p.unchanged_since(&s).unwrap();
+        let s = p.statted_since(&s).unwrap();
         assert!(
             s.hashes[0].is_none(),
             "no longer racy: no hashing on later checks"
@@ -932,7 +1007,7 @@ mod tests {
         let s0 = p.scan();
         write(root, "other/x", "");
         write(root, "top.txt", "");
-        assert!(p.unchanged_since(&s0).is_some());
+        assert!(p.statted_since(&s0).is_some());
     }
 
     /// Files made in `tree/` and aged past the racy window, and a plan
@@ -974,7 +1049,7 @@ mod tests {
         // Nothing changed: each file is asked by its held inode.
         let settled = vec![true; p.dirs().len()];
         assert!((0..3).all(|i| p.trusted(i, &settled).is_some()));
-        let s1 = p.unchanged_since(&s0).expect("nothing changed");
+        let s1 = p.statted_since(&s0).expect("nothing changed");
         assert!(s1.hashes.iter().all(Option::is_none));
 
         // Each of these is seen, whatever the agent did to hide it.
@@ -1022,7 +1097,7 @@ mod tests {
         for (what, hide) in cases {
             let (tmp, p, s0) = aged(&files);
             hide(&tmp.path().join("tree"));
-            assert!(p.unchanged_since(&s0).is_none(), "{what}");
+            assert!(p.statted_since(&s0).is_none(), "{what}");
         }
 
         // A folder changed just before the snapshot (racy) is not trusted
@@ -1042,13 +1117,13 @@ mod tests {
         same_mtime(r, "pkg/b.txt", "../old/b.txt");
         let mut same_tick = before.clone();
         same_tick.dirs = Statter::new(&p2.list).lstat_all(p2.n_files..p2.list.paths.len());
-        assert!(p2.unchanged_since(&same_tick).is_none());
+        assert!(p2.statted_since(&same_tick).is_none());
 
         // A folder that moved (an entry came and went) has its files statted
         // by path, and the tree is still unchanged.
         write(root, "pkg/scratch", "s");
         std::fs::remove_file(root.join("pkg/scratch")).unwrap();
-        let s2 = p.unchanged_since(&s1).expect("back as it was");
+        let s2 = p.statted_since(&s1).expect("back as it was");
         let pkg = p.dirs().iter().position(|d| d.ends_with("pkg")).unwrap();
         assert_ne!(s2.dirs[pkg], s1.dirs[pkg]);
     }
@@ -1061,12 +1136,9 @@ mod tests {
         let (tmp, p, s0) = aged(&files);
         assert_eq!(p.held.iter().flatten().count(), held_max());
         assert!(p.held[n - 1].is_none());
-        let s1 = p.unchanged_since(&s0).expect("nothing changed");
+        let s1 = p.statted_since(&s0).expect("nothing changed");
         write(&tmp.path().join("tree"), &names[n - 1], "y");
-        assert!(
-            p.unchanged_since(&s1).is_none(),
-            "an edit past the held ones"
-        );
+        assert!(p.statted_since(&s1).is_none(), "an edit past the held ones");
     }
 
     #[test]
@@ -1099,6 +1171,35 @@ mod tests {
         let b = p.held[1].as_ref().expect("held again");
         assert_eq!(Some(b.ino), s.files[1].map(|st| st.ino));
         assert_eq!(b.stat(), s.files[1]);
+    }
+
+    #[test]
+    fn a_quiet_watch_answers_without_statting() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        write(root, "a.txt", "a");
+        write(root, "sub/b.txt", "b");
+        let mut p = plan(root, &["a.txt", "sub/b.txt"]);
+        let s0 = p.scan();
+        // The full scan's own opening of what it holds is no change.
+        assert!(matches!(p.unchanged_since(&s0), Some(Unchanged::AsBefore)));
+        // Noise is reported; the stats find no change that counts, and the
+        // watch answers again from then on.
+        write(root, "sub/__pycache__/b.pyc", "noise");
+        let Some(Unchanged::Since(s1)) = p.unchanged_since(&s0) else {
+            panic!("statted");
+        };
+        assert!(matches!(p.unchanged_since(&s1), Some(Unchanged::AsBefore)));
+        write(root, "sub/b.txt", "B");
+        assert!(p.unchanged_since(&s1).is_none());
+        assert!(
+            p.unchanged_since(&s1).is_none(),
+            "still changed, asked again"
+        );
+        // Without a watch, every answer is statted.
+        let mut q = plan(root, &["a.txt", "sub/b.txt"]).without_watch();
+        let t0 = q.scan();
+        assert!(matches!(q.unchanged_since(&t0), Some(Unchanged::Since(_))));
     }
 
     #[test]

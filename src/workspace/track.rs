@@ -15,6 +15,7 @@ use super::error::{Result, WorkspaceError};
 use super::git::{
     Change, commit_tree, diff_trees, is_ancestor, lossy, read_ref, tree_of, update_ref,
 };
+use super::scan::Unchanged;
 use super::{Mode, Workspace};
 
 /// What one settle recorded.
@@ -65,9 +66,11 @@ impl Workspace {
     pub fn settle(&mut self, seq: u64, state: &str, attempt: u32) -> Result<Settled> {
         let restored = self.restore_git_link()?;
         if let Some(before) = &self.snapshot
-            && let Some(now) = self.plan.unchanged_since(before)
+            && let Some(found) = self.plan.unchanged_since(before)
         {
-            self.snapshot = Some(now);
+            if let Unchanged::Since(now) = found {
+                self.snapshot = Some(now);
+            }
             let mut s = self.unchanged(restored.into_iter().collect());
             s.fast_path = true;
             return Ok(s);
