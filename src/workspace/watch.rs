@@ -54,9 +54,6 @@ impl Watch {
     /// A watch over `files` and `dirs`; `None` when the kernel refuses one or
     /// a path is on a filesystem whose changes it may not see.
     pub(crate) fn new(files: &[PathBuf], dirs: &[PathBuf]) -> Option<Watch> {
-        if files.len() + 2 * dirs.len() > budget() {
-            return None;
-        }
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
         let mut watch = Watch {
             inotify,
@@ -67,8 +64,12 @@ impl Watch {
     }
 
     /// Watches `files` and `dirs` (again: a path whose inode changed gets
-    /// its new one). False when one could not be watched.
+    /// its new one). False when one could not be watched, or the tree has
+    /// grown past what one plan may take.
     pub(crate) fn add(&mut self, files: &[PathBuf], dirs: &[PathBuf]) -> bool {
+        if files.len() + 2 * dirs.len() > budget() {
+            return false;
+        }
         let mut folders: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
         for f in files {
             match self.inotify.add_watch(f.as_path(), file_mask()) {
