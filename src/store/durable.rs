@@ -20,6 +20,10 @@
 //! step away from the disk but not from what that reader saw — never from
 //! what this run did next.
 //!
+//! A durable commit that left the log long starts the store's checkpoint
+//! (`checkpoint`): after the sync, never before, as nothing else may act on
+//! a step before it is on disk.
+//!
 //! When the log cannot be used (no WAL mode: a filesystem without shared
 //! memory), commits stay `synchronous=FULL` and a landing has nothing to
 //! wait for.
@@ -29,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use super::StoreError;
+use super::checkpoint::Checkpoints;
 
 /// Where a store's commits are made durable.
 #[derive(Debug)]
@@ -48,24 +53,31 @@ pub(super) enum Durability {
 pub(super) struct Log {
     path: PathBuf,
     file: OnceLock<Arc<File>>,
+    /// Started once a commit that made one due is durable.
+    checkpoints: Checkpoints,
 }
 
 impl Durability {
-    pub(super) fn log(db: &Path) -> Self {
+    pub(super) fn log(db: &Path, checkpoints: Checkpoints) -> Self {
         let mut path = db.as_os_str().to_owned();
         path.push("-wal");
         Durability::Log(Log {
             path: path.into(),
             file: OnceLock::new(),
+            checkpoints,
         })
     }
 
     /// After a commit: durable when this returns.
     pub(super) fn now(&self) -> Result<(), StoreError> {
-        match self.file()? {
-            Some((file, path)) => file.sync_data().map_err(|e| sync_error(&path, e)),
-            None => Ok(()),
+        let Some((file, path)) = self.file()? else {
+            return Ok(());
+        };
+        file.sync_data().map_err(|e| sync_error(&path, e))?;
+        if let Durability::Log(log) = self {
+            log.checkpoints.kick();
         }
+        Ok(())
     }
 
     /// After a commit: the frames on their way to the disk, durable once
@@ -75,7 +87,11 @@ impl Durability {
         if let Some((file, _)) = &log {
             write_out(file);
         }
-        Ok(Landing { log })
+        let kick = match self {
+            Durability::Log(log) if log.checkpoints.due() => Some(log.checkpoints.clone()),
+            _ => None,
+        };
+        Ok(Landing { log, kick })
     }
 
     fn file(&self) -> Result<Option<(Arc<File>, PathBuf)>, StoreError> {
@@ -98,6 +114,8 @@ impl Durability {
 #[derive(Debug)]
 pub struct Landing {
     log: Option<(Arc<File>, PathBuf)>,
+    /// The checkpoint this commit made due, started once it is durable.
+    kick: Option<Checkpoints>,
 }
 
 impl Landing {
@@ -107,10 +125,13 @@ impl Landing {
     }
 
     fn finish(&mut self) -> Result<(), StoreError> {
-        match self.log.take() {
-            Some((file, path)) => file.sync_data().map_err(|e| sync_error(&path, e)),
-            None => Ok(()),
+        if let Some((file, path)) = self.log.take() {
+            file.sync_data().map_err(|e| sync_error(&path, e))?;
         }
+        if let Some(checkpoints) = self.kick.take() {
+            checkpoints.kick();
+        }
+        Ok(())
     }
 }
 

@@ -15,6 +15,7 @@
 //! waits into short sleeps instead of "database is locked" errors.
 
 mod blobs;
+mod checkpoint;
 mod context;
 mod controls;
 mod durable;
@@ -134,6 +135,18 @@ pub struct Store {
     blob_ids: blobs::Known,
     /// How its commits reach the disk.
     durability: durable::Durability,
+    /// Who copies its log into the database (none: SQLite, in the commit).
+    checkpoints: Option<checkpoint::Checkpoints>,
+}
+
+impl Drop for Store {
+    /// The checkpoint thread's connection closes first, so that this one is
+    /// the last and SQLite checkpoints and removes the log as it closes.
+    fn drop(&mut self) {
+        if let Some(c) = &self.checkpoints {
+            c.stop();
+        }
+    }
 }
 
 /// A write transaction with what every write needs: the path for errors and
@@ -227,6 +240,7 @@ impl Store {
             redactor: Redactor::default(),
             blob_ids: Default::default(),
             durability: durable::Durability::InCommit,
+            checkpoints: None,
         };
         // Refuse a newer schema before changing anything about the file.
         let version = migrations::check_not_newer(&store)?;
@@ -241,7 +255,10 @@ impl Store {
                 .conn
                 .pragma_update(None, "synchronous", "NORMAL")
                 .ctx(&store, "setting synchronous")?;
-            store.durability = durable::Durability::log(path);
+            let checkpoints = checkpoint::Checkpoints::install(&mut store.conn, path)
+                .ctx(&store, "setting up checkpoints")?;
+            store.durability = durable::Durability::log(path, checkpoints.clone());
+            store.checkpoints = Some(checkpoints);
         }
         Ok(store)
     }
@@ -273,6 +290,7 @@ impl Store {
             redactor: Redactor::default(),
             blob_ids: Default::default(),
             durability: durable::Durability::InCommit,
+            checkpoints: None,
         };
         store.keep_plans()?;
         let mut version = migrations::check_not_newer(&store)?;

@@ -10,7 +10,7 @@ use super::*;
 use crate::fsm::Outcome;
 
 /// SQLite's own check of the whole database passes.
-fn assert_intact(store: &Store) {
+pub(super) fn assert_intact(store: &Store) {
     let check: String = store
         .conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
