@@ -539,3 +539,142 @@ fn every_step_is_on_disk_before_the_next_agent_starts() {
     );
     assert!(!written, "modix exited with a commit not on disk\n{lines}");
 }
+
+/// A workflow whose tester passes `loops` more times after the first.
+fn long_loop(loops: u32) -> String {
+    format!(
+        r#"id = "long_loop"
+version = "1.0.0"
+initial = "INIT"
+
+[states.INIT]
+kind = "input"
+event = "go"
+
+[states.TESTING]
+kind = "agent"
+agent = "tester"
+output = "test_result"
+emit = [
+  {{ on = "output", when = "passed == true", event = "again" }},
+  {{ on = "output", event = "stop" }},
+  {{ on = "invalid_output", event = "stop" }},
+  {{ on = "process_error", event = "stop" }},
+  {{ on = "timeout", event = "stop" }},
+]
+
+[states.DONE]
+kind = "terminal"
+outcome = "success"
+
+[[transitions]]
+from = "INIT"
+event = "go"
+to = "TESTING"
+
+[[transitions]]
+from = "TESTING"
+event = "again"
+to = "TESTING"
+max = {loops}
+exhausted = "DONE"
+
+[[transitions]]
+from = "TESTING"
+event = "stop"
+to = "DONE"
+"#
+    )
+}
+
+/// A run long enough that its log is copied into the database several
+/// times (by the store's checkpoint thread and the commits after it),
+/// killed with SIGKILL at random moments and resumed each time, ends with
+/// every step once, no gap, and a database SQLite finds intact.
+#[test]
+fn kill_nine_at_random_through_checkpoints_then_resume_loses_no_step() {
+    let sb = Sandbox::example();
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] =
+            serde_json::json!(["echo", r#"{"passed": true, "summary": "ok"}"#]);
+    });
+    const LOOPS: u32 = 500;
+    sb.write(".modix/fsm/long_loop.toml", &long_loop(LOOPS));
+    let start = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("modix"));
+        for (k, v) in sb.modix().get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        cmd.current_dir(sb.root())
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn modix")
+    };
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    let mut rng = seed | 1;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut child = start(&["go", "--workflow", "long_loop", "loop through checkpoints"]);
+    let db = sb.root().join(".modix/modix.db");
+    let mut run = String::new();
+    for kill in 0..6 {
+        std::thread::sleep(std::time::Duration::from_millis(150 + next() % 600));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        if run.is_empty() {
+            let runs = sb.runs();
+            let Some(id) = runs[0]["run_id"].as_str() else {
+                child = start(&["go", "--workflow", "long_loop", "loop through checkpoints"]);
+                continue;
+            };
+            run = id.to_owned();
+        }
+        let done = sb.runs()[0]["status"] == "succeeded";
+        eprintln!("seed {seed}: kill {kill}, run done: {done}");
+        if done {
+            break;
+        }
+        child = start(&["resume", &run]);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    if sb.runs()[0]["status"] != "succeeded" {
+        let r = sb.resume_json(&run);
+        assert_eq!(r.code, Some(0), "seed {seed}: {}", r.stderr);
+    }
+    let out = sb
+        .modix()
+        .args(["history", &run, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let steps = history["transitions"].as_array().unwrap();
+    let seqs: Vec<u64> = steps.iter().map(|t| t["seq"].as_u64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "seed {seed}"
+    );
+    let again = steps.iter().filter(|t| t["event"] == "again").count();
+    assert_eq!(again as u32, LOOPS + 1, "seed {seed}: every loop once");
+    assert_eq!(steps.last().unwrap()["to"], "DONE", "seed {seed}");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok", "seed {seed}");
+}
