@@ -88,6 +88,7 @@ impl InFlight {
             usage: None,
             changes: None,
             retry: None,
+            texts: None,
         }
     }
 }

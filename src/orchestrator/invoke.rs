@@ -115,6 +115,14 @@ struct Tried {
     started: Instant,
 }
 
+/// An attempt's process, ready to start ([`RunInfo::ready`]).
+struct Ready {
+    prepared: Result<agent::Prepared, agent::PrepareError>,
+    flight: InFlight,
+    /// Why the budget does not let it start.
+    spent: Option<String>,
+}
+
 /// What an agent state's turn has ready before any attempt: its call and
 /// the texts every attempt gets.
 struct Materials {
@@ -138,8 +146,10 @@ impl Driver<'_> {
         let inputs = self.inputs(state, agent, attempt)?;
         let call = self.info.call(state, spec, agent, attempt, &inputs);
         let materials = self.materials(&call, &inputs)?;
+        let seq = self.cursor.transitions() + 1;
+        let mut ready = Some(self.info.ready(&self.store, seq, &call, &materials)?);
         // The last step on disk, and said, before its agent starts; its
-        // fsync ran while the prompt and context were made.
+        // fsync ran while the prompt, the context and the process were made.
         if let Some(step) = self.unannounced.take() {
             step.say(&self.info, &mut self.state_file, &mut *self.sink)?;
         }
@@ -152,19 +162,20 @@ impl Driver<'_> {
         });
         let mut retried = 0;
         loop {
-            let seq = self.cursor.transitions() + 1;
-            let store = &self.store;
-            let spent = super::budget::spent(&self.info, || store.run_usage(call.run_id))?;
+            let ready = match ready.take() {
+                Some(r) => r,
+                None => self.info.ready(&self.store, seq, &call, &materials)?,
+            };
             let mut tried = self
                 .info
                 .attempt(
+                    &self.store,
                     &mut self.work,
                     &self.cancel,
-                    seq,
+                    ready,
                     &call,
                     &inputs,
                     &materials,
-                    spent,
                 )
                 .await?;
             let Some(outcome) = tried.verdict.outcome() else {
@@ -244,21 +255,18 @@ impl Driver<'_> {
 }
 
 impl super::RunInfo<'_> {
-    /// One attempt: the process prepared and run, its answer judged, and
-    /// what it changed settled and judged — before its event is decided: a
-    /// change the agent may not make is a rejection, whatever it answered.
-    /// With `spent` (why the run's budget is spent), it is not started.
-    #[allow(clippy::too_many_arguments)]
-    async fn attempt(
+    /// An attempt's process made ready: its command line and environment,
+    /// what the in-flight file will say, and whether the budget lets it
+    /// start. None of it depends on the last step being durable, so the
+    /// first attempt's is made while that step's sync runs.
+    fn ready(
         &self,
-        work: &mut Work,
-        cancel: &Cancel,
+        store: &crate::store::Store,
         seq: u32,
         call: &Call<'_>,
-        inputs: &Inputs,
         m: &Materials,
-        spent: Option<String>,
-    ) -> Result<Tried, RunError> {
+    ) -> Result<Ready, RunError> {
+        let spent = super::budget::spent(self, || store.run_usage(call.run_id))?;
         let agent = call.agent;
         let config = &self.project.config;
         let setup = agent::Setup {
@@ -280,14 +288,58 @@ impl super::RunInfo<'_> {
                 Err(e) => e.argv().to_vec(),
             },
             prompt: self.redactor.redact(&m.prompt).into_owned(),
-            started_at: crate::store::now(),
+            // Set again as it starts.
+            started_at: String::new(),
             process: None,
         };
+        Ok(Ready {
+            prepared,
+            flight,
+            spent,
+        })
+    }
+
+    /// One attempt: the process prepared and run, its answer judged, and
+    /// what it changed settled and judged — before its event is decided: a
+    /// change the agent may not make is a rejection, whatever it answered.
+    /// With `spent` (why the run's budget is spent), it is not started.
+    ///
+    /// Its process is `ready` (made before the last step was durable, see
+    /// [`RunInfo::ready`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn attempt(
+        &self,
+        store: &crate::store::Store,
+        work: &mut Work,
+        cancel: &Cancel,
+        ready: Ready,
+        call: &Call<'_>,
+        inputs: &Inputs,
+        m: &Materials,
+    ) -> Result<Tried, RunError> {
+        let Ready {
+            prepared,
+            mut flight,
+            spent,
+        } = ready;
+        let agent = call.agent;
+        flight.started_at = crate::store::now();
         let started = Instant::now();
+        let mut texts = None;
         let ran = match (spent, prepared) {
             (Some(why), _) => Ran::failed_to_start(FailureClass::BudgetExceeded, why),
             (None, Err(e)) => Ran::failed_to_start(e.class(), e.to_string()),
-            (None, Ok(p)) => self.run(cancel, p, call, &flight).await,
+            (None, Ok(p)) => {
+                // The record's texts are made while the agent runs (this
+                // future's turn comes once the process is started): the
+                // step's commit then only writes them.
+                let texts = async {
+                    texts = store
+                        .input_texts(&flight.argv, &flight.prompt, &m.context)
+                        .ok();
+                };
+                tokio::join!(self.run(cancel, p, call, &flight), texts).0
+            }
         };
         // The process group is gone: what it left in its TMPDIR goes.
         if std::fs::read_dir(&call.tmp_dir).is_ok_and(|mut d| d.next().is_some()) {
@@ -311,6 +363,7 @@ impl super::RunInfo<'_> {
         };
         let mut record =
             self.invocation_record(flight, m.context.clone(), &verdict, ran.out.as_ref());
+        record.texts = texts;
         record.error = ran.error;
         record.process = ran.process;
         Ok(Tried {
@@ -528,6 +581,7 @@ impl super::RunInfo<'_> {
             usage: None,
             changes: None,
             retry: None,
+            texts: None,
         }
     }
 

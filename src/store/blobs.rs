@@ -44,7 +44,15 @@ impl Writer<'_> {
     /// Stores `content` as it is (already redacted, or holding no secret)
     /// once and returns its id.
     pub(super) fn put(&self, content: &[u8]) -> Result<i64, StoreError> {
-        let digest: Hash = Sha256::digest(content).into();
+        self.put_digested(Sha256::digest(content).into(), content)
+    }
+
+    /// [`Writer::put`] for a text hashed already.
+    pub(super) fn put_text(&self, text: &Text) -> Result<i64, StoreError> {
+        self.put_digested(text.digest, &text.content)
+    }
+
+    fn put_digested(&self, digest: Hash, content: &[u8]) -> Result<i64, StoreError> {
         if let Some(id) = self.blob_ids.get(&digest) {
             return Ok(id);
         }
@@ -80,6 +88,23 @@ pub(super) struct StoredJson<'v> {
 
 /// A SHA-256 digest.
 pub(super) type Hash = [u8; 32];
+
+/// Content as [`Writer::put`] stores it (redacted already), hashed ahead of
+/// the transaction that stores it.
+#[derive(Debug, Clone)]
+pub(super) struct Text {
+    digest: Hash,
+    content: Vec<u8>,
+}
+
+impl Text {
+    pub(super) fn new(content: Vec<u8>) -> Text {
+        Text {
+            digest: Sha256::digest(&content).into(),
+            content,
+        }
+    }
+}
 
 /// The ids of blobs known to be committed, by hash: a step's texts that
 /// repeat (the same output, the package's stable part, a payload equal to

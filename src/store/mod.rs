@@ -186,10 +186,7 @@ impl Writer<'_> {
 
     /// A JSON value serialised as it is (already redacted).
     fn encode(&self, value: &serde_json::Value) -> Result<String, StoreError> {
-        serde_json::to_string(value).map_err(|e| StoreError::Invalid {
-            path: self.path.to_path_buf(),
-            message: format!("cannot encode JSON: {e}"),
-        })
+        encode_json(self.path, value)
     }
 
     /// Commits, durably when this returns.
@@ -397,6 +394,15 @@ impl Store {
             prefix: prefix.to_owned(),
         }
     }
+}
+
+/// A JSON value serialised as it is (already redacted), for the database
+/// at `path`.
+fn encode_json(path: &Path, value: &serde_json::Value) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Invalid {
+        path: path.to_path_buf(),
+        message: format!("cannot encode JSON: {e}"),
+    })
 }
 
 /// Attach the db path and what we were doing to a rusqlite error.

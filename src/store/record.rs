@@ -13,11 +13,14 @@ use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::blobs::StoredJson;
+use std::path::Path;
+
+use super::blobs::{StoredJson, Text};
 use super::context::RunTail;
 use super::query::{LifecycleRecord, MessageRecord, TransitionRecord, lifecycle_records};
 use super::{Ctx, Landing, RunStatus, Store, StoreError, Writer, now, text_enum_sql, to_i64};
 use crate::fsm::{FailureClass, Outcome};
+use crate::shell::Redactor;
 
 /// How an invocation ended, per its lifecycle.
 #[derive(
@@ -98,6 +101,56 @@ pub struct NewInvocation {
     /// It failed and the state's `retry` rule ran it again: which retry
     /// followed, of how many, after what wait.
     pub retry: Option<Value>,
+    /// `argv`, `prompt` and `context` as the store keeps them, made while
+    /// the agent ran ([`Store::input_texts`]); `None`: made at the commit.
+    pub texts: Option<InputTexts>,
+}
+
+/// An invocation's command line, prompt and context package as the store
+/// keeps them: redacted, serialised (the package split into its stable and
+/// its step part, see `package`) and hashed. Made while the agent runs, so
+/// the step's commit only writes them.
+#[derive(Debug, Clone)]
+pub struct InputTexts {
+    argv: Text,
+    /// `None`: no prompt.
+    prompt: Option<Text>,
+    context: Text,
+    context_now: Option<String>,
+}
+
+impl InputTexts {
+    fn new(
+        redactor: &Redactor,
+        path: &Path,
+        argv: &[String],
+        prompt: &str,
+        context: &Value,
+    ) -> Result<InputTexts, StoreError> {
+        let json = |v: &Value| super::encode_json(path, &redactor.redact_json(v));
+        let argv = Value::from(argv.to_vec());
+        let (frame, step) = super::package::split(context);
+        Ok(InputTexts {
+            argv: Text::new(json(&argv)?.into_bytes()),
+            prompt: (!prompt.is_empty())
+                .then(|| Text::new(redactor.redact_bytes(prompt.as_bytes()).into_owned())),
+            context: Text::new(json(&frame)?.into_bytes()),
+            context_now: step.as_ref().map(json).transpose()?,
+        })
+    }
+}
+
+impl Store {
+    /// An invocation's [`InputTexts`], made apart from the commit that
+    /// stores them, with this store's redactor.
+    pub fn input_texts(
+        &self,
+        argv: &[String],
+        prompt: &str,
+        context: &Value,
+    ) -> Result<InputTexts, StoreError> {
+        InputTexts::new(&self.redactor, &self.path, argv, prompt, context)
+    }
 }
 
 /// The workflow transition of a step.
@@ -205,7 +258,20 @@ impl Writer<'_> {
             .iter()
             .map(|(from, event, to)| [from.as_str(), event.as_str(), to.as_str()])
             .collect();
-        let (context, context_step) = super::package::split(&inv.context);
+        let made;
+        let texts = match &inv.texts {
+            Some(texts) => texts,
+            None => {
+                made = InputTexts::new(
+                    self.redactor,
+                    self.path,
+                    &inv.argv,
+                    &inv.prompt,
+                    &inv.context,
+                )?;
+                &made
+            }
+        };
         let validation_errors = match inv.validation_errors.is_empty() {
             true => None,
             false => Some(self.json(&inv.validation_errors)?),
@@ -242,10 +308,14 @@ impl Writer<'_> {
                             .as_bytes()
                     )
                     .map_err(to_sql)?,
-                    self.put(self.json(&inv.argv).map_err(to_sql)?.as_bytes())
+                    self.put_text(&texts.argv).map_err(to_sql)?,
+                    texts
+                        .prompt
+                        .as_ref()
+                        .map(|p| self.put_text(p))
+                        .transpose()
                         .map_err(to_sql)?,
-                    self.blob(inv.prompt.as_bytes()).map_err(to_sql)?,
-                    self.blob_json(&context).map_err(to_sql)?,
+                    self.put_text(&texts.context).map_err(to_sql)?,
                     inv.started_at,
                     ended_at,
                     inv.status,
@@ -275,11 +345,7 @@ impl Writer<'_> {
                         .map(|r| self.json_value(r))
                         .transpose()
                         .map_err(to_sql)?,
-                    context_step
-                        .as_ref()
-                        .map(|v| self.json_value(v))
-                        .transpose()
-                        .map_err(to_sql)?,
+                    texts.context_now,
                     n,
                 ])
             })

@@ -106,6 +106,7 @@ pub(super) fn new_invocation() -> NewInvocation {
         usage: None,
         changes: None,
         retry: None,
+        texts: None,
     }
 }
 
@@ -1457,4 +1458,55 @@ fn what_steps_did_to_the_workspace_is_stored_once_when_it_repeats() {
         vec![(1, same), (2, later.clone())]
     );
     assert_eq!(store.invocation(&run.id, 2).unwrap().changes, Some(later));
+}
+
+#[test]
+fn texts_made_while_the_agent_runs_are_stored_as_the_commit_would_store_them() {
+    let secret = "sk-ant-api03-TEXTS-MADE-APART-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let redactor = crate::shell::Redactor::new([("ANTHROPIC_API_KEY", secret)]);
+    let mut store = Store::open(&db(&dir)).unwrap().with_redactor(redactor);
+    let run = store.create_run(&new_run()).unwrap();
+    let mut inv = new_invocation();
+    inv.argv.push(secret.into());
+    inv.prompt = format!("prompt {secret}");
+    inv.context = json!({
+        "epic": secret,
+        "attempt": 2,
+        "came_from": {"state": "plan", "seq": 1, "output": null},
+        "outputs": {},
+    });
+    let made_apart = NewInvocation {
+        texts: Some(
+            store
+                .input_texts(&inv.argv, &inv.prompt, &inv.context)
+                .unwrap(),
+        ),
+        ..inv.clone()
+    };
+    for (i, inv) in [inv, made_apart].into_iter().enumerate() {
+        let (from, to) = [("plan", "execute"), ("execute", "test")][i];
+        let mut s = step(from, "go", to);
+        s.invocation = Some(inv);
+        store.record_step(&run.id, &s).unwrap();
+    }
+    let [a, b] = &store.invocations(&run.id).unwrap()[..] else {
+        panic!("two invocations")
+    };
+    assert_eq!(
+        (&a.argv, &a.prompt, &a.context),
+        (&b.argv, &b.prompt, &b.context)
+    );
+    assert!(!format!("{:?}{}{}", b.argv, b.prompt, b.context).contains(secret));
+    // The same rows: one blob each for the command line, prompt and package.
+    let refs: Vec<(i64, i64, i64, Option<String>)> = store
+        .conn
+        .prepare("SELECT argv_ref, prompt, context, context_now FROM invocations ORDER BY n")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(refs[0], refs[1]);
+    assert_intact(&store);
 }
