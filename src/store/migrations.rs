@@ -8,7 +8,7 @@
 //!
 //! Never edit a released migration; append a new one.
 
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, params};
 
 use super::{Ctx, Store, StoreError};
 
@@ -617,7 +617,7 @@ pub(super) fn migrate(store: &mut Store) -> Result<(), StoreError> {
 }
 
 fn migrate_locked(store: &mut Store, path: &std::path::Path) -> Result<(), StoreError> {
-    let tx = Transaction::new(&mut store.conn, TransactionBehavior::Exclusive)
+    let tx = super::tx::Tx::exclusive(&mut store.conn)
         .ctx(path, "locking the database to migrate it")?;
     // Re-read under the lock: another process may have migrated meanwhile.
     let found: i64 = tx

@@ -25,6 +25,7 @@ mod package;
 mod query;
 mod record;
 mod runs;
+mod tx;
 mod usage;
 
 #[cfg(test)]
@@ -34,7 +35,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::Connection;
 
 use crate::shell::Redactor;
 
@@ -152,7 +153,7 @@ impl Drop for Store {
 /// A write transaction with what every write needs: the path for errors and
 /// the redactor for every text.
 pub(crate) struct Writer<'a> {
-    tx: Transaction<'a>,
+    tx: tx::Tx<'a>,
     path: &'a Path,
     redactor: &'a Redactor,
     /// Blob ids known committed, and those this transaction found or added
@@ -377,7 +378,7 @@ impl Store {
 
     /// Start a write transaction that holds the write lock from the start.
     fn write_tx(&mut self) -> Result<Writer<'_>, StoreError> {
-        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)
+        let tx = tx::Tx::immediate(&mut self.conn)
             .ctx(self.path.as_path(), "starting a write transaction")?;
         Ok(Writer {
             tx,
