@@ -600,17 +600,9 @@ fn kill_nine_at_random_through_checkpoints_then_resume_loses_no_step() {
     });
     const LOOPS: u32 = 500;
     sb.write(".modix/fsm/long_loop.toml", &long_loop(LOOPS));
+    // Output not read (a pipe would fill and stall the run).
     let start = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("modix"));
-        for (k, v) in sb.modix().get_envs() {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
-        }
-        cmd.current_dir(sb.root())
-            .args(args)
-            .stdin(std::process::Stdio::null())
+        sb.command(args)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

@@ -69,9 +69,9 @@ impl Sandbox {
         cmd
     }
 
-    /// `modix ARGS` started in the background, with the same environment as
-    /// [`Sandbox::modix`] and piped output (for signals and concurrency tests).
-    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+    /// `modix ARGS` as a plain command (no input), with the same
+    /// environment as [`Sandbox::modix`].
+    pub fn command(&self, args: &[&str]) -> std::process::Command {
         let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("modix"));
         for (k, v) in self.modix().get_envs() {
             match v {
@@ -81,8 +81,15 @@ impl Sandbox {
         }
         cmd.current_dir(self.root())
             .args(args)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
+            .stdin(std::process::Stdio::null());
+        cmd
+    }
+
+    /// `modix ARGS` started in the background, with the same environment as
+    /// [`Sandbox::modix`] and piped output (for signals and concurrency tests).
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        let mut cmd = self.command(args);
+        cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         // As from a terminal: a test runner started as a background job has
         // SIGINT ignored, and an ignored signal sent before modix's `main`
