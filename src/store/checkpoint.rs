@@ -40,6 +40,11 @@ use rusqlite::{Connection, OpenFlags};
 /// automatic checkpoint threshold.
 const PAGES: c_int = 1000;
 
+/// A log this many times [`PAGES`] long is checkpointed by its commits
+/// whatever the thread is doing (held up by a slow disk, or gone): the log
+/// stays bounded as SQLite's own checkpoint keeps it.
+const STALLED: c_int = 4;
+
 /// Where the log is in its cycle ([`Shared::phase`]).
 const SHORT: u8 = 0;
 /// Long: the thread is to copy it once the commit is durable.
@@ -156,7 +161,7 @@ impl Shared {
             let _ = phase.compare_exchange(DUE, SHORT, Ordering::AcqRel, Ordering::Acquire);
             return false;
         }
-        if self.inline.load(Ordering::Acquire) {
+        if self.inline.load(Ordering::Acquire) || pages >= PAGES * STALLED {
             return true;
         }
         match phase.load(Ordering::Acquire) {
@@ -292,6 +297,27 @@ mod tests {
         }
         wait_for("the thread's pass", || checkpoints.passes() >= 1);
         assert!(size(db) > before + 4_000_000, "the pass copied the log");
+    }
+
+    #[test]
+    fn a_thread_that_does_not_copy_leaves_the_commits_to_it_past_a_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = open(&dir);
+        let checkpoints = store.checkpoints.clone().unwrap();
+        let db = dir.path().join(DB_FILE);
+        let wal = dir.path().join(format!("{DB_FILE}-wal"));
+        let _held = checkpoints.hold();
+        // ~5,000 pages while the thread cannot copy any.
+        for _ in 0..300 {
+            commit(&mut store, 64);
+        }
+        assert_eq!(checkpoints.passes(), 0);
+        assert!(size(db) > 8_000_000, "the commits copied the log");
+        assert!(
+            size(wal.clone()) < 24_000_000,
+            "the log grew to {}",
+            size(wal)
+        );
     }
 
     #[test]
