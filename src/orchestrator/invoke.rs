@@ -302,10 +302,8 @@ impl super::RunInfo<'_> {
     /// One attempt: the process prepared and run, its answer judged, and
     /// what it changed settled and judged — before its event is decided: a
     /// change the agent may not make is a rejection, whatever it answered.
-    /// With `spent` (why the run's budget is spent), it is not started.
-    ///
-    /// Its process is `ready` (made before the last step was durable, see
-    /// [`RunInfo::ready`]).
+    /// Its process is `ready` (made while the last step's sync ran, see
+    /// [`RunInfo::ready`]); when the run's budget is spent, not started.
     #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,

@@ -24,7 +24,9 @@
 //! The thread starts at the first long log (a short command never starts
 //! one) and is joined when the store closes, before its connection closes,
 //! so that connection is the last and SQLite removes the log as it closes.
-//! Where no thread can be started, commits checkpoint themselves.
+//! Where no thread can be started, commits checkpoint themselves, and so
+//! do they once the log is four times the threshold whatever the thread is
+//! doing, so the log stays bounded.
 
 use std::os::raw::c_int;
 use std::path::{Path, PathBuf};
