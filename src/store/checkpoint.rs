@@ -202,6 +202,8 @@ impl Shared {
         // checkpoint it) only once it has read it.
         let conn = Connection::open_with_flags(&self.db, flags)
             .and_then(|c| {
+                // For that read (a `PASSIVE` pass never waits for a lock).
+                c.busy_timeout(super::DEFAULT_BUSY_TIMEOUT)?;
                 c.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
                 Ok(c)
             })
