@@ -286,7 +286,11 @@ mod tests {
     fn a_long_log_is_copied_by_the_thread_not_by_the_commit_that_made_it_long() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = open(&dir);
-        let checkpoints = store.checkpoints.clone().expect("a WAL store");
+        let checkpoints = store
+            .durability
+            .checkpoints()
+            .cloned()
+            .expect("a WAL store");
         let db = dir.path().join(DB_FILE);
         let before = size(db.clone());
         {
@@ -307,7 +311,7 @@ mod tests {
     fn a_thread_that_does_not_copy_leaves_the_commits_to_it_past_a_bound() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = open(&dir);
-        let checkpoints = store.checkpoints.clone().unwrap();
+        let checkpoints = store.durability.checkpoints().cloned().unwrap();
         let db = dir.path().join(DB_FILE);
         let wal = dir.path().join(format!("{DB_FILE}-wal"));
         let _held = checkpoints.hold();
@@ -335,7 +339,7 @@ mod tests {
             commit(&mut store, 40);
         }
         assert!(
-            store.checkpoints.as_ref().unwrap().passes() >= 1,
+            store.durability.checkpoints().unwrap().passes() >= 1,
             "the thread ran no pass"
         );
         assert!(
@@ -355,7 +359,7 @@ mod tests {
     fn the_commit_after_an_unfinished_pass_lets_the_log_start_over() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = open(&dir);
-        let checkpoints = store.checkpoints.clone().unwrap();
+        let checkpoints = store.durability.checkpoints().cloned().unwrap();
         let wal = dir.path().join(format!("{DB_FILE}-wal"));
         let held = checkpoints.hold();
         for _ in 0..70 {
@@ -389,7 +393,7 @@ mod tests {
         for _ in 0..80 {
             commit(&mut store, 64);
         }
-        let checkpoints = store.checkpoints.clone().unwrap();
+        let checkpoints = store.durability.checkpoints().cloned().unwrap();
         wait_for("the thread's pass", || checkpoints.passes() >= 1);
         drop(store);
         assert!(!dir.path().join(format!("{DB_FILE}-wal")).exists());

@@ -74,8 +74,8 @@ impl Durability {
             return Ok(());
         };
         file.sync_data().map_err(|e| sync_error(&path, e))?;
-        if let Durability::Log(log) = self {
-            log.checkpoints.kick();
+        if let Some(c) = self.checkpoints() {
+            c.kick();
         }
         Ok(())
     }
@@ -87,11 +87,16 @@ impl Durability {
         if let Some((file, _)) = &log {
             write_out(file);
         }
-        let kick = match self {
-            Durability::Log(log) if log.checkpoints.due() => Some(log.checkpoints.clone()),
-            _ => None,
-        };
+        let kick = self.checkpoints().filter(|c| c.due()).cloned();
         Ok(Landing { log, kick })
+    }
+
+    /// Who copies the log back into the database (none without a log).
+    pub(super) fn checkpoints(&self) -> Option<&Checkpoints> {
+        match self {
+            Durability::Log(log) => Some(&log.checkpoints),
+            Durability::InCommit => None,
+        }
     }
 
     fn file(&self) -> Result<Option<(Arc<File>, PathBuf)>, StoreError> {

@@ -134,17 +134,15 @@ pub struct Store {
     redactor: Redactor,
     /// Blobs this store wrote or found, by hash (see `blobs`).
     blob_ids: blobs::Known,
-    /// How its commits reach the disk.
+    /// How its commits reach the disk (and who copies its log back).
     durability: durable::Durability,
-    /// Who copies its log into the database (none: SQLite, in the commit).
-    checkpoints: Option<checkpoint::Checkpoints>,
 }
 
 impl Drop for Store {
     /// The checkpoint thread's connection closes first, so that this one is
     /// the last and SQLite checkpoints and removes the log as it closes.
     fn drop(&mut self) {
-        if let Some(c) = &self.checkpoints {
+        if let Some(c) = self.durability.checkpoints() {
             c.stop();
         }
     }
@@ -238,7 +236,6 @@ impl Store {
             redactor: Redactor::default(),
             blob_ids: Default::default(),
             durability: durable::Durability::InCommit,
-            checkpoints: None,
         };
         // Refuse a newer schema before changing anything about the file.
         let version = migrations::check_not_newer(&store)?;
@@ -255,8 +252,7 @@ impl Store {
                 .ctx(&store, "setting synchronous")?;
             let checkpoints = checkpoint::Checkpoints::install(&mut store.conn, path)
                 .ctx(&store, "setting up checkpoints")?;
-            store.durability = durable::Durability::log(path, checkpoints.clone());
-            store.checkpoints = Some(checkpoints);
+            store.durability = durable::Durability::log(path, checkpoints);
         }
         Ok(store)
     }
@@ -288,7 +284,6 @@ impl Store {
             redactor: Redactor::default(),
             blob_ids: Default::default(),
             durability: durable::Durability::InCommit,
-            checkpoints: None,
         };
         store.keep_plans()?;
         let mut version = migrations::check_not_newer(&store)?;

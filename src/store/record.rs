@@ -9,11 +9,11 @@
 //! runs, nothing is written here; what a resume needs to know about it (its
 //! process group) is kept beside the run by the orchestrator.
 
+use std::path::Path;
+
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
-
-use std::path::Path;
 
 use super::blobs::{StoredJson, Text};
 use super::context::RunTail;
