@@ -894,7 +894,22 @@ mod tests {
         let mut s = spec("");
         s.program = script;
         s.args = vec![];
-        let err = run_process(s, no_cancel()).await.unwrap_err();
+        // A script just written can be "busy" for a moment: another test's
+        // fork may still hold its write descriptor until that child execs
+        // (the engine retries this, see `orchestrator::retry`).
+        let mut tries = 0;
+        let err = loop {
+            let err = run_process(s.clone(), no_cancel()).await.unwrap_err();
+            tries += 1;
+            match &err {
+                SpawnError::Io { source, .. }
+                    if source.raw_os_error() == Some(nix::libc::ETXTBSY) && tries < 100 =>
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                _ => break err,
+            }
+        };
         assert!(
             err.to_string().contains(
                 "its interpreter `/nonexistent/python9` (from its #! line) was not found"
