@@ -9,12 +9,15 @@
 //! rendering); and it may not include, import or extend other files, which
 //! the renderer has no loader for. [`render`] is what the orchestrator calls.
 
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use minijinja::{Environment, ErrorKind, UndefinedBehavior};
 use serde::Serialize;
 
 use crate::diagnostics::{closest, unknown_name_help};
+
+mod only;
 
 /// The largest prompt template modix reads.
 pub const MAX_BYTES: u64 = 1 << 20;
@@ -32,27 +35,46 @@ pub fn environment() -> Environment<'static> {
 
 /// Renders a template; `name` is how errors name it. Each template is
 /// compiled once per thread and kept: an agent's prompt is rendered at every
-/// step of a run, and compiling it took a quarter of the rendering.
+/// step of a run, and compiling it took a quarter of the rendering. Of a
+/// struct or map `ctx`, the template gets the top-level fields it names
+/// ([`only`]); `debug()`, which shows the whole context, gets all of it.
 pub fn render(name: &str, source: &str, ctx: &impl Serialize) -> Result<String, minijinja::Error> {
     /// More templates than a project has; past it the cache starts over.
     const KEPT: usize = 64;
+    /// The compiled templates, and what each reads (`None`: all of it).
+    type Kept = (
+        Environment<'static>,
+        HashMap<String, Option<HashSet<String>>>,
+    );
     thread_local! {
-        static COMPILED: std::cell::RefCell<(Environment<'static>, usize)> =
-            std::cell::RefCell::new((environment(), 0));
+        static COMPILED: std::cell::RefCell<Kept> =
+            std::cell::RefCell::new((environment(), HashMap::new()));
     }
-    COMPILED.with_borrow_mut(|(env, kept)| {
+    COMPILED.with_borrow_mut(|(env, reads)| {
         // Kept under its name with its source: the same name with another
         // source (a test, another project) is compiled anew.
         let fresh = env.get_template(name).is_ok_and(|t| t.source() == source);
         if !fresh {
-            if *kept >= KEPT {
+            if reads.len() >= KEPT {
                 *env = environment();
-                *kept = 0;
+                reads.clear();
             }
             env.add_template_owned(name.to_owned(), source.to_owned())?;
-            *kept += 1;
+            let names = env.get_template(name)?.undeclared_variables(false);
+            reads.insert(
+                name.to_owned(),
+                (!source.contains("debug")).then_some(names),
+            );
         }
-        env.get_template(name)?.render(minijinja::value::Serde(ctx))
+        let template = env.get_template(name)?;
+        let part = reads
+            .get(name)
+            .and_then(Option::as_ref)
+            .and_then(|names| only::only(ctx, names));
+        match part {
+            Some(part) => template.render(part),
+            None => template.render(minijinja::value::Serde(ctx)),
+        }
     })
 }
 
@@ -650,6 +672,35 @@ mod tests {
             assert_eq!(render(&name, "{{ epic }}!", &ctx).unwrap(), "e!");
         }
         assert_eq!(render("p.md", "two {{ epic }}", &ctx).unwrap(), "two e");
+    }
+
+    #[test]
+    fn a_template_renders_the_same_with_only_what_it_reads() {
+        let ctx = serde_json::json!({
+            "epic": "e", "role": "r", "attempt": 2,
+            "project": {"name": "p", "stack": ["rust", "go"]},
+            "task_spec": {"title": "t", "steps": [1, 2]},
+            "outputs": {"PLAN": {"output": {"a": 1}}, "WORK": {"output": null}},
+            "feedback": "fix it", "notes": [{"note": "n"}],
+        });
+        let templates = [
+            "{{ epic }} {{ project.name }} {{ project.stack | join(', ') }}",
+            "{{ task_spec | tojson }}{% if feedback %}[{{ feedback }}]{% endif %}",
+            "{% for name, o in outputs | items %}{{ name }}={{ o.output }};{% endfor %}",
+            "{% macro m(x) %}{{ x }}/{{ role }}{% endmacro %}{{ m(attempt) }}",
+            "{% set shown = notes %}{% for n in shown %}{{ n.note }}{% endfor %}{{ loop }}",
+            "{% if missing is defined %}x{% else %}y{% endif %}{{ previous_result.a }}",
+            "{{ 'fix it' in debug() }}",
+        ];
+        for (i, source) in templates.iter().enumerate() {
+            let name = format!("same{i}.md");
+            let whole = environment()
+                .template_from_str(source)
+                .unwrap()
+                .render(minijinja::value::Serde(&ctx))
+                .unwrap();
+            assert_eq!(render(&name, source, &ctx).unwrap(), whole, "{source}");
+        }
     }
 
     fn codes(source: &str) -> Vec<&'static str> {
