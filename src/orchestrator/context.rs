@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::inputs::{CameFrom, Inputs, Output};
 use super::invoke::Call;
 use crate::config::{Brain, ContextMode, Project};
+use crate::shell::Redactor;
 
 mod shape;
 
@@ -126,6 +127,25 @@ impl<'a> ContextPackage<'a> {
     }
 }
 
+impl ContextPackage<'_> {
+    /// The package as its agent reads it (pretty JSON), secrets redacted:
+    /// the text made straight from the package and checked string by
+    /// string. Only a package with something to redact goes through a
+    /// redacted copy, whose members serde_json orders by name. Read back,
+    /// either is the document the record keeps.
+    pub fn text(&self, redactor: &Redactor) -> String {
+        let text = match serde_json::to_string_pretty(self) {
+            Ok(text) if redactor.is_clean_json_text(&text) => text,
+            _ => {
+                let value = serde_json::to_value(self).unwrap_or(Value::Null);
+                let value = redactor.redact_json(&value);
+                serde_json::to_string_pretty(&value).unwrap_or_else(|_| "null".into())
+            }
+        };
+        text + "\n"
+    }
+}
+
 impl<'a> BrainContext<'a> {
     fn of(b: &'a Brain) -> Self {
         BrainContext {
@@ -197,7 +217,22 @@ mod tests {
     fn render(template: &str) -> Result<String, TemplateError> {
         let commands = Commands::default();
         let spec = serde_json::json!({"title": "t"});
-        let ctx = ContextPackage {
+        render_prompt(
+            "p.md",
+            template,
+            &package(&commands, &spec, "2 tests failed"),
+        )
+    }
+
+    static NO_OUTPUTS: std::collections::BTreeMap<String, Output> =
+        std::collections::BTreeMap::new();
+
+    fn package<'a>(
+        commands: &'a Commands,
+        spec: &'a Value,
+        feedback: &'a str,
+    ) -> ContextPackage<'a> {
+        ContextPackage {
             epic: "Fix $(rm -rf x)",
             run_id: "01",
             workflow: "w",
@@ -215,21 +250,40 @@ mod tests {
                 description: None,
                 stack: &[],
                 conventions: &[],
-                commands: &commands,
+                commands,
             },
             brain: None,
-            task_spec: Some(&spec),
+            task_spec: Some(spec),
             previous_result: None,
-            feedback: Some("2 tests failed"),
-            outputs: &Default::default(),
+            feedback: Some(feedback),
+            outputs: &NO_OUTPUTS,
             came_from: None,
             next_task: None,
             notes: &[],
             pending: &[],
             context_mode: ContextMode::Isolated,
             history: None,
-        };
-        render_prompt("p.md", template, &ctx)
+        }
+    }
+
+    /// The text an agent reads is the package the record keeps, with
+    /// secrets redacted, whichever way it was made.
+    #[test]
+    fn the_text_reads_back_as_the_package_with_secrets_redacted() {
+        let commands = Commands::default();
+        let spec = serde_json::json!({"title": "t", "n": [1, 2.5, null], "deep": {"ok": true}});
+        let redactor = Redactor::new([("TOKEN", "tok-12345678")]);
+        for feedback in ["line one\nline \"two\"", "leaked tok-12345678 here"] {
+            let ctx = package(&commands, &spec, feedback);
+            let text = ctx.text(&redactor);
+            assert!(text.ends_with("}\n"), "{text}");
+            let read: Value = serde_json::from_str(&text).unwrap();
+            let expected = redactor
+                .redact_json(&serde_json::to_value(&ctx).unwrap())
+                .into_owned();
+            assert_eq!(read, expected);
+            assert!(!text.contains("tok-12345678"), "{text}");
+        }
     }
 
     #[test]

@@ -66,9 +66,8 @@ impl RunFiles {
 
     /// One file per run, rewritten in place: only the agent about to start
     /// reads it, and each invocation's context is also kept in the store.
-    pub(super) fn write_context(&self, context: &serde_json::Value) -> Result<(), RunError> {
+    pub(super) fn write_context(&self, text: &str) -> Result<(), RunError> {
         let path = self.context();
-        let text = serde_json::to_string_pretty(context).unwrap_or_default() + "\n";
         invoke::overwrite(&path, text.as_bytes())
             .map_err(|e| RunError::io(format!("cannot write {}", path.display()), e))
     }

@@ -126,7 +126,8 @@ struct Ready {
 /// What an agent state's turn has ready before any attempt: its call and
 /// the texts every attempt gets.
 struct Materials {
-    context: Value,
+    /// The context package as the agent reads it: JSON, secrets redacted.
+    context: String,
     prompt: String,
     system_prompt: Option<String>,
 }
@@ -235,11 +236,7 @@ impl Driver<'_> {
     /// prompts, the same for every attempt of the turn.
     fn materials(&self, call: &Call<'_>, inputs: &Inputs) -> Result<Materials, RunError> {
         let ctx = ContextPackage::new(call, &self.info.project.config.project, inputs);
-        let context = serde_json::to_value(&ctx).unwrap_or(Value::Null);
-        let context = match self.info.redactor.redact_json(&context) {
-            std::borrow::Cow::Borrowed(_) => context,
-            std::borrow::Cow::Owned(redacted) => redacted,
-        };
+        let context = ctx.text(&self.info.redactor);
         self.info.files.write_context(&context)?;
         let prompt = self.info.prompt(call.agent, &ctx)?;
         let system_prompt = match &call.agent.manifest.system_prompt {
@@ -252,6 +249,11 @@ impl Driver<'_> {
             system_prompt,
         })
     }
+}
+
+/// The context package as recorded, from the text its agent read.
+fn context_value(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
 impl super::RunInfo<'_> {
@@ -324,6 +326,7 @@ impl super::RunInfo<'_> {
         flight.started_at = crate::store::now();
         let started = Instant::now();
         let mut texts = None;
+        let mut context = None;
         let ran = match (spent, prepared) {
             (Some(why), _) => Ran::failed_to_start(FailureClass::BudgetExceeded, why),
             (None, Err(e)) => Ran::failed_to_start(e.class(), e.to_string()),
@@ -332,13 +335,14 @@ impl super::RunInfo<'_> {
                 // future's turn comes once the process is started): the
                 // step's commit then only writes them.
                 let texts = async {
-                    texts = store
-                        .input_texts(&flight.argv, &flight.prompt, &m.context)
-                        .ok();
+                    let value = context_value(&m.context);
+                    texts = store.input_texts(&flight.argv, &flight.prompt, &value).ok();
+                    context = Some(value);
                 };
                 tokio::join!(self.run(cancel, p, call, &flight), texts).0
             }
         };
+        let context = context.unwrap_or_else(|| context_value(&m.context));
         // The process group is gone: what it left in its TMPDIR goes.
         if std::fs::read_dir(&call.tmp_dir).is_ok_and(|mut d| d.next().is_some()) {
             let _ = std::fs::remove_dir_all(&call.tmp_dir);
@@ -359,8 +363,7 @@ impl super::RunInfo<'_> {
                 Some(work.settle(&facts, &mut verdict)?)
             }
         };
-        let mut record =
-            self.invocation_record(flight, m.context.clone(), &verdict, ran.out.as_ref());
+        let mut record = self.invocation_record(flight, context, &verdict, ran.out.as_ref());
         record.texts = texts;
         record.error = ran.error;
         record.process = ran.process;

@@ -150,6 +150,22 @@ impl Redactor {
         }
     }
 
+    /// Whether [`Redactor::redact_json`] would leave the JSON document
+    /// `text` as it is: every string in it (keys too) checked as its
+    /// value, escapes undone — which a scan of the text itself would not
+    /// do (`"\\nsk-…"` has no word boundary before the key in the text).
+    /// Not JSON, or nested past serde_json's limit: `false`.
+    pub fn is_clean_json_text(&self, text: &str) -> bool {
+        // Its strings, each ended by a NUL: no secret (an environment
+        // value) and no key shape holds one, so a match never spans two
+        // strings, and one scan of them all finds what a scan of each would.
+        let mut strings = String::with_capacity(text.len());
+        let mut de = serde_json::Deserializer::from_str(text);
+        serde::de::DeserializeSeed::deserialize(Strings(&mut strings), &mut de).is_ok()
+            && de.end().is_ok()
+            && self.is_clean(&strings)
+    }
+
     /// Whether [`Redactor::redact`] would leave `s` as it is: neither a
     /// configured value nor a key shape is in it.
     fn is_clean(&self, s: &str) -> bool {
@@ -173,6 +189,64 @@ impl Redactor {
             ),
             other => other.clone(),
         }
+    }
+}
+
+/// Walks a JSON document without building it, gathering its strings (keys
+/// too), each ended by a NUL ([`Redactor::is_clean_json_text`]).
+struct Strings<'s>(&'s mut String);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Strings<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Strings<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<(), E> {
+        self.0.push_str(s);
+        self.0.push('\0');
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Strings(self.0))?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_key_seed(Strings(self.0))?.is_some() {
+            map.next_value_seed(Strings(self.0))?;
+        }
+        Ok(())
     }
 }
 
@@ -308,5 +382,46 @@ mod tests {
         // Nothing to redact: the document itself, not a copy.
         let clean = json!({"a": ["x", 1, null], "b": {"c": "tok-1234567"}});
         assert!(matches!(r.redact_json(&clean), Cow::Borrowed(_)));
+    }
+
+    /// The text check agrees with the check of the parsed document, also
+    /// where the text alone would mislead: a key shape after an escape
+    /// (`\n`: no word boundary in the text), whitespace escaped inside a
+    /// bearer header, a configured value with a quote in it.
+    #[test]
+    fn a_json_text_is_clean_exactly_when_its_document_is() {
+        let r = Redactor::new([("QUOTED", "ab\"cd-secret"), ("PLAIN", "tok-12345678")]);
+        let key = "sk-ant-abcdefghijklmnopqrstuvwx";
+        let docs = [
+            json!({"a": ["x", 1, null, 2.5, true], "b": {"c": "tok-1234567"}}),
+            json!({"a": format!("\n{key}")}),
+            json!({"a": "Bearer\tabcdefgh12345678"}),
+            json!({"a": "say ab\"cd-secret now"}),
+            json!({"tok-12345678": 1}),
+            json!([[[{"deep": format!("x {key}")}]]]),
+            json!("tok-12345678"),
+        ];
+        for doc in docs {
+            let expected = matches!(r.redact_json(&doc), Cow::Borrowed(_));
+            for text in [doc.to_string(), serde_json::to_string_pretty(&doc).unwrap()] {
+                assert_eq!(r.is_clean_json_text(&text), expected, "{text}");
+            }
+        }
+        assert!(!r.is_clean_json_text("{\"a\": "), "not JSON");
+        assert!(!r.is_clean_json_text("{} {}"), "more than one document");
+        assert!(!r.is_clean_json_text(&("[".repeat(200) + &"]".repeat(200))));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_text_check_matches_the_document_check(
+            strings in proptest::collection::vec("(sk-ant-[a-z]{20}|Bearer[ \t\n]x{8}|tok-12345678|[a-z\\n\"\t ]{0,6})", 1..6),
+        ) {
+            let r = Redactor::new([("PLAIN", "tok-12345678")]);
+            let joined: Vec<String> = strings.windows(2).map(|w| w.concat()).collect();
+            let doc = json!({"list": strings, "joined": joined, strings[0].clone(): 1});
+            let expected = matches!(r.redact_json(&doc), Cow::Borrowed(_));
+            proptest::prop_assert_eq!(r.is_clean_json_text(&doc.to_string()), expected);
+        }
     }
 }
