@@ -203,7 +203,7 @@ pub(super) fn prepare(
 ) -> Result<Prepared, PrepareError> {
     let agent = call.agent;
     let runtimes = setup.runtimes;
-    let mut env = base_env(runtimes, call);
+    let mut env = base_env(setup.inherited, call);
     let (args, stdin, idle) = match &agent.binding {
         Binding::Command { argv } => (argv[1..].to_vec(), Some(prompt.as_bytes().to_vec()), true),
         Binding::Shell { shell, brain } => {
@@ -331,6 +331,8 @@ pub(super) type Programs = std::cell::RefCell<std::collections::HashMap<String, 
 /// What preparing an agent needs from the project, besides the call.
 pub(super) struct Setup<'a> {
     pub root: &'a Path,
+    /// What agents inherit of modix's environment ([`inherited`]).
+    pub inherited: &'a [(OsString, OsString)],
     /// Programs already found (by the name an agent gives), for this run.
     pub programs: &'a Programs,
     pub runtimes: &'a Runtimes,
@@ -416,13 +418,20 @@ fn program_of(agent: &Agent) -> &str {
 }
 
 /// The allow-listed part of modix's environment plus the MODIX_* contract.
-fn base_env(runtimes: &Runtimes, call: &Call) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = runtimes
+/// The variables of modix's environment that `runtimes.json` lets agents
+/// inherit, read once for a run: looking each one up scans the whole
+/// environment, at every step.
+pub(super) fn inherited(runtimes: &Runtimes) -> Vec<(OsString, OsString)> {
+    runtimes
         .env
         .allow
         .iter()
         .filter_map(|k| std::env::var_os(k).map(|v| (k.into(), v)))
-        .collect();
+        .collect()
+}
+
+fn base_env(inherited: &[(OsString, OsString)], call: &Call) -> Vec<(OsString, OsString)> {
+    let mut env = inherited.to_vec();
     let path = |p: &Path| p.as_os_str().to_owned();
     env.extend([
         ("MODIX_RUN_ID".into(), call.run_id.into()),

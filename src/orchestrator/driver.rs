@@ -22,6 +22,8 @@ pub(super) struct RunInfo<'p> {
     pub(super) rules: std::cell::RefCell<std::collections::HashMap<String, Arc<classify::Rules>>>,
     /// Where the agents' programs were found, on first use.
     pub(super) programs: super::agent::Programs,
+    /// What agents inherit of modix's environment (`agent::inherited`).
+    pub(super) inherited: Vec<(std::ffi::OsString, std::ffi::OsString)>,
 }
 
 impl RunInfo<'_> {
@@ -170,6 +172,7 @@ pub(super) fn drive(
             stream: opts.stream,
             rules: Default::default(),
             programs: Default::default(),
+            inherited: agent::inherited(&project.config.runtimes),
         },
         store,
         cursor,

@@ -273,6 +273,7 @@ impl super::RunInfo<'_> {
         let config = &self.project.config;
         let setup = agent::Setup {
             root: &config.paths.root,
+            inherited: &self.inherited,
             programs: &self.programs,
             runtimes: &config.runtimes,
             commands: &config.project.commands,

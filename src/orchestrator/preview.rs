@@ -173,6 +173,7 @@ fn preview_info<'p>(
         stream: false,
         rules: Default::default(),
         programs: Default::default(),
+        inherited: agent::inherited(&project.config.runtimes),
     }
 }
 
@@ -214,6 +215,7 @@ impl Seen<'_, '_> {
         };
         let setup = agent::Setup {
             root: &project.config.paths.root,
+            inherited: &info.inherited,
             programs: &info.programs,
             runtimes: &project.config.runtimes,
             commands: &project.config.project.commands,
