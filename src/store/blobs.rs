@@ -57,24 +57,33 @@ impl Writer<'_> {
             return Ok(id);
         }
         let hash = hex(&digest);
-        let found: Option<i64> = self
-            .tx
-            .prepare_cached("SELECT id FROM blobs WHERE hash = ?1")
-            .and_then(|mut s| s.query_row([&hash], |r| r.get(0)).optional())
-            .ctx(self.path, "looking up stored text")?;
-        if let Some(id) = found {
-            self.new_blob_ids.borrow_mut().push((digest, id));
-            return Ok(id);
-        }
         let (text, bytes) = match std::str::from_utf8(content) {
             Ok(t) if !t.contains('\0') => (Some(t), None),
             _ => (None, Some(content)),
         };
-        self.tx
-            .prepare_cached("INSERT INTO blobs (hash, size, text, bytes) VALUES (?1, ?2, ?3, ?4)")
-            .and_then(|mut s| s.execute(params![hash, content.len() as i64, text, bytes]))
+        // Inserted at once, as a new text nearly always is (one known is
+        // mostly found above); only a text already stored is looked up.
+        let inserted: Option<i64> = self
+            .tx
+            .prepare_cached(
+                "INSERT INTO blobs (hash, size, text, bytes) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (hash) DO NOTHING RETURNING id",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![hash, content.len() as i64, text, bytes], |r| {
+                    r.get(0)
+                })
+                .optional()
+            })
             .ctx(self.path, "storing text")?;
-        let id = self.tx.last_insert_rowid();
+        let id = match inserted {
+            Some(id) => id,
+            None => self
+                .tx
+                .prepare_cached("SELECT id FROM blobs WHERE hash = ?1")
+                .and_then(|mut s| s.query_row([&hash], |r| r.get(0)))
+                .ctx(self.path, "looking up stored text")?,
+        };
         self.new_blob_ids.borrow_mut().push((digest, id));
         Ok(id)
     }

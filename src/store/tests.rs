@@ -1429,6 +1429,30 @@ fn a_blob_of_a_transaction_that_did_not_commit_is_never_taken_as_stored() {
     assert_intact(&store);
 }
 
+/// A text another connection stored (so this one has not learnt its id)
+/// is found, not stored again, and read back the same.
+#[test]
+fn a_text_stored_by_another_connection_is_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Store::open(&db(&dir)).unwrap();
+    let run = first.create_run(&new_run()).unwrap();
+    let mut s = step("plan", "go", "a");
+    s.invocation = Some(new_invocation());
+    first.record_step(&run.id, &s).unwrap();
+    let mut second = Store::open(&db(&dir)).unwrap();
+    let mut s = step("a", "go", "b");
+    s.invocation = Some(new_invocation());
+    second.record_step(&run.id, &s).unwrap();
+    assert_eq!(blobs_holding(&second, "plan the epic"), 1);
+    for n in [1, 2] {
+        assert_eq!(
+            second.invocation(&run.id, n).unwrap().prompt,
+            "plan the epic"
+        );
+    }
+    assert_intact(&second);
+}
+
 #[test]
 fn what_steps_did_to_the_workspace_is_stored_once_when_it_repeats() {
     let dir = tempfile::tempdir().unwrap();
