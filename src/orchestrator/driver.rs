@@ -70,6 +70,20 @@ pub(super) struct Driver<'p> {
     /// The last step, committed and on its way to the disk, with what it
     /// tells the world once there (see [`Driver::announce`]).
     pub(super) unannounced: Option<Unannounced>,
+    /// What the last step no longer needs, freed while the next agent runs
+    /// rather than between its commit and that agent's start.
+    pub(super) leftovers: Leftovers,
+}
+
+/// Values to free off a step's path (see [`Driver::leftovers`]): a step's
+/// record, inputs and materials are thousands of small allocations.
+#[derive(Default)]
+pub(super) struct Leftovers(Vec<Box<dyn std::any::Any>>);
+
+impl Leftovers {
+    pub(super) fn keep(&mut self, value: impl std::any::Any) {
+        self.0.push(Box::new(value));
+    }
 }
 
 /// What a committed step tells the world, once the disk has it.
@@ -191,6 +205,7 @@ pub(super) fn drive(
         state_file: None,
         last_transition: None,
         unannounced: None,
+        leftovers: Leftovers::default(),
     };
     let result = engine.runtime.block_on(driver.go());
     // However the drive ended, its last step is said once it is on disk.
@@ -247,6 +262,8 @@ impl Driver<'_> {
             // went to disk; any other state has nothing to prepare.
             if !matches!(machine.state(self.cursor.state()).kind, StateKind::Agent(_)) {
                 self.announce()?;
+                // No agent to free them beside.
+                self.leftovers = Leftovers::default();
             }
             // A gate's answer is recorded before any stop is taken.
             if let Some(stop) = self.controls.stop_asked().filter(|_| self.answer.is_none()) {
@@ -330,26 +347,25 @@ impl Driver<'_> {
         if self.crash_before == Some(self.committed) {
             super::crash_for_tests();
         }
-        let (record, landing) = self.store.record_step_tailed(
-            &mut self.tail,
-            &Step {
-                invocation: turn.invocation,
-                messages: turn.messages,
-                transition: NewTransition {
-                    from: machine.state(fired.from).name.clone(),
-                    event: fired.event.clone(),
-                    to: to.name.clone(),
-                    attempt: self.cursor.visits(fired.from),
-                    bound: machine.bound_for_visits(fired.from).map(|b| b as u32),
-                    agent: turn.agent,
-                    reason: Some(reason),
-                    redirected: fired.redirected,
-                },
-                run_status: status,
-                workspace,
-                delivered: turn.delivered,
+        let step = Step {
+            invocation: turn.invocation,
+            messages: turn.messages,
+            transition: NewTransition {
+                from: machine.state(fired.from).name.clone(),
+                event: fired.event.clone(),
+                to: to.name.clone(),
+                attempt: self.cursor.visits(fired.from),
+                bound: machine.bound_for_visits(fired.from).map(|b| b as u32),
+                agent: turn.agent,
+                reason: Some(reason),
+                redirected: fired.redirected,
             },
-        )?;
+            run_status: status,
+            workspace,
+            delivered: turn.delivered,
+        };
+        let (record, landing) = self.store.record_step_tailed(&mut self.tail, &step)?;
+        self.leftovers.keep(step);
         self.stored_commit = self.work.workspace().last_commit().to_owned();
         self.last_transition = Some(record.clone());
         self.cursor.advance(&fired);

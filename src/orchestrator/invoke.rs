@@ -177,6 +177,7 @@ impl Driver<'_> {
                     &call,
                     &inputs,
                     &materials,
+                    std::mem::take(&mut self.leftovers),
                 )
                 .await?;
             let Some(outcome) = tried.verdict.outcome() else {
@@ -204,6 +205,8 @@ impl Driver<'_> {
                     retried,
                 )?;
                 turn.delivered = inputs.pending_ids.clone();
+                self.leftovers.keep(inputs);
+                self.leftovers.keep(materials);
                 return Ok(Ended::Turn(Box::new(turn)));
             };
             retried += 1;
@@ -307,6 +310,7 @@ impl super::RunInfo<'_> {
     /// change the agent may not make is a rejection, whatever it answered.
     /// Its process is `ready` (made while the last step's sync ran, see
     /// [`RunInfo::ready`]); when the run's budget is spent, not started.
+    /// The last step's `leftovers` are freed once the process has started.
     #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
@@ -317,6 +321,7 @@ impl super::RunInfo<'_> {
         call: &Call<'_>,
         inputs: &Inputs,
         m: &Materials,
+        leftovers: super::driver::Leftovers,
     ) -> Result<Tried, RunError> {
         let Ready {
             prepared,
@@ -339,6 +344,7 @@ impl super::RunInfo<'_> {
                     let value = context_value(&m.context);
                     texts = store.input_texts(&flight.argv, &flight.prompt, &value).ok();
                     context = Some(value);
+                    drop(leftovers);
                 };
                 tokio::join!(self.run(cancel, p, call, &flight), texts).0
             }
