@@ -417,7 +417,6 @@ fn program_of(agent: &Agent) -> &str {
     }
 }
 
-/// The allow-listed part of modix's environment plus the MODIX_* contract.
 /// The variables of modix's environment that `runtimes.json` lets agents
 /// inherit, read once for a run: looking each one up scans the whole
 /// environment, at every step.
@@ -430,6 +429,7 @@ pub(super) fn inherited(runtimes: &Runtimes) -> Vec<(OsString, OsString)> {
         .collect()
 }
 
+/// The allow-listed part of modix's environment plus the MODIX_* contract.
 fn base_env(inherited: &[(OsString, OsString)], call: &Call) -> Vec<(OsString, OsString)> {
     let mut env = inherited.to_vec();
     let path = |p: &Path| p.as_os_str().to_owned();
