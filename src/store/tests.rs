@@ -1412,21 +1412,26 @@ fn a_blob_of_a_transaction_that_did_not_commit_is_never_taken_as_stored() {
         let w = store.write_tx().unwrap();
         w.blob(b"plan the epic").unwrap();
     }
-    let mut s = step("plan", "go", "a");
-    s.invocation = Some(new_invocation());
-    store.record_step(&run.id, &s).unwrap();
+    invoking_step(&mut store, &run.id, "plan", "a");
     // Committed: found again without a lookup, and the same row.
-    let mut s = step("a", "go", "b");
+    invoking_step(&mut store, &run.id, "a", "b");
+    assert_prompt_stored_once(&store, &run.id);
+}
+
+/// Records a step from `from` to `to` with an invocation.
+fn invoking_step(store: &mut Store, run_id: &str, from: &str, to: &str) {
+    let mut s = step(from, "go", to);
     s.invocation = Some(new_invocation());
-    store.record_step(&run.id, &s).unwrap();
-    assert_eq!(blobs_holding(&store, "plan the epic"), 1);
+    store.record_step(run_id, &s).unwrap();
+}
+
+/// The two invocations' prompt is one row, and each reads it back.
+fn assert_prompt_stored_once(store: &Store, run_id: &str) {
+    assert_eq!(blobs_holding(store, "plan the epic"), 1);
     for n in [1, 2] {
-        assert_eq!(
-            store.invocation(&run.id, n).unwrap().prompt,
-            "plan the epic"
-        );
+        assert_eq!(store.invocation(run_id, n).unwrap().prompt, "plan the epic");
     }
-    assert_intact(&store);
+    assert_intact(store);
 }
 
 /// A text another connection stored (so this one has not learnt its id)
@@ -1436,21 +1441,10 @@ fn a_text_stored_by_another_connection_is_stored_once() {
     let dir = tempfile::tempdir().unwrap();
     let mut first = Store::open(&db(&dir)).unwrap();
     let run = first.create_run(&new_run()).unwrap();
-    let mut s = step("plan", "go", "a");
-    s.invocation = Some(new_invocation());
-    first.record_step(&run.id, &s).unwrap();
+    invoking_step(&mut first, &run.id, "plan", "a");
     let mut second = Store::open(&db(&dir)).unwrap();
-    let mut s = step("a", "go", "b");
-    s.invocation = Some(new_invocation());
-    second.record_step(&run.id, &s).unwrap();
-    assert_eq!(blobs_holding(&second, "plan the epic"), 1);
-    for n in [1, 2] {
-        assert_eq!(
-            second.invocation(&run.id, n).unwrap().prompt,
-            "plan the epic"
-        );
-    }
-    assert_intact(&second);
+    invoking_step(&mut second, &run.id, "a", "b");
+    assert_prompt_stored_once(&second, &run.id);
 }
 
 #[test]
