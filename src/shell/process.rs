@@ -346,14 +346,6 @@ enum Kill {
 /// environment and piped output; the child and its pid (= its group's id).
 fn spawn_group(spec: &ProcessSpec) -> Result<(tokio::process::Child, u32), SpawnError> {
     let program = spec.program.clone();
-    // Checked up front: a missing cwd makes spawn fail with ENOENT, which
-    // would be misreported as "program not found".
-    if !spec.cwd.is_dir() {
-        return Err(SpawnError::BadCwd {
-            program,
-            cwd: spec.cwd.clone(),
-        });
-    }
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .current_dir(&spec.cwd)
@@ -369,6 +361,13 @@ fn spawn_group(spec: &ProcessSpec) -> Result<(tokio::process::Child, u32), Spawn
         .process_group(0)
         .kill_on_drop(true);
     let child = cmd.spawn().map_err(|source| match source.kind() {
+        // Asked only once spawn failed (a stat less at every start): a
+        // missing cwd fails it with ENOENT too, which would be misreported
+        // as "program not found".
+        _ if !spec.cwd.is_dir() => SpawnError::BadCwd {
+            program: program.clone(),
+            cwd: spec.cwd.clone(),
+        },
         io::ErrorKind::NotFound => match shebang_interpreter(&program) {
             Some(interpreter) => SpawnError::InterpreterNotFound {
                 program: program.clone(),
@@ -918,6 +917,16 @@ mod tests {
         );
 
         let mut s = spec("true");
+        s.cwd = Path::new("/nonexistent/dir").into();
+        let err = run_process(s, no_cancel()).await.unwrap_err();
+        assert!(matches!(err, SpawnError::BadCwd { .. }), "{err}");
+        // A file where the folder should be, and a missing program in a
+        // missing folder: the folder is what is wrong.
+        let mut s = spec("true");
+        s.cwd = dir.path().join("agent");
+        let err = run_process(s, no_cancel()).await.unwrap_err();
+        assert!(matches!(err, SpawnError::BadCwd { .. }), "{err}");
+        let mut s = spec("modix-test-no-such-program");
         s.cwd = Path::new("/nonexistent/dir").into();
         let err = run_process(s, no_cancel()).await.unwrap_err();
         assert!(matches!(err, SpawnError::BadCwd { .. }), "{err}");
