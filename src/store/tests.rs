@@ -19,6 +19,12 @@ pub(super) fn assert_intact(store: &Store) {
 }
 
 /// How many blobs hold `text`.
+/// A store at `path` that redacts `secret` as an Anthropic key.
+fn redacting(path: &std::path::Path, secret: &str) -> Store {
+    let redactor = crate::shell::Redactor::new([("ANTHROPIC_API_KEY", secret)]);
+    Store::open(path).unwrap().with_redactor(redactor)
+}
+
 fn blobs_holding(store: &Store, text: &str) -> i64 {
     store
         .conn
@@ -908,8 +914,7 @@ fn every_text_is_redacted_by_the_store_itself() {
     let secret = "sk-ant-api03-STORE-BOUNDARY-SECRET-0123456789";
     let dir = tempfile::tempdir().unwrap();
     let path = db(&dir);
-    let redactor = crate::shell::Redactor::new([("ANTHROPIC_API_KEY", secret)]);
-    let mut store = Store::open(&path).unwrap().with_redactor(redactor);
+    let mut store = redacting(&path, secret);
     let mut run = new_run();
     run.epic = format!("use {secret} please");
     let run = store.create_run(&run).unwrap();
@@ -1078,8 +1083,7 @@ fn a_run_tail_reads_only_its_own_new_messages_by_the_primary_key() {
 fn a_tail_kept_by_its_own_steps_agrees_with_one_read_afresh() {
     let secret = "sk-ant-api03-TAIL-KEPT-IN-MEMORY-0123456789";
     let dir = tempfile::tempdir().unwrap();
-    let redactor = crate::shell::Redactor::new([("ANTHROPIC_API_KEY", secret)]);
-    let mut store = Store::open(&db(&dir)).unwrap().with_redactor(redactor);
+    let mut store = redacting(&db(&dir), secret);
     let a = store.create_run(&new_run()).unwrap();
     let b = store.create_run(&new_run()).unwrap();
     let message = |kind: &str, state: &str, payload: serde_json::Value| NewMessage {
@@ -1161,8 +1165,7 @@ fn a_tail_kept_by_its_own_steps_agrees_with_one_read_afresh() {
 fn the_answer_and_its_output_message_are_one_blob() {
     let secret = "sk-ant-api03-ANSWER-AND-MESSAGE-0123456789";
     let dir = tempfile::tempdir().unwrap();
-    let redactor = crate::shell::Redactor::new([("ANTHROPIC_API_KEY", secret)]);
-    let mut store = Store::open(&db(&dir)).unwrap().with_redactor(redactor);
+    let mut store = redacting(&db(&dir), secret);
     let run = store.create_run(&new_run()).unwrap();
     let answer = json!({ "summary": format!("done with {secret}"), "n": 1 });
     let mut inv = new_invocation();
@@ -1482,8 +1485,7 @@ fn what_steps_did_to_the_workspace_is_stored_once_when_it_repeats() {
 fn texts_made_while_the_agent_runs_are_stored_as_the_commit_would_store_them() {
     let secret = "sk-ant-api03-TEXTS-MADE-APART-0123456789";
     let dir = tempfile::tempdir().unwrap();
-    let redactor = crate::shell::Redactor::new([("ANTHROPIC_API_KEY", secret)]);
-    let mut store = Store::open(&db(&dir)).unwrap().with_redactor(redactor);
+    let mut store = redacting(&db(&dir), secret);
     let run = store.create_run(&new_run()).unwrap();
     let mut inv = new_invocation();
     inv.argv.push(secret.into());
