@@ -214,10 +214,11 @@ pub(super) fn drive(
         (Ok(_), Err(e)) | (Err(e), _) => Err(e),
     };
     driver.watcher.abort();
+    // The agents' private TMPDIR, with what the last agent left in it: each
+    // agent's leftovers go as the next one is prepared, the last one's here.
+    let _ = agent::remove_any(&driver.info.files.dir.join("tmp"));
     match result {
         Ok(report) => {
-            // The agents' private TMPDIR, empty by now.
-            let _ = agent::remove_any(&driver.info.files.dir.join("tmp"));
             let pid = std::process::id();
             let _ = driver.store.release_run(&report.run_id, pid);
             driver.sink.event(&RunEvent::RunFinished(report.clone()));

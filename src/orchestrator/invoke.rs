@@ -350,10 +350,6 @@ impl super::RunInfo<'_> {
             }
         };
         let context = context.unwrap_or_else(|| context_value(&m.context));
-        // The process group is gone: what it left in its TMPDIR goes.
-        if std::fs::read_dir(&call.tmp_dir).is_ok_and(|mut d| d.next().is_some()) {
-            let _ = std::fs::remove_dir_all(&call.tmp_dir);
-        }
         let seq = u64::from(flight.seq);
         let mut verdict = ran.verdict;
         let answer = verdict.output().cloned();

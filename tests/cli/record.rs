@@ -344,6 +344,33 @@ fn each_agent_gets_a_private_tmpdir_that_is_removed_when_it_ends() {
     assert!(!dir.exists(), "the folder outlived the invocations");
 }
 
+/// What an agent stopped half way left in its TMPDIR goes with the run's
+/// stop, as the last agent's does when a run ends.
+#[test]
+fn an_interrupted_agents_tmpdir_goes_when_the_run_stops() {
+    let sb = Sandbox::example();
+    let marker = sb.dir.path().join("working");
+    crate::scenarios::agent(
+        &sb,
+        &format!(
+            "    echo 'a report quoting the prompt' > \"$TMPDIR/report.txt\"\n    touch {m}\n    sleep 30\n{ok}",
+            m = marker.display(),
+            ok = crate::scenarios::EXECUTOR_OK
+        ),
+    );
+    let child = sb.spawn(&["go", "--json", "stopped half way"]);
+    crate::scenarios::wait_for(&marker);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let r = GoResult::parse(&child.wait_with_output().unwrap());
+    assert_eq!(r.code, Some(130), "{}", r.stderr);
+    let dir = sb.root().join(format!(".modix/runs/{}/tmp", r.run_id()));
+    assert!(!dir.exists(), "the folder outlived the stopped run");
+}
+
 #[test]
 fn credentials_in_a_proxy_url_are_redacted_like_keys() {
     let sb = Sandbox::example();
