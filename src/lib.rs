@@ -36,6 +36,15 @@ pub(crate) mod template;
 pub(crate) mod text;
 pub(crate) mod workspace;
 
+/// modix's own allocations go through mimalloc. A step makes and drops
+/// thousands of small ones (JSON documents, template values, rows and
+/// texts); glibc's allocator took ~10 % more of the engine's CPU per step
+/// (docs/performance.md, twelfth round). Set here rather than in `main.rs`
+/// so that the benchmarks, which drive the engine in their own process,
+/// measure what the binary runs. SQLite keeps the C allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The command line, for `main.rs`.
 pub fn main() -> std::process::ExitCode {
     cli::main()
