@@ -18,6 +18,7 @@
 //! Everything is crate-private; the binary calls [`cli::main`], and the
 //! benchmarks use the hidden [`bench`] hooks.
 
+pub(crate) mod alloc;
 pub(crate) mod cli;
 pub(crate) mod config;
 pub(crate) mod diagnostics;
@@ -36,17 +37,9 @@ pub(crate) mod template;
 pub(crate) mod text;
 pub(crate) mod workspace;
 
-/// modix's own allocations go through mimalloc. A step makes and drops
-/// thousands of small ones (JSON documents, template values, rows and
-/// texts); glibc's allocator took ~10 % more of the engine's CPU per step
-/// (docs/performance.md, twelfth round). Set here rather than in `main.rs`
-/// so that the benchmarks, which drive the engine in their own process,
-/// measure what the binary runs. SQLite keeps the C allocator.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// The command line, for `main.rs`.
 pub fn main() -> std::process::ExitCode {
+    alloc::tune();
     cli::main()
 }
 

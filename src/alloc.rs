@@ -1,0 +1,84 @@
+//! The process's two heaps and how they are tuned: Rust's allocations go to
+//! mimalloc, SQLite's to the C library's `malloc`.
+//!
+//! Both allocators' defaults suit long-lived servers that expect to reuse
+//! what they free. modix is a short process whose step makes thousands of
+//! small allocations and, rarely, a few large ones (a capped agent answer,
+//! the blob SQLite binds for it); [`tune`] makes small memory cheap to
+//! reuse and large memory go back to the kernel as soon as it is freed.
+
+/// A step makes and drops thousands of small allocations (JSON documents,
+/// template values, rows and texts); glibc's allocator took ~10 % more of
+/// the engine's CPU per step (docs/performance.md, twelfth round). Declared
+/// in the library rather than `main.rs` so that the benchmarks, which drive
+/// the engine in their own process, measure what the binary runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `mi_option_arena_max_object_size` in mimalloc v3's `mi_option_t`, which
+/// `libmimalloc-sys` does not name; a unit test checks the index by its
+/// effect, so an upgrade that moves it fails there.
+const MI_OPTION_ARENA_MAX_OBJECT_SIZE: libmimalloc_sys::mi_option_t = 45;
+
+/// Blocks above this (KiB) are mapped from the kernel for themselves and
+/// unmapped when freed, as glibc does above its mmap threshold.
+const LARGE_BLOCK_KIB: std::ffi::c_long = 1024;
+
+/// Sets both allocators' parameters, once per process; called by `main`
+/// and by the store's opening (the benchmarks' way in). Cheap to call again.
+pub(crate) fn tune() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // mimalloc keeps freed memory for a second before giving it back,
+        // to reuse it; a large block is rarely reused (the next one has
+        // another size), so an agent's 4 MiB answer copied a few times on
+        // its way into the record held ~30 MB more than glibc at its peak.
+        // The option is read at every large allocation, so setting it
+        // after the first ones is fine.
+        // SAFETY: mi_option_set stores a value in mimalloc's option table.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_MAX_OBJECT_SIZE, LARGE_BLOCK_KIB) };
+        keep_c_heap();
+    });
+}
+
+/// Keeps glibc from handing the top of the C heap back to the kernel
+/// whenever ~128 KB of it is free. SQLite allocates there: a statement's
+/// journal of the pages it changes is kept in memory and freed when the
+/// statement ends, and every few steps that freed the heap's top, which
+/// glibc gave back (`brk`, ~50 µs with the pages unmapped) only to ask for
+/// it again, and fault it in anew, at the next step (405 `brk` calls in a
+/// 3,000-step run, 24 with this). Up to 16 MiB free stays with the process
+/// instead; blocks above the mmap threshold (128 KiB) still go back at once.
+fn keep_c_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallopt only sets allocator parameters; a refused value
+        // (it returns 0) leaves glibc's default, which is harmless.
+        unsafe { nix::libc::mallopt(nix::libc::M_TRIM_THRESHOLD, 16 << 20) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Resident memory of this process, in bytes (Linux).
+    fn rss() -> usize {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+        let pages: usize = statm.split(' ').nth(1).unwrap().parse().unwrap();
+        pages * 4096
+    }
+
+    /// Checks the option's index by its effect: with a wrong index the
+    /// freed block would stay resident for mimalloc's purge delay.
+    #[test]
+    fn a_large_block_goes_back_to_the_kernel_when_freed() {
+        super::tune();
+        let block = vec![1u8; 64 << 20];
+        let held = rss();
+        drop(std::hint::black_box(block));
+        let after = rss();
+        assert!(
+            held.saturating_sub(after) > 48 << 20,
+            "RSS {held} -> {after} after freeing 64 MiB"
+        );
+    }
+}
