@@ -32,7 +32,7 @@ pub(crate) fn tune() {
         // mimalloc keeps freed memory for a second before giving it back,
         // to reuse it; a large block is rarely reused (the next one has
         // another size), so an agent's 4 MiB answer copied a few times on
-        // its way into the record held ~30 MB more than glibc at its peak.
+        // its way into the record held ~30 MB more than glibc at its peak (docs/performance.md).
         // The option is read at every large allocation, so setting it
         // after the first ones is fine.
         // SAFETY: mi_option_set stores a value in mimalloc's option table.
@@ -61,6 +61,7 @@ fn keep_c_heap() {
 #[cfg(test)]
 mod tests {
     /// Resident memory of this process, in bytes (Linux).
+    #[cfg(target_os = "linux")]
     fn rss() -> usize {
         let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
         let pages: usize = statm.split(' ').nth(1).unwrap().parse().unwrap();
@@ -70,6 +71,7 @@ mod tests {
     /// Checks the option's index by its effect: with a wrong index the
     /// freed block would stay resident for mimalloc's purge delay.
     #[test]
+    #[cfg(target_os = "linux")]
     fn a_large_block_goes_back_to_the_kernel_when_freed() {
         super::tune();
         let block = vec![1u8; 64 << 20];
