@@ -25,16 +25,16 @@ const MI_OPTION_ARENA_MAX_OBJECT_SIZE: libmimalloc_sys::mi_option_t = 45;
 const LARGE_BLOCK_KIB: std::ffi::c_long = 1024;
 
 /// Sets both allocators' parameters, once per process; called by `main`
-/// and by the store's opening (the benchmarks' way in). Cheap to call again.
+/// and by the benchmarks' `Project::load`. Cheap to call again.
 pub(crate) fn tune() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // mimalloc keeps freed memory for a second before giving it back,
         // to reuse it; a large block is rarely reused (the next one has
         // another size), so an agent's 4 MiB answer copied a few times on
-        // its way into the record held ~30 MB more than glibc at its peak (docs/performance.md).
-        // The option is read at every large allocation, so setting it
-        // after the first ones is fine.
+        // its way into the record held ~30 MB more than glibc at its peak
+        // (docs/performance.md). The option is read at every large
+        // allocation, so setting it after the first ones is fine.
         // SAFETY: mi_option_set stores a value in mimalloc's option table.
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_MAX_OBJECT_SIZE, LARGE_BLOCK_KIB) };
         keep_c_heap();

@@ -226,7 +226,6 @@ impl Store {
             path: path.to_path_buf(),
             source,
         };
-        crate::alloc::tune();
         let conn = Connection::open(path).map_err(open_err)?;
         // First, so every later statement (even switching to WAL) waits for
         // a concurrent opener instead of failing.
