@@ -134,9 +134,9 @@ impl ContextPackage<'_> {
     /// redacted copy, whose members serde_json orders by name. Read back,
     /// either is the document the record keeps.
     pub fn text(&self, redactor: &Redactor) -> String {
-        let text = match serde_json::to_string_pretty(self) {
-            Ok(text) if redactor.is_clean_json_text(&text) => text,
-            _ => {
+        let text = match redactor.clean_pretty_json(self) {
+            Some(text) => text,
+            None => {
                 let value = serde_json::to_value(self).unwrap_or(Value::Null);
                 let value = redactor.redact_json(&value);
                 serde_json::to_string_pretty(&value).unwrap_or_else(|_| "null".into())

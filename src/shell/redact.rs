@@ -150,20 +150,28 @@ impl Redactor {
         }
     }
 
-    /// Whether [`Redactor::redact_json`] would leave the JSON document
-    /// `text` as it is: every string in it (keys too) checked as its
-    /// value, escapes undone — which a scan of the text itself would not
-    /// do (`"\\nsk-…"` has no word boundary before the key in the text).
-    /// Not JSON, or nested past serde_json's limit: `false`.
-    pub fn is_clean_json_text(&self, text: &str) -> bool {
-        // Its strings, each ended by a NUL: no secret (an environment
-        // value) and no key shape holds one, so a match never spans two
-        // strings, and one scan of them all finds what a scan of each would.
-        let mut strings = String::with_capacity(text.len());
-        let mut de = serde_json::Deserializer::from_str(text);
-        serde::de::DeserializeSeed::deserialize(Strings(&mut strings), &mut de).is_ok()
-            && de.end().is_ok()
-            && self.is_clean(&strings)
+    /// `value` as pretty JSON text, when [`Redactor::redact_json`] would
+    /// leave it as it is: every string written (keys too) checked as its
+    /// value, escapes undone — which a scan of the text itself would not do
+    /// (`"\\nsk-…"` has no word boundary before the key in the text). The
+    /// strings are gathered as the serializer writes them, so the check
+    /// costs no second pass over the text. `None`: something to redact, or
+    /// the value does not serialize.
+    pub fn clean_pretty_json<T: serde::Serialize + ?Sized>(&self, value: &T) -> Option<String> {
+        let mut text = Vec::with_capacity(1024);
+        let mut gather = Gather {
+            pretty: serde_json::ser::PrettyFormatter::new(),
+            strings: String::new(),
+            in_string: false,
+            unsure: false,
+        };
+        let mut ser = serde_json::Serializer::with_formatter(&mut text, &mut gather);
+        value.serialize(&mut ser).ok()?;
+        if gather.unsure || !self.is_clean(&gather.strings) {
+            return None;
+        }
+        // serde_json writes only UTF-8.
+        String::from_utf8(text).ok()
     }
 
     /// Whether [`Redactor::redact`] would leave `s` as it is: neither a
@@ -192,61 +200,146 @@ impl Redactor {
     }
 }
 
-/// Walks a JSON document without building it, gathering its strings (keys
-/// too), each ended by a NUL ([`Redactor::is_clean_json_text`]).
-struct Strings<'s>(&'s mut String);
+/// serde_json's pretty formatter, gathering every string it writes (keys
+/// too) with its escapes undone, each ended by a NUL
+/// ([`Redactor::clean_pretty_json`]): no secret (an environment value) and
+/// no key shape holds a NUL, so a match never spans two strings, and one
+/// scan of them all finds what a scan of each would.
+struct Gather {
+    pretty: serde_json::ser::PrettyFormatter<'static>,
+    strings: String,
+    in_string: bool,
+    /// Something was written that this does not read (a raw fragment).
+    unsure: bool,
+}
 
-impl<'de> serde::de::DeserializeSeed<'de> for Strings<'_> {
-    type Value = ();
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
+impl Gather {
+    /// A number or boolean written as a map key (inside quotes): kept as
+    /// the text a reader would get for that key.
+    fn key_text(&mut self, write: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) {
+        if self.in_string {
+            let mut text = Vec::new();
+            match write(&mut text).map(|()| String::from_utf8(text)) {
+                Ok(Ok(t)) => self.strings.push_str(&t),
+                _ => self.unsure = true,
+            }
+        }
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for Strings<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("JSON")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_str<E>(self, s: &str) -> Result<(), E> {
-        self.0.push_str(s);
-        self.0.push('\0');
-        Ok(())
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(Strings(self.0))?.is_some() {}
-        Ok(())
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while map.next_key_seed(Strings(self.0))?.is_some() {
-            map.next_value_seed(Strings(self.0))?;
+/// Forwards a scalar's write to the pretty formatter, keeping its text when
+/// it is a map key.
+macro_rules! gather_scalars {
+    ($($method:ident: $ty:ty),* $(,)?) => {$(
+        fn $method<W: ?Sized + std::io::Write>(&mut self, w: &mut W, v: $ty) -> std::io::Result<()> {
+            self.key_text(|t| serde_json::ser::CompactFormatter.$method(t, v));
+            self.pretty.$method(w, v)
         }
-        Ok(())
+    )*};
+}
+
+impl serde_json::ser::Formatter for &mut Gather {
+    gather_scalars!(
+        write_bool: bool, write_i8: i8, write_i16: i16, write_i32: i32, write_i64: i64,
+        write_i128: i128, write_u8: u8, write_u16: u16, write_u32: u32, write_u64: u64,
+        write_u128: u128, write_f32: f32, write_f64: f64, write_number_str: &str,
+    );
+
+    fn begin_string<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.in_string = true;
+        self.pretty.begin_string(w)
+    }
+
+    fn end_string<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.in_string = false;
+        self.strings.push('\0');
+        self.pretty.end_string(w)
+    }
+
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        self.strings.push_str(fragment);
+        self.pretty.write_string_fragment(w, fragment)
+    }
+
+    fn write_char_escape<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        escape: serde_json::ser::CharEscape,
+    ) -> std::io::Result<()> {
+        use serde_json::ser::CharEscape as E;
+        self.strings.push(match escape {
+            E::Quote => '"',
+            E::ReverseSolidus => '\\',
+            E::Solidus => '/',
+            E::Backspace => '\u{8}',
+            E::FormFeed => '\u{c}',
+            E::LineFeed => '\n',
+            E::CarriageReturn => '\r',
+            E::Tab => '\t',
+            E::AsciiControl(b) => char::from(b),
+        });
+        self.pretty.write_char_escape(w, escape)
+    }
+
+    fn write_raw_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        self.unsure = true;
+        self.pretty.write_raw_fragment(w, fragment)
+    }
+
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.begin_array(w)
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.end_array(w)
+    }
+
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.pretty.begin_array_value(w, first)
+    }
+
+    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.end_array_value(w)
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.begin_object(w)
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.end_object(w)
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.pretty.begin_object_key(w, first)
+    }
+
+    fn end_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.end_object_key(w)
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.begin_object_value(w)
+    }
+
+    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.pretty.end_object_value(w)
     }
 }
 
@@ -384,12 +477,13 @@ mod tests {
         assert!(matches!(r.redact_json(&clean), Cow::Borrowed(_)));
     }
 
-    /// The text check agrees with the check of the parsed document, also
-    /// where the text alone would mislead: a key shape after an escape
+    /// The check made while writing agrees with the check of the document,
+    /// also where the text alone would mislead: a key shape after an escape
     /// (`\n`: no word boundary in the text), whitespace escaped inside a
-    /// bearer header, a configured value with a quote in it.
+    /// bearer header, a configured value with a quote in it; and the text
+    /// is serde_json's pretty text.
     #[test]
-    fn a_json_text_is_clean_exactly_when_its_document_is() {
+    fn a_value_is_written_clean_exactly_when_its_document_is() {
         let r = Redactor::new([("QUOTED", "ab\"cd-secret"), ("PLAIN", "tok-12345678")]);
         let key = "sk-ant-abcdefghijklmnopqrstuvwx";
         let docs = [
@@ -398,30 +492,46 @@ mod tests {
             json!({"a": "Bearer\tabcdefgh12345678"}),
             json!({"a": "say ab\"cd-secret now"}),
             json!({"tok-12345678": 1}),
+            json!({"a\u{1}b": "\u{7f}\\/\u{8}\u{c}\r"}),
             json!([[[{"deep": format!("x {key}")}]]]),
             json!("tok-12345678"),
         ];
         for doc in docs {
-            let expected = matches!(r.redact_json(&doc), Cow::Borrowed(_));
-            for text in [doc.to_string(), serde_json::to_string_pretty(&doc).unwrap()] {
-                assert_eq!(r.is_clean_json_text(&text), expected, "{text}");
+            let clean = matches!(r.redact_json(&doc), Cow::Borrowed(_));
+            let written = r.clean_pretty_json(&doc);
+            assert_eq!(written.is_some(), clean, "{doc}");
+            if let Some(text) = written {
+                assert_eq!(text, serde_json::to_string_pretty(&doc).unwrap());
             }
         }
-        assert!(!r.is_clean_json_text("{\"a\": "), "not JSON");
-        assert!(!r.is_clean_json_text("{} {}"), "more than one document");
-        assert!(!r.is_clean_json_text(&("[".repeat(200) + &"]".repeat(200))));
+    }
+
+    /// A map key written from a number is a string to a reader: a secret
+    /// made of digits in one is found.
+    #[test]
+    fn a_numeric_map_key_is_checked_as_the_string_it_becomes() {
+        let r = Redactor::new([("PIN", "12345678")]);
+        let keyed = std::collections::BTreeMap::from([(12_345_678_u64, 1), (7, 2)]);
+        assert_eq!(r.clean_pretty_json(&keyed), None);
+        let other = std::collections::BTreeMap::from([(1_234_567_u64, 1)]);
+        assert_eq!(
+            r.clean_pretty_json(&other).as_deref(),
+            Some("{\n  \"1234567\": 1\n}")
+        );
+        let flags = std::collections::BTreeMap::from([(true, "12345678")]);
+        assert_eq!(r.clean_pretty_json(&flags), None);
     }
 
     proptest::proptest! {
         #[test]
-        fn the_text_check_matches_the_document_check(
-            strings in proptest::collection::vec("(sk-ant-[a-z]{20}|Bearer[ \t\n]x{8}|tok-12345678|[a-z\\n\"\t ]{0,6})", 1..6),
+        fn the_written_check_matches_the_document_check(
+            strings in proptest::collection::vec("(sk-ant-[a-z]{20}|Bearer[ \t\n]x{8}|tok-12345678|[a-z\\n\"\t\u{1} ]{0,6})", 1..6),
         ) {
             let r = Redactor::new([("PLAIN", "tok-12345678")]);
             let joined: Vec<String> = strings.windows(2).map(|w| w.concat()).collect();
             let doc = json!({"list": strings, "joined": joined, strings[0].clone(): 1});
-            let expected = matches!(r.redact_json(&doc), Cow::Borrowed(_));
-            proptest::prop_assert_eq!(r.is_clean_json_text(&doc.to_string()), expected);
+            let clean = matches!(r.redact_json(&doc), Cow::Borrowed(_));
+            proptest::prop_assert_eq!(r.clean_pretty_json(&doc).is_some(), clean);
         }
     }
 }
