@@ -244,6 +244,85 @@ fn in_lists_are_rewritten_only_in_the_form_modix_wrote() {
     }
 }
 
+/// Store v15: no `json_valid` CHECK on `context_now` (parsing the
+/// package's step part at every insert was a quarter of writing a
+/// realistic record); the other JSON CHECKs hold. A v14 store is moved
+/// to it in place, its rows kept.
+#[test]
+fn context_now_is_written_without_a_json_check_and_a_v14_store_is_moved_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db(&dir);
+    let mut store = Store::open(&path).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    let mut s = step("plan", "planned", "execute");
+    s.invocation = Some(new_invocation());
+    store.record_step(&run.id, &s).unwrap();
+    let sql = |store: &Store| -> String {
+        store
+            .conn
+            .query_row(
+                "SELECT sql FROM sqlite_schema WHERE name = 'invocations'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let fresh = sql(&store);
+    assert!(!fresh.contains("json_valid(context_now)"), "{fresh}");
+    assert!(fresh.contains("context_now TEXT, changes_ref"), "{fresh}");
+    assert!(fresh.contains("CHECK (json_valid(argv))"), "{fresh}");
+    let bad = store
+        .conn
+        .execute("UPDATE invocations SET argv = 'not json'", []);
+    assert!(bad.unwrap_err().to_string().contains("CHECK"));
+    // The v14 definition back, as a store written by the last version has it.
+    let old = fresh.replace(
+        "context_now TEXT,",
+        "context_now TEXT\n    CHECK (context_now IS NULL OR json_valid(context_now)),",
+    );
+    let version: i64 = store
+        .conn
+        .pragma_query_value(None, "schema_version", |r| r.get(0))
+        .unwrap();
+    store
+        .conn
+        .execute_batch(&format!(
+            "PRAGMA writable_schema = ON; \
+             UPDATE sqlite_schema SET sql = '{}' WHERE name = 'invocations'; \
+             PRAGMA schema_version = {}; PRAGMA writable_schema = OFF; \
+             PRAGMA user_version = 14;",
+            old.replace('\'', "''"),
+            version + 1
+        ))
+        .unwrap();
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(sql(&store), fresh);
+    let version: i64 = store
+        .conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, super::SCHEMA_VERSION);
+    assert_eq!(store.invocations(&run.id).unwrap().len(), 1);
+    assert_intact(&store);
+}
+
+#[test]
+fn a_check_is_dropped_only_when_it_is_there_once() {
+    use super::migrations::without_check;
+    let check = "CHECK (c IS NULL OR json_valid(c))";
+    assert_eq!(
+        without_check(
+            "a TEXT, c TEXT\n    CHECK (c IS NULL OR json_valid(c)), d INTEGER",
+            check
+        )
+        .as_deref(),
+        Some("a TEXT, c TEXT, d INTEGER")
+    );
+    assert_eq!(without_check("a TEXT, c TEXT, d INTEGER", check), None);
+    assert_eq!(without_check(&format!("c {check}, d {check}"), check), None);
+}
+
 #[test]
 fn newer_schema_is_refused_and_left_alone() {
     let dir = tempfile::tempdir().unwrap();
