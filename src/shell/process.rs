@@ -269,10 +269,13 @@ impl<R: AsyncRead + Unpin> Reader<R> {
         self.pipe.is_some()
     }
 
-    /// Read once; `read` is cancel-safe, so this can sit in a `select!`.
-    async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    /// Read once into `buf`'s spare room (emptied first: never zeroed, so
+    /// a short answer costs no 32 KiB of zeroes); `read_buf` is cancel-safe,
+    /// so this can sit in a `select!`.
+    async fn read(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        buf.clear();
         match &mut self.pipe {
-            Some(p) => p.read(buf).await,
+            Some(p) => p.read_buf(buf).await,
             None => std::future::pending().await,
         }
     }
@@ -421,8 +424,8 @@ pub async fn run_process(
 
     let mut out = Reader::new(child.stdout.take(), Stream::Stdout, &spec);
     let mut err = Reader::new(child.stderr.take(), Stream::Stderr, &spec);
-    let mut out_buf = vec![0u8; READ_BUF];
-    let mut err_buf = vec![0u8; READ_BUF];
+    let mut out_buf = Vec::with_capacity(READ_BUF);
+    let mut err_buf = Vec::with_capacity(READ_BUF);
 
     // Written concurrently with reading, so a child that does not read its
     // stdin (or reads it only after printing a lot) cannot deadlock us.
