@@ -437,11 +437,9 @@ pub(super) fn abandon_open_invocations(
 }
 
 /// The project's store, redacting the secrets of its config from every
-/// text it writes, with room in its log for the steps of a run (written
-/// as the run starts, out of its steps' way).
+/// text it writes.
 fn open_store(project: &Project) -> Result<Store, RunError> {
-    let mut store = Store::open(&project.config.paths.db())?;
-    store.reserve_log()?;
+    let store = Store::open(&project.config.paths.db())?;
     Ok(store.with_redactor(agent::redactor(&project.config)))
 }
 

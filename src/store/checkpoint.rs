@@ -42,16 +42,6 @@ use rusqlite::{Connection, OpenFlags};
 /// automatic checkpoint threshold.
 const PAGES: c_int = 1000;
 
-/// The bytes of log one cycle writes, with `page_size`-byte pages: the
-/// header, [`PAGES`] frames, and a quarter more for the steps committed
-/// while the thread copies, before the log starts over.
-pub(super) fn cycle_bytes(page_size: u64) -> u64 {
-    const HEADER: u64 = 32;
-    const FRAME_HEADER: u64 = 24;
-    let frames = PAGES.unsigned_abs() as u64 * 5 / 4;
-    HEADER + frames * (page_size + FRAME_HEADER)
-}
-
 /// A log this many times [`PAGES`] long is checkpointed by its commits
 /// whatever the thread is doing (held up by a slow disk, or gone): the log
 /// stays bounded as SQLite's own checkpoint keeps it.

@@ -24,14 +24,6 @@
 //! (`checkpoint`): after the sync, never before, as nothing else may act on
 //! a step before it is on disk.
 //!
-//! A run reserves the log's room for a whole checkpoint cycle as it starts
-//! ([`Log::reserve`]). SQLite starts each store's log afresh (it deletes it
-//! at the last close) and appends to it until a checkpoint lets it start
-//! over: every commit of a run's first cycle made the file longer, and a
-//! sync of a file whose size changed writes its inode too, one more write
-//! and wait on the disk per step (~70 µs here; docs/performance.md,
-//! thirteenth round).
-//!
 //! When the log cannot be used (no WAL mode: a filesystem without shared
 //! memory), commits stay `synchronous=FULL` and a landing has nothing to
 //! wait for.
@@ -63,63 +55,17 @@ pub(super) struct Log {
     file: OnceLock<Arc<File>>,
     /// Started once a commit that made one due is durable.
     checkpoints: Checkpoints,
-    /// Bytes a cycle of log takes ([`Log::reserve`]).
-    cycle: u64,
-}
-
-impl Log {
-    /// Writes zeroes from the log's end to a cycle's length, and starts
-    /// them on their way to the disk, so the commits of the cycle write
-    /// within the file instead of growing it. The caller holds the write
-    /// lock: no connection, of any process, appends to the log, starts it
-    /// over or truncates it meanwhile, so every frame lies before the end
-    /// found here and nothing written is touched. SQLite reads a log only
-    /// up to its last valid frame, so the zeroes after it are what old
-    /// frames there would be: ignored (by a recovery too). Blocks
-    /// `fallocate` would leave unwritten are no help: writing into one
-    /// changes the file's extents, which a sync writes as it would the
-    /// size. Only a hint: where the log cannot be written (a full disk,
-    /// a log not ours to write), it grows as before.
-    fn reserve(&self) {
-        use std::os::unix::fs::FileExt;
-        let fill = || -> std::io::Result<()> {
-            let file = std::fs::OpenOptions::new().write(true).open(&self.path)?;
-            let zeros = vec![0u8; 1 << 20];
-            let mut at = file.metadata()?.len();
-            while at < self.cycle {
-                let n =
-                    usize::try_from(self.cycle - at).map_or(zeros.len(), |n| n.min(zeros.len()));
-                file.write_all_at(&zeros[..n], at)?;
-                at += n as u64;
-            }
-            write_out(&file);
-            Ok(())
-        };
-        if let Err(e) = fill() {
-            tracing::debug!(log = %self.path.display(), "log not reserved: {e}");
-        }
-    }
 }
 
 impl Durability {
-    /// `cycle`: the bytes of log a checkpoint cycle writes.
-    pub(super) fn log(db: &Path, checkpoints: Checkpoints, cycle: u64) -> Self {
+    pub(super) fn log(db: &Path, checkpoints: Checkpoints) -> Self {
         let mut path = db.as_os_str().to_owned();
         path.push("-wal");
         Durability::Log(Log {
             path: path.into(),
             file: OnceLock::new(),
             checkpoints,
-            cycle,
         })
-    }
-
-    /// [`Log::reserve`], when commits go through a log; the caller holds
-    /// the write lock.
-    pub(super) fn reserve(&self) {
-        if let Durability::Log(log) = self {
-            log.reserve();
-        }
     }
 
     /// After a commit: durable when this returns.
@@ -227,59 +173,3 @@ fn write_out(file: &File) {
 
 #[cfg(not(target_os = "linux"))]
 fn write_out(_: &File) {}
-
-#[cfg(test)]
-mod tests {
-    use super::super::{DB_FILE, Store};
-    use super::Durability;
-
-    fn commit(store: &mut Store, rows: usize) {
-        for _ in 0..rows {
-            let w = store.write_tx().unwrap();
-            w.tx.execute("INSERT INTO t (x) VALUES (?1)", ["x".repeat(16 * 1024)])
-                .unwrap();
-            w.commit_landing("a test commit").unwrap().wait().unwrap();
-        }
-    }
-
-    fn log_len(dir: &tempfile::TempDir) -> u64 {
-        std::fs::metadata(dir.path().join(format!("{DB_FILE}-wal"))).map_or(0, |m| m.len())
-    }
-
-    /// The log is a cycle long once reserved, the commits after stay
-    /// within it, and a store whose log was cut off there (a crash:
-    /// copied without its shared index) reads every committed row back,
-    /// the ones from before the reservation too, and nothing after them.
-    #[test]
-    fn a_reserved_log_holds_a_cycle_and_recovers_exactly_its_frames() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&dir.path().join(DB_FILE)).unwrap();
-        store.conn.execute_batch("CREATE TABLE t (x TEXT)").unwrap();
-        commit(&mut store, 5);
-        let Durability::Log(log) = &store.durability else {
-            panic!("a WAL store");
-        };
-        let cycle = log.cycle;
-        assert!(log_len(&dir) < cycle);
-        store.reserve_log().unwrap();
-        assert_eq!(log_len(&dir), cycle);
-        commit(&mut store, 20);
-        assert_eq!(log_len(&dir), cycle, "the commits grew the log");
-        store.reserve_log().unwrap();
-        assert_eq!(log_len(&dir), cycle, "reserved twice");
-
-        let copy = tempfile::tempdir().unwrap();
-        for name in [DB_FILE.to_owned(), format!("{DB_FILE}-wal")] {
-            std::fs::copy(dir.path().join(&name), copy.path().join(&name)).unwrap();
-        }
-        let conn = rusqlite::Connection::open(copy.path().join(DB_FILE)).unwrap();
-        let rows: i64 = conn
-            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(rows, 25);
-        let check: String = conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(check, "ok");
-    }
-}

@@ -252,12 +252,7 @@ impl Store {
                 .ctx(&store, "setting synchronous")?;
             let checkpoints = checkpoint::Checkpoints::install(&mut store.conn, path)
                 .ctx(&store, "setting up checkpoints")?;
-            let page_size: i64 = store
-                .conn
-                .pragma_query_value(None, "page_size", |r| r.get(0))
-                .ctx(&store, "reading the page size")?;
-            let cycle = checkpoint::cycle_bytes(page_size.unsigned_abs());
-            store.durability = durable::Durability::log(path, checkpoints, cycle);
+            store.durability = durable::Durability::log(path, checkpoints);
         }
         Ok(store)
     }
@@ -377,18 +372,6 @@ impl Store {
     }
 
     /// Start a write transaction that holds the write lock from the start.
-    /// Makes room in the write-ahead log for the many steps of a run about
-    /// to be driven, so their commits do not grow it (see `durable`). Under
-    /// the write lock, which it takes and gives back having written nothing.
-    pub fn reserve_log(&mut self) -> Result<(), StoreError> {
-        if self.durability.checkpoints().is_none() {
-            return Ok(());
-        }
-        let w = self.write_tx()?;
-        w.durability.reserve();
-        w.commit_only("reserving room in the log")
-    }
-
     fn write_tx(&mut self) -> Result<Writer<'_>, StoreError> {
         let tx = tx::Tx::immediate(&mut self.conn)
             .ctx(self.path.as_path(), "starting a write transaction")?;
