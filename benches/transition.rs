@@ -224,7 +224,13 @@ impl Scenario {
         if warm_up {
             return;
         }
-        let conn = Connection::open(root.join(".modix/modix.db")).expect("open modix.db");
+        // Read-only, as `modix history` reads: a read-write connection
+        // closing last would checkpoint and delete the log modix keeps.
+        let conn = Connection::open_with_flags(
+            root.join(".modix/modix.db"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .expect("open modix.db");
         let mut stmt = conn
             .prepare(
                 "SELECT at FROM transitions WHERE run_id = \
@@ -483,8 +489,12 @@ fn engine_disk(root: &Path, runs: usize, warm: impl Fn(), run: impl Fn()) -> Dis
         conn.execute_batch("BEGIN").expect("begin");
         conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))
             .expect("read snapshot");
+        // What the run wrote: the log, held by our snapshot, only grows
+        // meanwhile (it starts with what the warm-up's close left).
+        let (frames_before, commits_before) = wal_frames(&db.with_extension("db-wal"));
         run();
         let (frames, commits) = wal_frames(&db.with_extension("db-wal"));
+        let (frames, commits) = (frames - frames_before, commits - commits_before);
         conn.execute_batch("COMMIT").expect("end snapshot");
         let after = used_bytes(&conn);
         total.wal_bytes += frames * (4096 + 24);

@@ -24,6 +24,16 @@
 //! (`checkpoint`): after the sync, never before, as nothing else may act on
 //! a step before it is on disk.
 //!
+//! The log outlives the store's close ([`keep_log`]). SQLite deletes it at
+//! the last close by default, so every run started a new one and appended
+//! to it until its first checkpoint let it start over: each commit of a
+//! run's first cycle made the file longer, and a sync of a file whose size
+//! changed writes its inode too, one more write and wait on the disk per
+//! step (~60 µs here; docs/performance.md, thirteenth round). A kept log
+//! is written over from its start instead. So that the next opener does
+//! not read back a whole cycle to recover it, a closing store leaves it
+//! holding one frame ([`rewind_log`]).
+//!
 //! When the log cannot be used (no WAL mode: a filesystem without shared
 //! memory), commits stay `synchronous=FULL` and a landing has nothing to
 //! wait for.
@@ -114,6 +124,55 @@ impl Durability {
     }
 }
 
+/// Keeps `conn`'s log when it closes last (`SQLITE_FCNTL_PERSIST_WAL`):
+/// SQLite still copies the log into the database first, so the database
+/// file alone is whole after a clean close, as before; the log file stays,
+/// to be written over by the next run. A refusal changes nothing but that.
+pub(super) fn keep_log(conn: &rusqlite::Connection) {
+    let mut on: std::os::raw::c_int = 1;
+    // SAFETY: the handle is this open connection's; the call reads and
+    // writes only `on`, which outlives it.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
+            (&raw mut on).cast(),
+        )
+    };
+    if rc != rusqlite::ffi::SQLITE_OK {
+        tracing::debug!("the log will not be kept: code {rc}");
+    }
+}
+
+/// Before a store's last close: the log emptied into the database and
+/// started over with one small write (the schema version, set to itself),
+/// so the kept log holds one valid frame by its header, and the next
+/// opener's recovery reads that one rather than the whole last cycle
+/// (older frames carry the old salt and end the scan). Without waiting:
+/// when another connection reads or writes, it is not the last close, and
+/// this is left to whoever closes last.
+pub(super) fn rewind_log(conn: &rusqlite::Connection) {
+    let rewind = || -> rusqlite::Result<bool> {
+        conn.busy_timeout(std::time::Duration::ZERO)?;
+        let (busy, log, copied): (i64, i64, i64) =
+            conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+        if busy != 0 || log != copied {
+            return Ok(false);
+        }
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        conn.pragma_update(None, "user_version", version)?;
+        Ok(true)
+    };
+    match rewind() {
+        Ok(true) => {}
+        Ok(false) => tracing::debug!("log in use: left for the last close"),
+        Err(e) => tracing::debug!("log not rewound: {e}"),
+    }
+}
+
 /// A commit whose frames are on their way to the disk.
 #[must_use = "a commit is durable only once its landing is waited for"]
 #[derive(Debug)]
@@ -173,3 +232,114 @@ fn write_out(file: &File) {
 
 #[cfg(not(target_os = "linux"))]
 fn write_out(_: &File) {}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::super::{DB_FILE, Store};
+
+    /// Frames of a log file valid by its header's salt, as a recovery
+    /// counts them (their checksums aside).
+    pub(in crate::store) fn valid_frames(wal: &[u8]) -> usize {
+        let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        if wal.len() < 32 {
+            return 0;
+        }
+        let page = be(&wal[8..12]) as usize;
+        let salt = (be(&wal[16..20]), be(&wal[20..24]));
+        let mut at = 32;
+        let mut n = 0;
+        while at + 24 + page <= wal.len() && (be(&wal[at + 8..]), be(&wal[at + 12..])) == salt {
+            n += 1;
+            at += 24 + page;
+        }
+        n
+    }
+
+    fn commit(store: &mut Store, rows: usize) {
+        for _ in 0..rows {
+            let w = store.write_tx().unwrap();
+            w.tx.execute("INSERT INTO t (x) VALUES (?1)", ["x".repeat(16 * 1024)])
+                .unwrap();
+            w.commit_landing("a test commit").unwrap().wait().unwrap();
+        }
+    }
+
+    fn wal_len(dir: &tempfile::TempDir) -> u64 {
+        std::fs::metadata(dir.path().join(format!("{DB_FILE}-wal"))).map_or(0, |m| m.len())
+    }
+
+    /// A closed store keeps its log, holding one frame by its header; the
+    /// next store writes over it without growing it, reading every row;
+    /// a reader, modix's or a plain one, sees them all, and the database
+    /// file alone (copied without its log) is whole.
+    #[test]
+    fn the_log_outlives_the_close_and_is_written_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        let mut store = Store::open(&path).unwrap();
+        store.conn.execute_batch("CREATE TABLE t (x TEXT)").unwrap();
+        commit(&mut store, 40);
+        drop(store);
+        let kept = wal_len(&dir);
+        assert!(kept > 40 * 16 * 1024, "{kept}");
+        let wal = std::fs::read(dir.path().join(format!("{DB_FILE}-wal"))).unwrap();
+        assert_eq!(valid_frames(&wal), 1);
+
+        let copy = tempfile::tempdir().unwrap();
+        std::fs::copy(&path, copy.path().join(DB_FILE)).unwrap();
+        let alone = rusqlite::Connection::open(copy.path().join(DB_FILE)).unwrap();
+        let rows: i64 = alone
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 40, "the database file alone");
+
+        let mut store = Store::open(&path).unwrap();
+        commit(&mut store, 20);
+        assert_eq!(
+            wal_len(&dir),
+            kept,
+            "the log grew instead of being written over"
+        );
+        let reader = Store::open_read_only(&path).unwrap();
+        let rows: i64 = reader
+            .conn
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 60);
+        drop(reader);
+        drop(store);
+        let plain = rusqlite::Connection::open(&path).unwrap();
+        let rows: i64 = plain
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 60);
+        let check: String = plain
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+    }
+
+    /// A store closing while another connection reads is not the last:
+    /// it leaves the log to that one, without waiting for it.
+    #[test]
+    fn a_close_beside_a_reader_does_not_wait_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        let mut store = Store::open(&path).unwrap();
+        store.conn.execute_batch("CREATE TABLE t (x TEXT)").unwrap();
+        commit(&mut store, 5);
+        let reader = rusqlite::Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = reader
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        let started = std::time::Instant::now();
+        drop(store);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        reader.execute_batch("COMMIT").unwrap();
+        let rows: i64 = reader
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 5);
+    }
+}

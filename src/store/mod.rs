@@ -140,10 +140,12 @@ pub struct Store {
 
 impl Drop for Store {
     /// The checkpoint thread's connection closes first, so that this one is
-    /// the last and SQLite checkpoints and removes the log as it closes.
+    /// the last and SQLite checkpoints the log as it closes (and keeps it,
+    /// holding one frame: see `durable`).
     fn drop(&mut self) {
         if let Some(c) = self.durability.checkpoints() {
             c.stop();
+            durable::rewind_log(&self.conn);
         }
     }
 }
@@ -252,6 +254,7 @@ impl Store {
                 .ctx(&store, "setting synchronous")?;
             let checkpoints = checkpoint::Checkpoints::install(&mut store.conn, path)
                 .ctx(&store, "setting up checkpoints")?;
+            durable::keep_log(&store.conn);
             store.durability = durable::Durability::log(path, checkpoints);
         }
         Ok(store)
