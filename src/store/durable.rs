@@ -308,6 +308,14 @@ pub(super) mod tests {
         assert_eq!(rows, 60);
         drop(reader);
         drop(store);
+        // The first to open it again is a reader, as `modix history` is.
+        let reader = Store::open_read_only(&path).unwrap();
+        let rows: i64 = reader
+            .conn
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 60);
+        drop(reader);
         let plain = rusqlite::Connection::open(&path).unwrap();
         let rows: i64 = plain
             .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
