@@ -354,7 +354,10 @@ fn spawn_group(spec: &ProcessSpec) -> Result<(tokio::process::Child, u32), Spawn
         .current_dir(&spec.cwd)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(if spec.stdin.is_some() {
+        // Nothing to say (a command agent's empty prompt): `/dev/null`,
+        // which reads as the same end of input without a pipe to make,
+        // register and close.
+        .stdin(if spec.stdin.as_ref().is_some_and(|s| !s.is_empty()) {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -682,8 +685,13 @@ mod tests {
         let got = run_process(s, no_cancel()).await.unwrap();
         assert_eq!(got.stdout.text(), "hello\nworld");
         assert!(got.success());
-        // No stdin: /dev/null, so `cat` ends at once.
+        // No stdin, or an empty one: /dev/null, so `cat` ends at once.
         let got = run_process(spec("cat"), no_cancel()).await.unwrap();
+        assert_eq!(got.stdout.text(), "");
+        let mut s = spec("test -c /dev/stdin && cat");
+        s.stdin = Some(Vec::new());
+        let got = run_process(s, no_cancel()).await.unwrap();
+        assert!(got.success(), "stdin is /dev/null");
         assert_eq!(got.stdout.text(), "");
     }
 
