@@ -264,6 +264,21 @@ pub(super) mod tests {
         }
     }
 
+    /// A store at `path` with a table `t` to write to.
+    fn store_with_table(path: &std::path::Path) -> Store {
+        let store = Store::open(path).unwrap();
+        store
+            .conn
+            .execute_batch("CREATE TABLE IF NOT EXISTS t (x TEXT)")
+            .unwrap();
+        store
+    }
+
+    fn rows(conn: &rusqlite::Connection) -> i64 {
+        conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap()
+    }
+
     fn wal_len(dir: &tempfile::TempDir) -> u64 {
         std::fs::metadata(dir.path().join(format!("{DB_FILE}-wal"))).map_or(0, |m| m.len())
     }
@@ -276,8 +291,7 @@ pub(super) mod tests {
     fn the_log_outlives_the_close_and_is_written_over() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(DB_FILE);
-        let mut store = Store::open(&path).unwrap();
-        store.conn.execute_batch("CREATE TABLE t (x TEXT)").unwrap();
+        let mut store = store_with_table(&path);
         commit(&mut store, 40);
         drop(store);
         let kept = wal_len(&dir);
@@ -288,39 +302,21 @@ pub(super) mod tests {
         let copy = tempfile::tempdir().unwrap();
         std::fs::copy(&path, copy.path().join(DB_FILE)).unwrap();
         let alone = rusqlite::Connection::open(copy.path().join(DB_FILE)).unwrap();
-        let rows: i64 = alone
-            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(rows, 40, "the database file alone");
+        assert_eq!(rows(&alone), 40, "the database file alone");
 
-        let mut store = Store::open(&path).unwrap();
+        let mut store = store_with_table(&path);
         commit(&mut store, 20);
         assert_eq!(
             wal_len(&dir),
             kept,
             "the log grew instead of being written over"
         );
-        let reader = Store::open_read_only(&path).unwrap();
-        let rows: i64 = reader
-            .conn
-            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(rows, 60);
-        drop(reader);
+        assert_eq!(rows(&Store::open_read_only(&path).unwrap().conn), 60);
         drop(store);
         // The first to open it again is a reader, as `modix history` is.
-        let reader = Store::open_read_only(&path).unwrap();
-        let rows: i64 = reader
-            .conn
-            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(rows, 60);
-        drop(reader);
+        assert_eq!(rows(&Store::open_read_only(&path).unwrap().conn), 60);
         let plain = rusqlite::Connection::open(&path).unwrap();
-        let rows: i64 = plain
-            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(rows, 60);
+        assert_eq!(rows(&plain), 60);
         let check: String = plain
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .unwrap();
@@ -333,21 +329,15 @@ pub(super) mod tests {
     fn a_close_beside_a_reader_does_not_wait_for_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(DB_FILE);
-        let mut store = Store::open(&path).unwrap();
-        store.conn.execute_batch("CREATE TABLE t (x TEXT)").unwrap();
+        let mut store = store_with_table(&path);
         commit(&mut store, 5);
         let reader = rusqlite::Connection::open(&path).unwrap();
         reader.execute_batch("BEGIN").unwrap();
-        let _: i64 = reader
-            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .unwrap();
+        rows(&reader);
         let started = std::time::Instant::now();
         drop(store);
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
         reader.execute_batch("COMMIT").unwrap();
-        let rows: i64 = reader
-            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(rows, 5);
+        assert_eq!(rows(&reader), 5);
     }
 }
