@@ -70,6 +70,8 @@ struct Shared {
     inline: AtomicBool,
     /// Passes the thread ran (for tests).
     passes: AtomicU64,
+    /// The log's length (frames) after this connection's last commit.
+    frames: std::sync::atomic::AtomicI32,
     worker: Mutex<Option<Worker>>,
     /// Held by a test to keep the thread from starting its pass.
     #[cfg(test)]
@@ -91,6 +93,7 @@ impl Checkpoints {
             phase: AtomicU8::new(SHORT),
             inline: AtomicBool::new(false),
             passes: AtomicU64::new(0),
+            frames: std::sync::atomic::AtomicI32::new(0),
             worker: Mutex::new(None),
             #[cfg(test)]
             gate: Mutex::new(()),
@@ -106,6 +109,12 @@ impl Checkpoints {
             Ok(())
         }))?;
         Ok(Checkpoints { shared })
+    }
+
+    /// The log's length (frames) after this connection's last commit; 0
+    /// before its first.
+    pub(super) fn log_frames(&self) -> c_int {
+        self.shared.frames.load(Ordering::Acquire)
     }
 
     /// Whether the last commit left the thread a pass to run once it is
@@ -155,6 +164,7 @@ impl Shared {
     /// What a commit that left `pages` in the log does: true when it is to
     /// checkpoint itself (the thread's pass is over, or there is no thread).
     fn after_commit(&self, pages: c_int) -> bool {
+        self.frames.store(pages, Ordering::Release);
         let phase = &self.phase;
         if pages < PAGES {
             // Started over (or never long); a pass still running ends as

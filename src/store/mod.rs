@@ -141,11 +141,13 @@ pub struct Store {
 impl Drop for Store {
     /// The checkpoint thread's connection closes first, so that this one is
     /// the last and SQLite checkpoints the log as it closes (and keeps it,
-    /// holding one frame: see `durable`).
+    /// started over if it is long: see `durable`).
     fn drop(&mut self) {
         if let Some(c) = self.durability.checkpoints() {
             c.stop();
-            durable::rewind_log(&self.conn);
+            if c.log_frames() > durable::REWIND_FRAMES {
+                durable::rewind_log(&self.conn);
+            }
         }
     }
 }
