@@ -238,6 +238,24 @@ macro_rules! gather_scalars {
     )*};
 }
 
+/// Forwards the writes of the document's structure (brackets, commas,
+/// indentation) to the pretty formatter: they hold no string. The second
+/// list takes whether it is the first value or key.
+macro_rules! gather_structure {
+    ($($plain:ident),*; $($with_first:ident),* $(,)?) => {
+        $(fn $plain<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+            self.pretty.$plain(w)
+        })*
+        $(fn $with_first<W: ?Sized + std::io::Write>(
+            &mut self,
+            w: &mut W,
+            first: bool,
+        ) -> std::io::Result<()> {
+            self.pretty.$with_first(w, first)
+        })*
+    };
+}
+
 impl serde_json::ser::Formatter for &mut Gather {
     gather_scalars!(
         write_bool: bool, write_i8: i8, write_i16: i16, write_i32: i32, write_i64: i64,
@@ -294,53 +312,11 @@ impl serde_json::ser::Formatter for &mut Gather {
         self.pretty.write_raw_fragment(w, fragment)
     }
 
-    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.pretty.begin_array(w)
-    }
-
-    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.pretty.end_array(w)
-    }
-
-    fn begin_array_value<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        self.pretty.begin_array_value(w, first)
-    }
-
-    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.pretty.end_array_value(w)
-    }
-
-    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.pretty.begin_object(w)
-    }
-
-    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.pretty.end_object(w)
-    }
-
-    fn begin_object_key<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        self.pretty.begin_object_key(w, first)
-    }
-
-    fn end_object_key<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.pretty.end_object_key(w)
-    }
-
-    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.pretty.begin_object_value(w)
-    }
-
-    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.pretty.end_object_value(w)
-    }
+    gather_structure!(
+        begin_array, end_array, end_array_value, begin_object, end_object, end_object_key,
+        begin_object_value, end_object_value;
+        begin_array_value, begin_object_key,
+    );
 }
 
 fn redact_shapes(s: &str) -> Cow<'_, str> {

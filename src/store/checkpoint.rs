@@ -30,7 +30,7 @@
 
 use std::os::raw::c_int;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -71,7 +71,7 @@ struct Shared {
     /// Passes the thread ran (for tests).
     passes: AtomicU64,
     /// The log's length (frames) after this connection's last commit.
-    frames: std::sync::atomic::AtomicI32,
+    frames: AtomicI32,
     worker: Mutex<Option<Worker>>,
     /// Held by a test to keep the thread from starting its pass.
     #[cfg(test)]
@@ -93,7 +93,7 @@ impl Checkpoints {
             phase: AtomicU8::new(SHORT),
             inline: AtomicBool::new(false),
             passes: AtomicU64::new(0),
-            frames: std::sync::atomic::AtomicI32::new(0),
+            frames: AtomicI32::new(0),
             worker: Mutex::new(None),
             #[cfg(test)]
             gate: Mutex::new(()),
