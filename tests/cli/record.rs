@@ -697,3 +697,39 @@ fn kill_nine_at_random_through_checkpoints_then_resume_loses_no_step() {
         .unwrap();
     assert_eq!(check, "ok", "seed {seed}");
 }
+
+/// The store keeps its write-ahead log between runs (so the next run writes
+/// over it instead of growing a new one), yet after a clean exit the
+/// database file alone holds every step, and a second run reuses the log
+/// without making it longer.
+#[test]
+fn a_run_leaves_its_log_for_the_next_and_the_database_whole() {
+    let sb = Sandbox::example();
+    let r = sb.go_json("Fix mean() in calc.py");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let db = sb.root().join(".modix/modix.db");
+    let wal = sb.root().join(".modix/modix.db-wal");
+    let kept = std::fs::metadata(&wal).expect("the log is kept").len();
+    assert!(kept > 0);
+
+    let alone = tempfile::tempdir().unwrap();
+    std::fs::copy(&db, alone.path().join("modix.db")).unwrap();
+    let conn = rusqlite::Connection::open(alone.path().join("modix.db")).unwrap();
+    let steps: i64 = conn
+        .query_row("SELECT count(*) FROM transitions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(steps, r.transitions.len() as i64, "the database file alone");
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+
+    // The first run's log (which made the schema too) has room for the
+    // second's steps: written over, not grown.
+    let again = sb.go_json("Fix mean() in calc.py");
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), kept, "the log grew");
+    let out = sb.modix().args(["history"]).output().unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+}
