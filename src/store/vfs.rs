@@ -4,9 +4,9 @@
 //! two writes: its 24-byte header, then its page. A step's commit touches
 //! ~7 pages (trivial) to ~17 (realistic), so 14 to 34 `pwrite`s, each a trip
 //! through the kernel's write path for bytes that sit side by side in the
-//! file. On this machine a commit of 7 frames and its `fdatasync` took
-//! ~217 µs written that way and ~155 µs written as one `pwrite`; 17 frames,
-//! ~329 against ~170 µs (docs/performance.md, fourteenth round).
+//! file, on the step's path (inside its transaction). Gathered, a 200-step
+//! trivial run makes 299 `pwrite`s instead of 3,049, and the benchmark's
+//! trivial step is ~35 µs shorter (docs/performance.md, fourteenth round).
 //!
 //! This module registers a VFS, [`NAME`], that is the platform's default
 //! one for every file but a log. For a log it holds a write that continues
