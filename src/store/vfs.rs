@@ -4,9 +4,16 @@
 //! two writes: its 24-byte header, then its page. A step's commit touches
 //! ~7 pages (trivial) to ~17 (realistic), so 14 to 34 `pwrite`s, each a trip
 //! through the kernel's write path for bytes that sit side by side in the
-//! file, on the step's path (inside its transaction). Gathered, a 200-step
-//! trivial run makes 299 `pwrite`s instead of 3,049, and the benchmark's
-//! trivial step is ~35 µs shorter (docs/performance.md, fourteenth round).
+//! file, on the step's path (inside its transaction). Each frame also
+//! straddles two filesystem blocks (a frame is 24 bytes longer than a
+//! page), and a write that covers part of a block whose page is not in the
+//! page cache reads that block from the disk first: where memory is tight
+//! (a container's memory limit, an agent building beside the run), that
+//! was up to two synchronous reads per frame. Gathered, a 200-step trivial
+//! run makes 299 `pwrite`s instead of 3,049, a commit has two partial
+//! blocks rather than two per frame, and a step under page-cache pressure
+//! is a quarter shorter; with memory to spare the step is as long as
+//! before (docs/performance.md, fourteenth round).
 //!
 //! This module registers a VFS, [`NAME`], that is the platform's default
 //! one for every file but a log. For a log it holds a write that continues
