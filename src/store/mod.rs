@@ -231,13 +231,7 @@ impl Store {
             path: path.to_path_buf(),
             source,
         };
-        let conn = match vfs::name() {
-            Some(vfs) => {
-                Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), vfs)
-            }
-            None => Connection::open(path),
-        }
-        .map_err(open_err)?;
+        let conn = vfs::open(path).map_err(open_err)?;
         // First, so every later statement (even switching to WAL) waits for
         // a concurrent opener instead of failing.
         conn.busy_timeout(DEFAULT_BUSY_TIMEOUT).map_err(open_err)?;

@@ -29,17 +29,25 @@
 //! Anything else SQLite does with the log (read, sync, size, truncate,
 //! file control, close) first writes what is held, and a write elsewhere in
 //! the file (a frame rewritten in place, a checksum fixed up) is written
-//! through as it comes, after what was held. Frames spilled before a
-//! commit are held at most until the next call; they are not part of any
-//! commit until one follows them. A crash loses only what a crash before
-//! the `pwrite` would have: frames of a commit that had not returned,
-//! which SQLite's recovery ignores without their commit mark.
+//! through as it comes, after what was held. All of that happens while the
+//! connection holds the log's write lock, so nothing it writes can land on
+//! another connection's frames.
+//!
+//! What a transaction wrote before its commit (pages spilled from a full
+//! cache) is held until then. A transaction rolled back instead leaves
+//! frames nobody will read, and once it has let go of the lock another
+//! connection may commit its own frames at those places in the log: so
+//! they are dropped, never written, by the connection's rollback hook
+//! ([`open`] installs it) and at the log's close. A crash loses only what a
+//! crash before the `pwrite` would have: frames of a commit that had not
+//! returned, which SQLite's recovery ignores without their commit mark.
 
 use std::ffi::{CStr, c_int, c_void};
+use std::path::Path;
 use std::ptr;
 use std::sync::OnceLock;
 
-use rusqlite::ffi;
+use rusqlite::{Connection, ffi};
 
 /// The VFS's name, for `Connection::open_with_flags_and_vfs`.
 pub(super) const NAME: &CStr = c"modix";
@@ -63,8 +71,55 @@ static BASE: OnceLock<Option<Base>> = OnceLock::new();
 
 /// Registers the VFS (once per process); `None` when there is no default
 /// VFS to wrap, and connections then open with SQLite's own.
-pub(super) fn name() -> Option<&'static CStr> {
+fn name() -> Option<&'static CStr> {
     BASE.get_or_init(register).as_ref().map(|_| NAME)
+}
+
+/// Opens (creating it if needed) the database at `path` through this VFS,
+/// with the rollback hook that drops what a rolled-back transaction left
+/// held; with SQLite's own VFS when this one could not be registered.
+pub(super) fn open(path: &Path) -> rusqlite::Result<Connection> {
+    let Some(name) = name() else {
+        return Connection::open(path);
+    };
+    let mut conn = Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), name)?;
+    // SAFETY: the handle is only used by the hook, which the connection
+    // owns and drops before it closes.
+    let handle = Handle(unsafe { conn.handle() });
+    conn.rollback_hook(Some(move || handle.drop_held()))?;
+    Ok(conn)
+}
+
+/// A connection's handle, for its own rollback hook.
+struct Handle(*mut ffi::sqlite3);
+
+// SAFETY: the hook runs on whichever thread uses the connection, inside
+// that use; the handle is never used anywhere else.
+unsafe impl Send for Handle {}
+
+impl Handle {
+    /// Drops what the connection's log holds: called when its transaction
+    /// has been rolled back, so it is frames nobody will read.
+    fn drop_held(&self) {
+        let mut file: *mut ffi::sqlite3_file = ptr::null_mut();
+        // SAFETY: the connection is open (its hook is running) and the
+        // call only reads which file object its log is, into `file`.
+        let rc = unsafe {
+            ffi::sqlite3_file_control(
+                self.0,
+                c"main".as_ptr(),
+                ffi::SQLITE_FCNTL_JOURNAL_POINTER,
+                (&raw mut file).cast(),
+            )
+        };
+        // SAFETY: a file object with these methods is a `LogFile` opened
+        // by `open_file` and, the connection being open, not closed.
+        unsafe {
+            if rc == ffi::SQLITE_OK && !file.is_null() && ptr::eq((*file).pMethods, &LOG_METHODS) {
+                log(file).drop_held();
+            }
+        }
+    }
 }
 
 fn register() -> Option<Base> {
@@ -81,7 +136,7 @@ fn register() -> Option<Base> {
         vfs.szOsFile = c_int::try_from(INNER_AT)
             .ok()?
             .checked_add((*base).szOsFile)?;
-        vfs.xOpen = Some(open);
+        vfs.xOpen = Some(open_file);
         let vfs = Box::leak(Box::new(vfs));
         if ffi::sqlite3_vfs_register(vfs, 0) != ffi::SQLITE_OK {
             tracing::debug!("the log's writes will not be gathered: no VFS");
@@ -91,7 +146,7 @@ fn register() -> Option<Base> {
     }
 }
 
-/// The wrapped VFS (always there: `open` is reached only through the
+/// The wrapped VFS (always there: `open_file` is reached only through the
 /// registered VFS).
 fn base() -> Option<*mut ffi::sqlite3_vfs> {
     match BASE.get() {
@@ -121,7 +176,7 @@ struct LogFile {
 /// Offset of the wrapped file object, aligned as SQLite aligns its own.
 const INNER_AT: usize = std::mem::size_of::<LogFile>().next_multiple_of(8);
 
-unsafe extern "C" fn open(
+unsafe extern "C" fn open_file(
     _vfs: *mut ffi::sqlite3_vfs,
     name: ffi::sqlite3_filename,
     file: *mut ffi::sqlite3_file,
@@ -171,6 +226,13 @@ impl LogFile {
         // SAFETY: the base's open succeeded, so its object has methods for
         // as long as it is open, which outlasts every call on this one.
         unsafe { &*(*self.inner).pMethods }
+    }
+
+    /// Forgets what is held: frames of a transaction that ended without
+    /// its commit.
+    fn drop_held(&mut self) {
+        self.held.clear();
+        self.commit = false;
     }
 
     /// Writes what is held, as one write.
@@ -236,7 +298,7 @@ impl LogFile {
 /// The `LogFile` behind SQLite's file pointer.
 ///
 /// # Safety
-/// `file` is a log opened by [`open`] and not yet closed, and SQLite calls
+/// `file` is a log opened by [`open_file`] and not yet closed, and SQLite calls
 /// a file's methods one at a time (a connection is used by one thread at a
 /// time, and a log belongs to one connection).
 unsafe fn log<'a>(file: *mut ffi::sqlite3_file) -> &'a mut LogFile {
@@ -320,18 +382,16 @@ unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     // again, so the `LogFile` is dropped in place.
     unsafe {
         let log = log(file);
-        let flushed = log.flush();
+        // Every commit was written at its last frame; anything still held
+        // is a transaction's that the closing connection rolled back.
+        log.drop_held();
         let closed = match log.methods().xClose {
             Some(close) => close(log.inner),
             None => ffi::SQLITE_OK,
         };
         ptr::drop_in_place(file.cast::<LogFile>());
         (*file).pMethods = ptr::null();
-        if flushed != ffi::SQLITE_OK {
-            flushed
-        } else {
-            closed
-        }
+        closed
     }
 }
 
@@ -362,7 +422,7 @@ mod tests {
     use std::cell::Cell;
     use std::path::Path;
 
-    use rusqlite::{Connection, OpenFlags, params};
+    use rusqlite::{Connection, params};
 
     thread_local! {
         /// Writes the wrapped files were asked for on this thread.
@@ -372,9 +432,8 @@ mod tests {
     /// A connection through the VFS, committing as a store does (WAL,
     /// `synchronous=NORMAL`: no sync of its own at a commit).
     fn open(path: &Path) -> Connection {
-        let conn =
-            Connection::open_with_flags_and_vfs(path, OpenFlags::default(), super::name().unwrap())
-                .unwrap();
+        assert!(super::name().is_some(), "the VFS is registered");
+        let conn = super::open(path).unwrap();
         conn.pragma_update(None, "journal_mode", "WAL").unwrap();
         conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
         conn.execute_batch(
@@ -410,6 +469,23 @@ mod tests {
     fn count(conn: &Connection) -> i64 {
         let sql = "SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM one)";
         conn.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    /// Bytes the connection's log holds, not yet written.
+    fn held(conn: &Connection) -> usize {
+        let mut file: *mut rusqlite::ffi::sqlite3_file = std::ptr::null_mut();
+        // SAFETY: as in `Handle::drop_held`.
+        unsafe {
+            let rc = rusqlite::ffi::sqlite3_file_control(
+                conn.handle(),
+                c"main".as_ptr(),
+                rusqlite::ffi::SQLITE_FCNTL_JOURNAL_POINTER,
+                (&raw mut file).cast(),
+            );
+            assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
+            assert!(std::ptr::eq((*file).pMethods, &super::LOG_METHODS));
+            super::log(file).held.len()
+        }
     }
 
     /// A commit of one frame: a row in a table of one page.
@@ -512,6 +588,86 @@ mod tests {
         assert_eq!(rows_after_crash(dir.path()), 203);
         insert(&conn, 1, 10);
         assert_eq!(rows_after_crash(dir.path()), 204);
+    }
+
+    /// Frames a transaction spilled and then rolled back are not written
+    /// later: another connection may have committed its own frames at those
+    /// places in the log meanwhile.
+    #[test]
+    fn a_rolled_back_transactions_frames_never_overwrite_anothers_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open(&dir.path().join("db"));
+        insert(&conn, 3, 10);
+        conn.pragma_update(None, "cache_size", 4).unwrap();
+        // Nothing in the log: the rollback then reads every page it puts
+        // back from the database file, so nothing of the log's is read
+        // (which would write what is held first).
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        // Fewer frames than one write holds: all of them held at the end.
+        let tx = conn.unchecked_transaction().unwrap();
+        for i in 0..30 {
+            tx.execute(
+                "INSERT INTO t (k, v) VALUES (?1, ?2)",
+                params![format!("{i:03}"), "z".repeat(900)],
+            )
+            .unwrap();
+        }
+        assert!(held(&conn) > 0, "spilled frames are held");
+        tx.rollback().unwrap();
+        assert_eq!(held(&conn), 0, "the rolled-back frames are dropped");
+        // Another writer commits where the spilled frames were going.
+        let other = Connection::open(dir.path().join("db")).unwrap();
+        for _ in 0..3 {
+            let tx = other.unchecked_transaction().unwrap();
+            for i in 0..20 {
+                tx.execute(
+                    "INSERT INTO u (v) VALUES (?1)",
+                    params![format!("{i}").repeat(500)],
+                )
+                .unwrap();
+            }
+            tx.execute("INSERT INTO one DEFAULT VALUES", []).unwrap();
+            tx.commit().unwrap();
+        }
+        // The first connection reads (and would write what it held).
+        assert_eq!(count(&conn), 6);
+        insert_one(&conn);
+        assert_eq!(count(&other), 7);
+        assert_eq!(rows_after_crash(dir.path()), 7);
+        drop(conn);
+        assert_eq!(rows_after_crash(dir.path()), 7);
+        let ok: String = other
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ok, "ok");
+    }
+
+    /// A connection closed in the middle of a transaction (its spilled
+    /// frames held) leaves the log as its last commit left it.
+    #[test]
+    fn a_connection_closed_inside_a_transaction_leaves_its_last_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = open(&dir.path().join("db"));
+        insert(&other, 2, 10);
+        let conn = open(&dir.path().join("db"));
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        conn.pragma_update(None, "cache_size", 4).unwrap();
+        conn.execute_batch("BEGIN").unwrap();
+        for i in 0..30 {
+            conn.execute(
+                "INSERT INTO t (k, v) VALUES (?1, ?2)",
+                params![i, "q".repeat(900)],
+            )
+            .unwrap();
+        }
+        assert!(held(&conn) > 0, "spilled frames are held");
+        drop(conn);
+        insert(&other, 3, 100);
+        insert_one(&other);
+        assert_eq!(count(&other), 6);
+        assert_eq!(rows_after_crash(dir.path()), 6);
     }
 
     #[test]
