@@ -267,6 +267,25 @@ pub(crate) mod tests {
         None
     }
 
+    /// Reads reports until no watched file is open. A process another
+    /// test spawns holds a copy of this one's descriptors until its `exec`,
+    /// and a file's close is reported when the last copy goes: after a
+    /// test's own close, that report may come a moment later.
+    fn settle(w: &mut Watch) {
+        let waited = std::time::Instant::now();
+        loop {
+            assert!(w.drain(), "no report was lost");
+            if w.open.values().all(|&n| n <= 0) {
+                return;
+            }
+            assert!(
+                waited.elapsed() < std::time::Duration::from_secs(5),
+                "a watched file stays open"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     fn reported(w: &mut Watch) -> bool {
         assert!(w.drain(), "no report was lost");
         !w.quiet()
@@ -309,6 +328,7 @@ pub(crate) mod tests {
         assert!(reported(&mut w), "a mode change is a change");
         w.verified();
         std::fs::write(&files[2], "#!/bin/sh\nexit 0\n").unwrap();
+        settle(&mut w);
         assert!(reported(&mut w));
         w.verified();
         assert!(
@@ -402,6 +422,7 @@ pub(crate) mod tests {
         assert!(reported(&mut w), "still open: its writer may still write");
         f.write_all(b"# more\n").unwrap();
         drop(f);
+        settle(&mut w);
         assert!(reported(&mut w));
         w.verified();
         assert!(!reported(&mut w), "closed, and nothing since");
