@@ -457,12 +457,36 @@ mod tests {
                 std::fs::copy(&from, copy.path().join(name)).unwrap();
             }
         }
-        let conn = Connection::open(copy.path().join("db")).unwrap();
+        whole(&Connection::open(copy.path().join("db")).unwrap())
+    }
+
+    /// The rows (as `count`) of a database SQLite finds intact.
+    fn whole(conn: &Connection) -> i64 {
         let ok: String = conn
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .unwrap();
         assert_eq!(ok, "ok");
-        count(&conn)
+        count(conn)
+    }
+
+    /// Begins a transaction whose pages spill from a cache of four to a
+    /// log emptied first, fewer frames than one write holds: all of them
+    /// held when it returns. With nothing in the log, a rollback reads the
+    /// pages it puts back from the database file, so nothing of the log's
+    /// (which would write what is held first).
+    fn spill(conn: &Connection) {
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        conn.pragma_update(None, "cache_size", 4).unwrap();
+        conn.execute_batch("BEGIN").unwrap();
+        for i in 0..30 {
+            conn.execute(
+                "INSERT INTO t (k, v) VALUES (?1, ?2)",
+                params![i, "z".repeat(900)],
+            )
+            .unwrap();
+        }
+        assert!(held(conn) > 0, "spilled frames are held");
     }
 
     /// Rows of `t` and of `one`.
@@ -598,23 +622,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let conn = open(&dir.path().join("db"));
         insert(&conn, 3, 10);
-        conn.pragma_update(None, "cache_size", 4).unwrap();
-        // Nothing in the log: the rollback then reads every page it puts
-        // back from the database file, so nothing of the log's is read
-        // (which would write what is held first).
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .unwrap();
-        // Fewer frames than one write holds: all of them held at the end.
-        let tx = conn.unchecked_transaction().unwrap();
-        for i in 0..30 {
-            tx.execute(
-                "INSERT INTO t (k, v) VALUES (?1, ?2)",
-                params![format!("{i:03}"), "z".repeat(900)],
-            )
-            .unwrap();
-        }
-        assert!(held(&conn) > 0, "spilled frames are held");
-        tx.rollback().unwrap();
+        spill(&conn);
+        conn.execute_batch("ROLLBACK").unwrap();
         assert_eq!(held(&conn), 0, "the rolled-back frames are dropped");
         // Another writer commits where the spilled frames were going.
         let other = Connection::open(dir.path().join("db")).unwrap();
@@ -637,10 +646,7 @@ mod tests {
         assert_eq!(rows_after_crash(dir.path()), 7);
         drop(conn);
         assert_eq!(rows_after_crash(dir.path()), 7);
-        let ok: String = other
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(ok, "ok");
+        assert_eq!(whole(&other), 7);
     }
 
     /// A connection closed in the middle of a transaction (its spilled
@@ -651,18 +657,7 @@ mod tests {
         let other = open(&dir.path().join("db"));
         insert(&other, 2, 10);
         let conn = open(&dir.path().join("db"));
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .unwrap();
-        conn.pragma_update(None, "cache_size", 4).unwrap();
-        conn.execute_batch("BEGIN").unwrap();
-        for i in 0..30 {
-            conn.execute(
-                "INSERT INTO t (k, v) VALUES (?1, ?2)",
-                params![i, "q".repeat(900)],
-            )
-            .unwrap();
-        }
-        assert!(held(&conn) > 0, "spilled frames are held");
+        spill(&conn);
         drop(conn);
         insert(&other, 3, 100);
         insert_one(&other);
@@ -728,11 +723,7 @@ mod tests {
         assert!(expected > 0);
         assert_eq!(rows_after_crash(dir.path()), expected);
         let conn = Connection::open(dir.path().join("db")).unwrap();
-        assert_eq!(count(&conn), expected);
-        let ok: String = conn
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(ok, "ok");
+        assert_eq!(whole(&conn), expected);
     }
 
     #[test]

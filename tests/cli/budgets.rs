@@ -198,16 +198,6 @@ fn home(sb: &Sandbox) -> PathBuf {
     sb.dir.path().join("home")
 }
 
-fn history_json(sb: &Sandbox, run: &str) -> Value {
-    let out = sb
-        .modix()
-        .args(["history", run, "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", output_text(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn set_budget(sb: &Sandbox, budget: Value) {
     sb.edit_json(".modix/runtimes.json", |v| v["budget"] = budget);
 }
@@ -287,7 +277,7 @@ fn each_cli_carries_the_stated_shape_and_its_usage_is_recorded() {
             }
             _ => assert_eq!(summary["cost_usd"], Value::Null, "{cli:?}: {summary}"),
         }
-        assert_eq!(history_json(&sb, &run)["usage"], *summary);
+        assert_eq!(sb.history_json(&run)["usage"], *summary);
 
         // The same, for people: go's summary, history's header and the invocation.
         let text = sb.modix().args(["history", &run]).output().unwrap();

@@ -53,13 +53,7 @@ fn executor_printing_its_key(sb: &Sandbox, words: &str) {
 }
 
 fn history_json(sb: &Sandbox, run: &str) -> Vec<serde_json::Value> {
-    let out = sb
-        .modix()
-        .args(["history", run, "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", output_text(&out));
-    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["transitions"]
+    sb.history_json(run)["transitions"]
         .as_array()
         .unwrap()
         .clone()

@@ -485,6 +485,29 @@ fn huge_answer_child() {
     println!("peak-kb={}", children_max_rss_kb());
 }
 
+/// `modix args` in the sandbox's project under `strace -f -y`, tracing
+/// `calls`: its output and the trace's lines. (CI installs strace; without
+/// it the tests that use this fail, they do not skip.)
+fn straced(sb: &Sandbox, calls: &str, args: &[&str]) -> (std::process::Output, String) {
+    let trace = sb.dir.path().join("trace");
+    let mut cmd = std::process::Command::new("strace");
+    for (k, v) in sb.modix().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd
+        .current_dir(sb.root())
+        .args(["-f", "-y", "-qq", "-e", &format!("trace={calls}"), "-o"])
+        .arg(&trace)
+        .arg(assert_cmd::cargo::cargo_bin("modix"))
+        .args(args)
+        .output()
+        .expect("strace must be installed (.ci/run installs it)");
+    (out, std::fs::read_to_string(&trace).unwrap())
+}
+
 /// A step's commit goes to disk while the engine prepares the next agent's
 /// prompt, and is on disk before that agent starts: in the system calls of
 /// a whole run, every write to the write-ahead log is followed by an fsync
@@ -494,35 +517,15 @@ fn huge_answer_child() {
 #[test]
 fn every_step_is_on_disk_before_the_next_agent_starts() {
     let sb = Sandbox::example();
-    let trace = sb.dir.path().join("trace");
-    let modix = sb.modix();
-    let mut cmd = std::process::Command::new("strace");
-    for (k, v) in modix.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    let out = cmd
-        .current_dir(sb.root())
-        .args([
-            "-f",
-            "-y",
-            "-qq",
-            "-e",
-            "trace=execve,pwrite64,fdatasync,fsync",
-            "-o",
-        ])
-        .arg(&trace)
-        .arg(assert_cmd::cargo::cargo_bin("modix"))
-        .args(["go", "--json", "Fix mean() in calc.py"])
-        .output()
-        .expect("strace must be installed (.ci/run installs it)");
+    let (out, lines) = straced(
+        &sb,
+        "execve,pwrite64,fdatasync,fsync",
+        &["go", "--json", "Fix mean() in calc.py"],
+    );
     let r = crate::util::GoResult::parse(&out);
     assert_eq!(r.code, Some(0), "{}", output_text(&out));
     assert_eq!(r.summary["state"], "DONE", "{}", output_text(&out));
     let log = format!("{}-wal>", sb.root().join(".modix/modix.db").display());
-    let lines = std::fs::read_to_string(&trace).unwrap();
     let (mut written, mut agents, mut syncs) = (false, 0, 0);
     // A sync counts only if it began after the last write: it is noted at
     // its start and settles the log when it returns.
@@ -565,6 +568,15 @@ fn every_step_is_on_disk_before_the_next_agent_starts() {
         "{syncs} syncs of the log for {agents} agents"
     );
     assert!(!written, "modix exited with a commit not on disk\n{lines}");
+}
+
+/// The example's tester made an `echo` of a passing result: a step as
+/// cheap as a step gets.
+fn echo_tester(sb: &Sandbox) {
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] =
+            serde_json::json!(["echo", r#"{"passed": true, "summary": "ok"}"#]);
+    });
 }
 
 /// A workflow whose tester passes `loops` more times after the first.
@@ -621,10 +633,7 @@ to = "DONE"
 #[test]
 fn kill_nine_at_random_through_checkpoints_then_resume_loses_no_step() {
     let sb = Sandbox::example();
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] =
-            serde_json::json!(["echo", r#"{"passed": true, "summary": "ok"}"#]);
-    });
+    echo_tester(&sb);
     const LOOPS: u32 = 500;
     sb.write(".modix/fsm/long_loop.toml", &long_loop(LOOPS));
     // Output not read (a pipe would fill and stall the run).
@@ -674,13 +683,7 @@ fn kill_nine_at_random_through_checkpoints_then_resume_loses_no_step() {
         let r = sb.resume_json(&run);
         assert_eq!(r.code, Some(0), "seed {seed}: {}", r.stderr);
     }
-    let out = sb
-        .modix()
-        .args(["history", &run, "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", output_text(&out));
-    let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let history = sb.history_json(&run);
     let steps = history["transitions"].as_array().unwrap();
     let seqs: Vec<u64> = steps.iter().map(|t| t["seq"].as_u64().unwrap()).collect();
     assert_eq!(
@@ -743,39 +746,16 @@ fn a_run_leaves_its_log_for_the_next_and_the_database_whole() {
 #[test]
 fn each_step_reaches_the_log_in_one_write() {
     let sb = Sandbox::example();
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] =
-            serde_json::json!(["echo", r#"{"passed": true, "summary": "ok"}"#]);
-    });
+    echo_tester(&sb);
     sb.write(".modix/fsm/long_loop.toml", &long_loop(30));
-    let trace = sb.dir.path().join("trace");
-    let modix = sb.modix();
-    let mut cmd = std::process::Command::new("strace");
-    for (k, v) in modix.get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    let out = cmd
-        .current_dir(sb.root())
-        .args([
-            "-f",
-            "-y",
-            "-qq",
-            "-e",
-            "trace=pwrite64,fdatasync,fsync",
-            "-o",
-        ])
-        .arg(&trace)
-        .arg(assert_cmd::cargo::cargo_bin("modix"))
-        .args(["go", "--json", "--workflow", "long_loop", "loop"])
-        .output()
-        .expect("strace must be installed (.ci/run installs it)");
+    let (out, lines) = straced(
+        &sb,
+        "pwrite64,fdatasync,fsync",
+        &["go", "--json", "--workflow", "long_loop", "loop"],
+    );
     let r = crate::util::GoResult::parse(&out);
     assert_eq!(r.code, Some(0), "{}", output_text(&out));
     let log = format!("{}-wal>", sb.root().join(".modix/modix.db").display());
-    let lines = std::fs::read_to_string(&trace).unwrap();
     let calls = |name: &str| {
         lines
             .lines()
@@ -794,14 +774,8 @@ fn each_step_reaches_the_log_in_one_write() {
         writes <= syncs + 8,
         "{writes} writes to the log for {syncs} commits\n{lines}"
     );
-    let run = r.summary["run_id"].as_str().expect("the run id").to_owned();
-    let out = sb
-        .modix()
-        .args(["history", &run, "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", output_text(&out));
-    let history: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = r.summary["run_id"].as_str().expect("the run id");
+    let history = sb.history_json(run);
     assert_eq!(
         history["transitions"].as_array().unwrap().len(),
         r.transitions.len()

@@ -132,6 +132,17 @@ impl Sandbox {
         v["runs"].clone()
     }
 
+    /// One run's record, as `modix history RUN --json` prints it.
+    pub fn history_json(&self, run: &str) -> serde_json::Value {
+        let out = self
+            .modix()
+            .args(["history", run, "--json"])
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{}", output_text(&out));
+        serde_json::from_slice(&out.stdout).expect("json")
+    }
+
     /// Writes a file under the project root (parents created).
     pub fn write(&self, rel: &str, text: &str) {
         write_file(&self.root().join(rel), text);

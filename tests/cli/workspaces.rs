@@ -70,13 +70,7 @@ fn checkout(root: &Path) -> Checkout {
 
 /// The run's record as `history --json` shows it.
 fn run_record(sb: &Sandbox, run: &str) -> Value {
-    let out = sb
-        .modix()
-        .args(["history", run, "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", output_text(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
+    sb.history_json(run)
 }
 
 fn workspace(sb: &Sandbox, run: &str) -> Value {
