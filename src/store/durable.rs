@@ -133,9 +133,8 @@ pub(super) fn keep_log(conn: &rusqlite::Connection) {
     // SAFETY: the handle is this open connection's; the call reads and
     // writes only `on`, which outlives it.
     let rc = unsafe {
-        rusqlite::ffi::sqlite3_file_control(
+        super::vfs::control_main(
             conn.handle(),
-            c"main".as_ptr(),
             rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
             (&raw mut on).cast(),
         )

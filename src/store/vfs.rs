@@ -101,24 +101,39 @@ impl Handle {
     /// Drops what the connection's log holds: called when its transaction
     /// has been rolled back, so it is frames nobody will read.
     fn drop_held(&self) {
-        let mut file: *mut ffi::sqlite3_file = ptr::null_mut();
-        // SAFETY: the connection is open (its hook is running) and the
-        // call only reads which file object its log is, into `file`.
-        let rc = unsafe {
-            ffi::sqlite3_file_control(
-                self.0,
-                c"main".as_ptr(),
-                ffi::SQLITE_FCNTL_JOURNAL_POINTER,
-                (&raw mut file).cast(),
-            )
-        };
-        // SAFETY: a file object with these methods is a `LogFile` opened
-        // by `open_file` and, the connection being open, not closed.
-        unsafe {
-            if rc == ffi::SQLITE_OK && !file.is_null() && ptr::eq((*file).pMethods, &LOG_METHODS) {
-                log(file).drop_held();
-            }
+        // SAFETY: the connection is open: its hook is running.
+        if let Some(log) = unsafe { log_of(self.0) } {
+            log.drop_held();
         }
+    }
+}
+
+/// `sqlite3_file_control` on the connection's main database: `op` with
+/// `arg`, SQLite's result code.
+///
+/// # Safety
+/// `db` is an open connection, and `arg` is what `op` reads or writes.
+pub(super) unsafe fn control_main(db: *mut ffi::sqlite3, op: c_int, arg: *mut c_void) -> c_int {
+    unsafe { ffi::sqlite3_file_control(db, c"main".as_ptr(), op, arg) }
+}
+
+/// The connection's log, when it is open through this VFS.
+///
+/// # Safety
+/// As for [`log`]: `db` is open, and the log is not in use meanwhile.
+unsafe fn log_of<'a>(db: *mut ffi::sqlite3) -> Option<&'a mut LogFile> {
+    let mut file: *mut ffi::sqlite3_file = ptr::null_mut();
+    // SAFETY: the call only reads which file object the log is, into
+    // `file`; a file object with these methods is a `LogFile` opened by
+    // `open_file` and, the connection being open, not closed.
+    unsafe {
+        let rc = control_main(
+            db,
+            ffi::SQLITE_FCNTL_JOURNAL_POINTER,
+            (&raw mut file).cast(),
+        );
+        (rc == ffi::SQLITE_OK && !file.is_null() && ptr::eq((*file).pMethods, &LOG_METHODS))
+            .then(|| log(file))
     }
 }
 
@@ -497,19 +512,11 @@ mod tests {
 
     /// Bytes the connection's log holds, not yet written.
     fn held(conn: &Connection) -> usize {
-        let mut file: *mut rusqlite::ffi::sqlite3_file = std::ptr::null_mut();
-        // SAFETY: as in `Handle::drop_held`.
-        unsafe {
-            let rc = rusqlite::ffi::sqlite3_file_control(
-                conn.handle(),
-                c"main".as_ptr(),
-                rusqlite::ffi::SQLITE_FCNTL_JOURNAL_POINTER,
-                (&raw mut file).cast(),
-            );
-            assert_eq!(rc, rusqlite::ffi::SQLITE_OK);
-            assert!(std::ptr::eq((*file).pMethods, &super::LOG_METHODS));
-            super::log(file).held.len()
-        }
+        // SAFETY: the connection is open and this thread's.
+        unsafe { super::log_of(conn.handle()) }
+            .expect("a log of this VFS")
+            .held
+            .len()
     }
 
     /// A commit of one frame: a row in a table of one page.
