@@ -620,7 +620,7 @@ impl super::RunInfo<'_> {
 /// truncating first, this reuses the file's blocks instead of freeing and
 /// allocating them on every invocation.
 pub(super) fn overwrite(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
+    use std::io::{Seek, Write};
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -629,8 +629,13 @@ pub(super) fn overwrite(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.write_all(bytes)?;
     // Cut only what is left of a longer old content: a truncate to the
     // size the file already has still goes through the filesystem's
-    // truncate path.
-    if file.metadata()?.len() > bytes.len() as u64 {
+    // truncate path. The size is read with a seek, not a stat: a file
+    // whose times were read since its last change gets fine-grained times
+    // at the next, which also moves the coarse clock every other file's
+    // times come from (Linux's multigrain timestamps) — so the store's
+    // log would get a new mtime at every commit, and on a filesystem
+    // without a journal its `fdatasync` would write the inode too.
+    if file.seek(std::io::SeekFrom::End(0))? > bytes.len() as u64 {
         file.set_len(bytes.len() as u64)?;
     }
     Ok(())
@@ -798,5 +803,25 @@ pub(super) fn input_turn(event: &str, state: &str, epic: &str) -> Turn {
         reason: "epic received".to_owned(),
         agent: None,
         delivered: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// What `overwrite` leaves is exactly the new content, whether the old
+    /// one was longer, shorter or missing.
+    #[test]
+    fn overwrite_leaves_exactly_the_new_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("context.json");
+        for text in [
+            "a longer first content",
+            "short",
+            "",
+            "longer again, and more",
+        ] {
+            super::overwrite(&path, text.as_bytes()).unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        }
     }
 }

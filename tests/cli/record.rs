@@ -781,3 +781,35 @@ fn each_step_reaches_the_log_in_one_write() {
         r.transitions.len()
     );
 }
+
+/// The files a run writes at every step (the context package, the
+/// in-flight note, `state.json`) are never asked for their times or size:
+/// Linux gives a file whose times were read fine-grained times at its next
+/// change, and that moves the clock every other file's times come from
+/// (multigrain timestamps), so the store's log got a new mtime at every
+/// commit and, on a filesystem without a journal, its `fdatasync` wrote
+/// the inode as well as the frames (~60 µs a step here; docs/performance.md,
+/// fifteenth round). In the system calls of a 30-step run, no `stat` of any
+/// of them that finds it. (CI installs strace.)
+#[test]
+fn the_files_rewritten_at_each_step_are_never_stated() {
+    let sb = Sandbox::example();
+    echo_tester(&sb);
+    sb.write(".modix/fsm/long_loop.toml", &long_loop(30));
+    let (out, lines) = straced(
+        &sb,
+        "stat,lstat,fstat,newfstatat,statx",
+        &["go", "--json", "--workflow", "long_loop", "loop"],
+    );
+    let r = crate::util::GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", output_text(&out));
+    assert!(r.transitions.len() > 30, "{}", output_text(&out));
+    let rewritten = ["context.json", "inflight.json", "state.json"];
+    let stated: Vec<&str> = lines
+        .lines()
+        .filter(|l| rewritten.iter().any(|f| l.contains(&format!("/{f}"))))
+        // A file looked for and not there has no times to read.
+        .filter(|l| !l.contains("= -1 ENOENT"))
+        .collect();
+    assert!(stated.is_empty(), "{}", stated.join("\n"));
+}
