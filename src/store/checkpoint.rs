@@ -7,13 +7,12 @@
 //! commit only notes that the log is long. Once that commit is durable —
 //! when the engine goes on to start an agent and writes nothing until it
 //! ends — a thread of the store's own, with its own connection, runs the
-//! same `PASSIVE` checkpoint, then another for what steps committed during
-//! it, until one reaches the log's end. The log is then wholly in the
-//! database and the next write starts it over from its beginning, so it
-//! stays as short as before. When steps keep committing faster than the
-//! passes copy (a few tries), the first commit after them copies the rest
-//! itself, as SQLite would have. (Background passes alone would never let
-//! the log start over while steps keep committing.)
+//! same `PASSIVE` checkpoint. The first commit after that pass copies what
+//! was written meanwhile (a few steps' pages), itself, as SQLite would
+//! have: the log is then wholly in the database and the next write starts
+//! it over from its beginning, so it stays as short as before. (A
+//! background pass alone would never let it start over while steps keep
+//! committing.)
 //!
 //! Nothing about what is durable changes: a checkpoint only copies frames
 //! already in the log (SQLite syncs the log before it copies and the
@@ -48,12 +47,6 @@ const PAGES: c_int = 1000;
 /// stays bounded as SQLite's own checkpoint keeps it.
 const STALLED: c_int = 4;
 
-/// Passes the thread runs, one after the other, to copy the log to its
-/// end: each copies what was committed during the one before (a few
-/// steps' pages, quickly), so the commit after them usually has nothing
-/// left to copy and sync on the step's path.
-const PASSES: usize = 3;
-
 /// Where the log is in its cycle ([`Shared::phase`]).
 const SHORT: u8 = 0;
 /// Long: the thread is to copy it once the commit is durable.
@@ -75,7 +68,7 @@ struct Shared {
     phase: AtomicU8,
     /// No thread could be started: commits checkpoint themselves.
     inline: AtomicBool,
-    /// `PASSIVE` passes the thread ran (for tests).
+    /// Passes the thread ran (for tests).
     passes: AtomicU64,
     /// The log's length (frames) after this connection's last commit.
     frames: AtomicI32,
@@ -83,9 +76,6 @@ struct Shared {
     /// Held by a test to keep the thread from starting its pass.
     #[cfg(test)]
     gate: Mutex<()>,
-    /// Held by a test to keep the thread from its next pass after one.
-    #[cfg(test)]
-    between: Mutex<()>,
 }
 
 #[derive(Debug)]
@@ -107,8 +97,6 @@ impl Checkpoints {
             worker: Mutex::new(None),
             #[cfg(test)]
             gate: Mutex::new(()),
-            #[cfg(test)]
-            between: Mutex::new(()),
         });
         let hook = Arc::clone(&shared);
         conn.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: c_int| {
@@ -169,17 +157,6 @@ impl Checkpoints {
     #[cfg(test)]
     pub(super) fn hold(&self) -> std::sync::MutexGuard<'_, ()> {
         self.shared.gate.lock().unwrap()
-    }
-
-    #[cfg(test)]
-    pub(super) fn hold_between(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.shared.between.lock().unwrap()
-    }
-
-    /// Whether the thread is in its passes (for tests).
-    #[cfg(test)]
-    pub(super) fn copying(&self) -> bool {
-        self.shared.phase.load(Ordering::Acquire) == COPYING
     }
 }
 
@@ -255,57 +232,30 @@ impl Shared {
         Some(Worker { wake, thread })
     }
 
-    /// The thread: up to [`PASSES`] `PASSIVE` passes per wake, until the
-    /// store closes.
+    /// The thread: one `PASSIVE` pass per wake, until the store closes.
     ///
     /// SQLite syncs the database at the end of a pass only when the pass
     /// reached the end of the log, which a pass running beside the engine's
-    /// commits rarely does: steps commit while it copies a cycle's pages.
-    /// The next pass copies what they committed, a step or two, quickly,
-    /// and usually reaches the end; the log can then start over at the next
-    /// commit with nothing left for that commit to copy and sync on the
-    /// step's path (it did, ~0.7 ms once a cycle). When the passes do not
-    /// reach it, the thread syncs what they wrote (~1.5 ms here), so the
-    /// commit that finishes syncs only its own few pages.
+    /// commits rarely does: the commit that finishes would then sync all
+    /// the pages this pass wrote (~1.5 ms here). So the pass syncs them
+    /// itself; the finishing commit syncs only its own few.
     fn run(&self, conn: &Connection, db: Option<&std::fs::File>, woken: &Receiver<()>) {
         while woken.recv().is_ok() {
             #[cfg(test)]
             drop(self.gate.lock());
-            if !self.copy_to_end(conn)
-                && let Some(Err(e)) = db.map(std::fs::File::sync_data)
-            {
+            match conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
+                Ok((log, copied)) => tracing::debug!(log, copied, "checkpoint"),
+                // E.g. busy: another connection is checkpointing.
+                Err(e) => tracing::debug!("checkpoint: {e}"),
+            }
+            if let Some(Err(e)) = db.map(std::fs::File::sync_data) {
                 tracing::debug!("checkpoint sync: {e}");
             }
+            self.passes.fetch_add(1, Ordering::AcqRel);
             let _ =
                 self.phase
                     .compare_exchange(COPYING, COPIED, Ordering::AcqRel, Ordering::Acquire);
         }
-    }
-
-    /// Passes until one reaches the log's end (SQLite then syncs the
-    /// database), at most [`PASSES`]; whether one did.
-    fn copy_to_end(&self, conn: &Connection) -> bool {
-        for _ in 0..PASSES {
-            let pass = conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE);
-            self.passes.fetch_add(1, Ordering::AcqRel);
-            match pass {
-                // The log's end as it is now: a commit since the pass
-                // ended reads as not reached, which costs only time.
-                Ok((log, copied)) if copied == self.frames.load(Ordering::Acquire) => {
-                    tracing::debug!(log, copied, "checkpoint to the log's end");
-                    return true;
-                }
-                Ok((log, copied)) => tracing::debug!(log, copied, "checkpoint"),
-                // E.g. busy: another connection is checkpointing.
-                Err(e) => {
-                    tracing::debug!("checkpoint: {e}");
-                    return false;
-                }
-            }
-            #[cfg(test)]
-            drop(self.between.lock());
-        }
-        false
     }
 }
 
@@ -434,10 +384,7 @@ mod tests {
             commit(&mut store, 64); // past the reader's snapshot
         }
         drop(held);
-        // Every pass it tries, the reader keeps from the log's end.
-        wait_for("the thread's passes", || {
-            checkpoints.passes() >= 1 && !checkpoints.copying()
-        });
+        wait_for("the thread's pass", || checkpoints.passes() >= 1);
         reader.execute_batch("COMMIT").unwrap();
         drop(reader);
         commit(&mut store, 1); // finishes the copy
@@ -447,57 +394,6 @@ mod tests {
         }
         assert_eq!(size(wal), before, "the log grew instead of starting over");
         super::super::tests::assert_intact(&store);
-    }
-
-    /// What steps commit while the thread copies a cycle's pages is copied
-    /// by its next pass, not left to the commit after it: once the thread
-    /// is done, the database file alone holds every row, and the next
-    /// commit starts the log over. (The first pass is kept from the log's
-    /// end by a reader's older snapshot, as steps committing meanwhile
-    /// keep it in a run.)
-    #[test]
-    fn what_steps_commit_during_a_pass_is_copied_by_the_next_pass() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = open(&dir);
-        let checkpoints = store.durability.checkpoints().cloned().unwrap();
-        let db = dir.path().join(DB_FILE);
-        let wal = dir.path().join(format!("{DB_FILE}-wal"));
-        let between = checkpoints.hold_between();
-        let held = checkpoints.hold();
-        for _ in 0..70 {
-            commit(&mut store, 64); // past 1,000 pages: the pass is due
-        }
-        let reader = rusqlite::Connection::open(&db).unwrap();
-        reader.execute_batch("BEGIN").unwrap();
-        assert_eq!(count(&reader), 70);
-        for _ in 0..3 {
-            commit(&mut store, 64); // past the reader's snapshot
-        }
-        drop(held);
-        wait_for("the first pass", || checkpoints.passes() >= 1);
-        reader.execute_batch("COMMIT").unwrap();
-        drop(reader);
-        drop(between);
-        // The file alone, as a crash would leave it without its log, once
-        // the thread is done (its sync comes with the pass).
-        wait_for("the next pass", || {
-            checkpoints.passes() >= 2 && !checkpoints.copying()
-        });
-        let alone = dir.path().join("alone.db");
-        std::fs::copy(&db, &alone).unwrap();
-        let copy = rusqlite::Connection::open(&alone).unwrap();
-        assert_eq!(count(&copy), 73, "the last commits were left in the log");
-        let before = size(wal.clone());
-        for _ in 0..100 {
-            commit(&mut store, 16); // ~1.6 MB, from the log's start
-        }
-        assert_eq!(size(wal), before, "the log grew instead of starting over");
-        super::super::tests::assert_intact(&store);
-    }
-
-    fn count(conn: &rusqlite::Connection) -> i64 {
-        conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-            .unwrap()
     }
 
     #[test]
