@@ -19,7 +19,7 @@ use super::work::{StepFacts, StepWork, Work};
 use super::{Driver, RunError, outcome, retry};
 use crate::config::{Agent, Binding};
 use crate::fsm::{AgentState, Ending, FailureClass, NO_PROGRESS, StateId, StateKind};
-use crate::shell::{EchoFn, ProcessOutcome, process_start_ticks};
+use crate::shell::{EchoFn, ProcessOutcome};
 use crate::store::{InvocationStatus, NewInvocation, NewMessage, ProcessIds};
 
 /// The facts of one invocation, gathered once: its context package, its
@@ -478,8 +478,8 @@ impl super::RunInfo<'_> {
         let flight = flight.clone();
         let seen = Arc::new(Mutex::new(None));
         let noted = Arc::clone(&seen);
-        prepared.spec.on_spawn = Some(Arc::new(move |pid| {
-            let process = process_start_ticks(pid).map(|started| ProcessIds { pgid: pid, started });
+        prepared.spec.on_spawn = Some(Arc::new(move |pid, started: Option<u64>| {
+            let process = started.map(|started| ProcessIds { pgid: pid, started });
             *noted.lock().unwrap_or_else(|p| p.into_inner()) = process;
             InFlight {
                 process,
