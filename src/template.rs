@@ -78,6 +78,38 @@ pub fn render(name: &str, source: &str, ctx: &impl Serialize) -> Result<String, 
     })
 }
 
+/// Serialises a JSON value that stays the same from one step to the next
+/// (the task spec): as itself, except into template values, where the
+/// conversion made at the last step is reused while the value equals the
+/// one it was made from. Converting a plan of a few KB into template
+/// values took half of a prompt's rendering at every step; comparing it
+/// takes a tenth of that.
+pub fn reused<S: serde::Serializer>(
+    value: &Option<&serde_json::Value>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    type Last = Option<(serde_json::Value, minijinja::Value)>;
+    thread_local! {
+        static LAST: std::cell::RefCell<Last> = const { std::cell::RefCell::new(None) };
+    }
+    let Some(value) = value.filter(|_| minijinja::value::serializing_for_value()) else {
+        return value.serialize(s);
+    };
+    let kept = LAST.with_borrow(|last| {
+        last.as_ref()
+            .filter(|(json, _)| json == value)
+            .map(|(_, converted)| converted.clone())
+    });
+    let converted = kept.unwrap_or_else(|| {
+        let converted = minijinja::Value::from(minijinja::value::Serde(value));
+        LAST.set(Some((value.clone(), converted.clone())));
+        converted
+    });
+    // Passed through as it is: the template engine's own values serialise
+    // into it by reference.
+    converted.serialize(s)
+}
+
 /// One problem in a template, with the byte range it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {

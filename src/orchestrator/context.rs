@@ -43,6 +43,9 @@ pub(super) struct ContextPackage<'a> {
     /// `params` (temperature, max_tokens, …), for CLIs or wrappers that use them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub brain: Option<BrainContext<'a>>,
+    /// The same at every step after the plan: made into template values
+    /// once (see [`crate::template::reused`]).
+    #[serde(serialize_with = "crate::template::reused")]
     pub task_spec: Option<&'a Value>,
     pub previous_result: Option<&'a Value>,
     /// Why this state is visited again (test failures, a reviewer's
@@ -284,6 +287,31 @@ mod tests {
             assert_eq!(read, expected);
             assert!(!text.contains("tok-12345678"), "{text}");
         }
+    }
+
+    /// The task spec's template values are made once and kept while it
+    /// stays the same; a spec that changed is rendered as it is now, and
+    /// one that comes back is rendered as it was.
+    #[test]
+    fn a_task_spec_is_rendered_as_it_is_at_each_step() {
+        let commands = Commands::default();
+        let template = "{{ task_spec.title }} {{ task_spec | tojson }}";
+        let render =
+            |spec: &Value| render_prompt("t.md", template, &package(&commands, spec, "f")).unwrap();
+        let first = serde_json::json!({"title": "one", "tasks": [1, 2]});
+        let second = serde_json::json!({"title": "two", "tasks": [1, 2, 3]});
+        for _ in 0..2 {
+            assert_eq!(render(&first), r#"one {"tasks": [1, 2], "title": "one"}"#);
+            assert_eq!(render(&first), r#"one {"tasks": [1, 2], "title": "one"}"#);
+            assert_eq!(
+                render(&second),
+                r#"two {"tasks": [1, 2, 3], "title": "two"}"#
+            );
+        }
+        // And the package as written is the spec itself.
+        let text = package(&commands, &second, "f").text(&Redactor::default());
+        let read: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(read["task_spec"], second);
     }
 
     #[test]
