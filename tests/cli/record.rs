@@ -508,6 +508,22 @@ fn straced(sb: &Sandbox, calls: &str, args: &[&str]) -> (std::process::Output, S
     (out, std::fs::read_to_string(&trace).unwrap())
 }
 
+/// A 30-step loop of the `echo` tester run under `strace`, tracing
+/// `calls`: the sandbox, the run (which succeeded) and the trace.
+fn straced_loop(calls: &str) -> (Sandbox, GoResult, String) {
+    let sb = Sandbox::example();
+    echo_tester(&sb);
+    sb.write(".modix/fsm/long_loop.toml", &long_loop(30));
+    let (out, lines) = straced(
+        &sb,
+        calls,
+        &["go", "--json", "--workflow", "long_loop", "loop"],
+    );
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", output_text(&out));
+    (sb, r, lines)
+}
+
 /// A step's commit goes to disk while the engine prepares the next agent's
 /// prompt, and is on disk before that agent starts: in the system calls of
 /// a whole run, every write to the write-ahead log is followed by an fsync
@@ -745,16 +761,7 @@ fn a_run_leaves_its_log_for_the_next_and_the_database_whole() {
 /// reads back every step. (CI installs strace.)
 #[test]
 fn each_step_reaches_the_log_in_one_write() {
-    let sb = Sandbox::example();
-    echo_tester(&sb);
-    sb.write(".modix/fsm/long_loop.toml", &long_loop(30));
-    let (out, lines) = straced(
-        &sb,
-        "pwrite64,fdatasync,fsync",
-        &["go", "--json", "--workflow", "long_loop", "loop"],
-    );
-    let r = crate::util::GoResult::parse(&out);
-    assert_eq!(r.code, Some(0), "{}", output_text(&out));
+    let (sb, r, lines) = straced_loop("pwrite64,fdatasync,fsync");
     let log = format!("{}-wal>", sb.root().join(".modix/modix.db").display());
     let calls = |name: &str| {
         lines
@@ -793,18 +800,9 @@ fn each_step_reaches_the_log_in_one_write() {
 /// of them that finds it. (CI installs strace.)
 #[test]
 fn the_files_rewritten_at_each_step_are_never_stated() {
-    let sb = Sandbox::example();
-    echo_tester(&sb);
-    sb.write(".modix/fsm/long_loop.toml", &long_loop(30));
-    let (out, lines) = straced(
-        &sb,
-        // Every stat-like call, by class: the names differ by architecture.
-        "%stat,%lstat,%fstat",
-        &["go", "--json", "--workflow", "long_loop", "loop"],
-    );
-    let r = crate::util::GoResult::parse(&out);
-    assert_eq!(r.code, Some(0), "{}", output_text(&out));
-    assert!(r.transitions.len() > 30, "{}", output_text(&out));
+    // Every stat-like call, by class: the names differ by architecture.
+    let (_sb, r, lines) = straced_loop("%stat,%lstat,%fstat");
+    assert!(r.transitions.len() > 30);
     let rewritten = ["context.json", "inflight.json", "state.json"];
     let stated: Vec<&str> = lines
         .lines()
