@@ -22,13 +22,18 @@
 //!
 //! Walking a tree costs microseconds per file (the walker matches every entry
 //! against the ignore rules), so the walk runs only after git did, never on
-//! the fast path. On the fast path, a file whose folder is as it was is
-//! statted through the inode held open since the last full scan ([`Held`])
-//! rather than by its path: the same answer for a third of the cost.
+//! the fast path. On the fast path of a plan with no watch (below), a file
+//! whose folder is as it was is statted through the inode held open since
+//! the last full scan ([`Held`]) rather than by its path: the same answer
+//! for a third of the cost.
 //!
 //! Before any of that, the plan's paths are under an inotify watch
 //! ([`Watch`]): when the kernel reported nothing since the snapshot, the
-//! snapshot still describes the tree and nothing is statted at all.
+//! snapshot still describes the tree and nothing is statted at all. A
+//! watched plan holds no file open: it stats only after a write was
+//! reported, which nearly always sends the settle on to git anyway, and
+//! every process modix starts would pay for each held file (see
+//! `held_max`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -358,10 +363,11 @@ impl ScanPlan {
         let nf = self.n_files;
         let dirs = statter.lstat_all(nf..self.list.paths.len());
         let files = statter.lstat_all(0..nf);
-        let mut room = held_max();
+        // Only a plan with no watch holds files (see the module's doc).
+        let mut room = if self.watch.is_some() { 0 } else { held_max() };
         for (i, stat) in files.iter().enumerate() {
             let held = match (self.held[i].take(), stat) {
-                (Some(h), Some(s)) if h.is(s) && self.file_dir[i].is_some() => Some(h),
+                (Some(h), Some(s)) if room > 0 && h.is(s) && self.file_dir[i].is_some() => Some(h),
                 (_, Some(s)) if self.file_dir[i].is_some() && room > 0 => statter.hold(i, s),
                 _ => None,
             };
@@ -716,13 +722,14 @@ impl Held {
     }
 }
 
-/// How many files a plan holds open at most: a quarter of what the process
-/// may open, and at most 512. Every process modix starts (an agent, git)
-/// has the open-file table copied at its fork and the held files closed
-/// at its exec, ~0.05 µs each: 512 held files cost a spawn less than this
-/// machine's noise (a fast scan saves ~300 µs with them), 1024 add
-/// 50–100 µs, 8192 ~500 µs to every git command of a settle. A bigger
-/// tree has the rest statted by path.
+/// How many files a plan with no watch holds open at most: a quarter of
+/// what the process may open, and at most 512. Every process modix starts
+/// (an agent, git) has the open-file table copied at its fork and the held
+/// files closed at its exec, ~0.05–0.1 µs each: 300 held files were ~20 µs
+/// of every agent's start (docs/performance.md, sixteenth round), 1024 add
+/// 50–100 µs, 8192 ~500 µs to every git command of a settle; a fast scan
+/// that stats saves ~300 µs with them. A bigger tree has the rest statted
+/// by path.
 fn held_max() -> usize {
     static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *MAX.get_or_init(|| {
@@ -1011,8 +1018,8 @@ mod tests {
     }
 
     /// Files made in `tree/` and aged past the racy window, and a plan
-    /// over them: a snapshot of it holds every file of a watched folder
-    /// open. (Beside `tree/`, room for what an agent moves out of it.)
+    /// over them with no watch: a snapshot of it holds every file of a
+    /// watched folder open. (Beside `tree/`, room for what an agent moves out of it.)
     fn aged(tracked: &[(&str, &str)]) -> (tempfile::TempDir, ScanPlan, Snapshot) {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("tree");
@@ -1021,7 +1028,7 @@ mod tests {
         }
         std::thread::sleep(RACY_FINE * 2);
         let rels: Vec<&str> = tracked.iter().map(|(rel, _)| *rel).collect();
-        let mut p = plan(&root, &rels);
+        let mut p = plan(&root, &rels).without_watch();
         let s = p.scan();
         assert!(s.hashes.iter().all(Option::is_none), "nothing racy");
         (tmp, p, s)
@@ -1152,7 +1159,7 @@ mod tests {
             write(root, rel, text);
         }
         let rels: Vec<&str> = files.iter().map(|(rel, _)| *rel).collect();
-        let mut p = plan(root, &rels);
+        let mut p = plan(root, &rels).without_watch();
         p.scan();
         // A tracked file in a folder that is not watched is statted by path.
         assert!(p.held[2].is_none());
@@ -1202,6 +1209,29 @@ mod tests {
         let mut q = plan(root, &["a.txt", "sub/b.txt"]).without_watch();
         let t0 = q.scan();
         assert!(matches!(q.unchanged_since(&t0), Some(Unchanged::Since(_))));
+    }
+
+    #[test]
+    fn a_watched_plan_holds_nothing_and_its_stats_still_see_every_edit() {
+        let Some(tmp) = super::super::watch::tests::trusted_tmp() else {
+            return;
+        };
+        let root = tmp.path();
+        write(root, "a.txt", "a");
+        write(root, "sub/b.txt", "b");
+        let mut p = plan(root, &["a.txt", "sub/b.txt"]);
+        assert!(p.watch.is_some(), "watched");
+        let s0 = p.scan();
+        assert_eq!(p.held.iter().flatten().count(), 0, "held under a watch");
+        // A write is reported, and the stats (by path) find it.
+        write(root, "sub/b.txt", "B");
+        assert!(p.unchanged_since(&s0).is_none());
+        // Once the watch is gone, the next full scan holds the files.
+        let mut q = p.without_watch();
+        q.refresh(&[root.join("a.txt"), root.join("sub/b.txt")])
+            .unwrap();
+        q.scan();
+        assert_eq!(q.held.iter().flatten().count(), 2);
     }
 
     #[test]

@@ -609,6 +609,62 @@ fn with_no_progress_rules(sb: &Sandbox) {
     sb.edit_json(".modix/projects.json", |v| v["workflow"] = "watched".into());
 }
 
+/// Whether the kernel reports every change on the filesystem holding
+/// `dir`, so a run's workspace there is watched (`workspace::watch`).
+fn watchable(dir: &Path) -> bool {
+    let out = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let kind = String::from_utf8_lossy(&out.stdout);
+    ["ext2/ext3", "xfs", "btrfs", "tmpfs"].contains(&kind.trim())
+}
+
+#[test]
+fn a_watched_workspace_keeps_none_of_its_files_open_while_agents_run() {
+    // Every process modix starts gets a copy of its open files at the fork
+    // and closes them at its exec: under a watch, the tree's files are not
+    // among them, however many there are.
+    let sb = repo();
+    let root = sb.root();
+    if !watchable(&root) {
+        eprintln!(
+            "SKIPPED: {} is not on a filesystem the watch trusts",
+            root.display()
+        );
+        return;
+    }
+    for i in 0..200 {
+        write_file(&root.join(format!("pkg/f{i:03}.txt")), "x\n");
+    }
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-q", "-m", "more files"]);
+    let seen = tempfile::tempdir().unwrap();
+    let log = seen.path().join("fds");
+    scenarios::agent(
+        &sb,
+        &format!(
+            "    ls /proc/$PPID/fd | wc -l >> {}\n{}",
+            log.display(),
+            scenarios::EXECUTOR_OK
+        ),
+    );
+    let r = sb.go_json("Fix mean()");
+    assert!(r.code.is_some(), "{}", r.stderr);
+    let counts: Vec<usize> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert!(!counts.is_empty(), "the executor ran");
+    // A few dozen of its own (the store, pipes, the watch): not the 200.
+    assert!(
+        counts.iter().all(|&n| n < 100),
+        "modix's open files: {counts:?}"
+    );
+}
+
 #[test]
 fn an_executor_that_changes_nothing_makes_no_progress_and_the_run_fails_early() {
     let sb = repo();
