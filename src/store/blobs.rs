@@ -41,6 +41,34 @@ impl Writer<'_> {
         Ok(StoredJson { id, value })
     }
 
+    /// Stores an agent's stdout (redacted first, as [`Writer::blob`] does)
+    /// and its answer (as [`Writer::stored_json`] does): one blob for both
+    /// when the stdout as stored is the answer's JSON document, as a plain
+    /// command's nearly always is, so the answer's text is not written
+    /// twice (a blob row, its hash's index entry and ~a page of log less
+    /// per step, docs/performance.md, sixteenth round). Either way the
+    /// answer's blob reads back as the same value.
+    pub(super) fn stored_output<'v>(
+        &self,
+        stdout: &[u8],
+        answer: Option<&'v serde_json::Value>,
+    ) -> Result<(Option<i64>, Option<StoredJson<'v>>), StoreError> {
+        let text = self.redactor.redact_bytes(stdout);
+        let out = match text.is_empty() {
+            true => None,
+            false => Some(self.put(&text)?),
+        };
+        let Some(answer) = answer else {
+            return Ok((out, None));
+        };
+        let value = self.redactor.redact_json(answer);
+        let id = match out {
+            Some(id) if is_document(&text, &value) => id,
+            _ => self.put(self.encode(&value)?.as_bytes())?,
+        };
+        Ok((out, Some(StoredJson { id, value })))
+    }
+
     /// Stores `content` as it is (already redacted, or holding no secret)
     /// once and returns its id.
     pub(super) fn put(&self, content: &[u8]) -> Result<i64, StoreError> {
@@ -138,6 +166,20 @@ impl Known {
         }
         self.0.extend(found);
     }
+}
+
+/// The longest stdout [`is_document`] parses: a CLI's envelope or event
+/// stream (never the answer as it is) can be far longer, and is only
+/// parsed to find out.
+const DOCUMENT_MAX: usize = 1 << 16;
+
+/// Whether `text` is one JSON document (an object or an array, whitespace
+/// around it) whose value is `value`: a reader then gets `value` from it.
+fn is_document(text: &[u8], value: &serde_json::Value) -> bool {
+    let starts = text.iter().find(|b| !b.is_ascii_whitespace());
+    text.len() <= DOCUMENT_MAX
+        && matches!(starts, Some(b'{' | b'['))
+        && serde_json::from_slice::<serde_json::Value>(text).is_ok_and(|doc| doc == *value)
 }
 
 fn hex(digest: &[u8]) -> String {

@@ -276,11 +276,7 @@ impl Writer<'_> {
             true => None,
             false => Some(self.json(&inv.validation_errors)?),
         };
-        let parsed = inv
-            .parsed_output
-            .as_ref()
-            .map(|v| self.stored_json(v))
-            .transpose()?;
+        let (stdout, parsed) = self.stored_output(&inv.stdout, inv.parsed_output.as_ref())?;
         let usage = inv.usage.as_ref().map(|u| self.json_value(u)).transpose()?;
         if let Some(usage) = &usage {
             self.add_usage(run_id, usage)?;
@@ -327,7 +323,7 @@ impl Writer<'_> {
                     inv.signal,
                     inv.timed_out,
                     inv.duration_ms.map(to_i64),
-                    self.blob(&inv.stdout).map_err(to_sql)?,
+                    stdout,
                     self.blob(&inv.stderr).map_err(to_sql)?,
                     to_i64(inv.stdout_bytes),
                     to_i64(inv.stderr_bytes),

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 
 use rusqlite::params;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 use crate::fsm::Outcome;
@@ -1240,6 +1240,83 @@ fn a_tail_kept_by_its_own_steps_agrees_with_one_read_afresh() {
 
 /// The output message that carries the invocation's answer shares its
 /// blob, redacted once; a message with another payload gets its own.
+/// The blob ids of the last invocation's stdout and answer.
+fn output_blobs(store: &Store) -> (Option<i64>, Option<i64>) {
+    store
+        .conn
+        .query_row(
+            "SELECT stdout, parsed_output FROM invocations ORDER BY id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+}
+
+#[test]
+fn an_answer_that_is_its_stdout_is_stored_once_and_reads_back_as_it_was() {
+    let secret = "sk-ant-api03-ANSWER-IS-STDOUT-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = redacting(&db(&dir), secret);
+    let run = store.create_run(&new_run()).unwrap();
+    let answer = json!({"summary": format!("used {secret}"), "n": 1.5, "list": [1, null]});
+    // (stdout, the answer as judged, whether they are one blob)
+    let cases: Vec<(String, Value, bool)> = vec![
+        // The document as a command prints it: other order, spacing, escapes.
+        (
+            format!("  {{\"n\": 1.5, \"list\": [1, null], \"summary\": \"used {secret}\"}}\n"),
+            answer.clone(),
+            true,
+        ),
+        (format!("{answer:#}"), answer.clone(), true),
+        // The answer was taken out of an envelope, or out of prose.
+        (json!({"result": answer}).to_string(), answer.clone(), false),
+        (
+            format!("Done.\n```json\n{answer}\n```\n"),
+            answer.clone(),
+            false,
+        ),
+        // A null the schema allows was dropped from it.
+        (r#"{"a": 1, "b": null}"#.to_owned(), json!({"a": 1}), false),
+        // Cut at the capture limit: not a document at all.
+        (answer.to_string()[..20].to_owned(), answer.clone(), false),
+    ];
+    let mut seq = 0;
+    for (stdout, parsed, shared) in cases {
+        let mut inv = new_invocation();
+        inv.stdout = stdout.clone().into_bytes();
+        inv.parsed_output = Some(parsed.clone());
+        let mut s = step("plan", "again", "plan");
+        s.invocation = Some(inv);
+        store.record_step(&run.id, &s).unwrap();
+        seq += 1;
+        let (out, answer_blob) = output_blobs(&store);
+        assert_eq!(out == answer_blob, shared, "{stdout}");
+        let i = store.invocations(&run.id).unwrap().pop().unwrap();
+        assert_eq!(i.n, seq);
+        assert_eq!(
+            i.parsed_output,
+            Some(
+                serde_json::from_str(
+                    &parsed
+                        .to_string()
+                        .replace(secret, "[REDACTED:ANTHROPIC_API_KEY]")
+                )
+                .unwrap()
+            ),
+            "{stdout}"
+        );
+    }
+    let leaked: i64 = store
+        .conn
+        .query_row(
+            "SELECT count(*) FROM blobs WHERE instr(text, ?1)",
+            [secret],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(leaked, 0);
+}
+
 #[test]
 fn the_answer_and_its_output_message_are_one_blob() {
     let secret = "sk-ant-api03-ANSWER-AND-MESSAGE-0123456789";

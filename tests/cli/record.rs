@@ -642,6 +642,62 @@ to = "DONE"
     )
 }
 
+#[test]
+fn an_answer_printed_as_a_document_is_stored_once_and_read_back_as_judged() {
+    // A tester printing its answer as it is, different at every step (so no
+    // two steps share it): each step keeps that text once, as its stdout
+    // and as its answer, and reads back as the answer it judged.
+    let sb = Sandbox::example();
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!([
+            "sh",
+            "-c",
+            r#"echo "{\"summary\": \"attempt $MODIX_ATTEMPT\",  \"passed\": true}""#
+        ]);
+        v["agents"]["tester"]["manifest"]["output_mode"] = "json".into();
+    });
+    sb.write(".modix/fsm/long_loop.toml", &long_loop(3));
+    let out = sb
+        .modix()
+        .args(["go", "--json", "--workflow", "long_loop", "loop"])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", output_text(&out));
+    let db = sb.root().join(".modix/modix.db");
+    let conn =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let shared: Vec<(i64, i64)> = conn
+        .prepare("SELECT stdout, parsed_output FROM invocations ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(shared.len(), 4);
+    assert!(
+        shared.iter().all(|(out, answer)| out == answer),
+        "{shared:?}"
+    );
+    for attempt in 1..=4 {
+        let text = format!("attempt {attempt}");
+        let blobs: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM blobs WHERE instr(text, ?1) AND NOT instr(text, 'came_from')",
+                [&text],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(blobs, 1, "{text}");
+        let inv = sb.invocation(&r.run_id(), attempt);
+        assert_eq!(
+            inv["parsed_output"],
+            serde_json::json!({"passed": true, "summary": text})
+        );
+    }
+}
+
 /// A run long enough that its log is copied into the database several
 /// times (by the store's checkpoint thread and the commits after it),
 /// killed with SIGKILL at random moments and resumed each time, ends with
