@@ -1180,15 +1180,22 @@ mod tests {
         assert_eq!(b.stat(), s.files[1]);
     }
 
+    /// `a.txt` and `sub/b.txt` under a watched plan, where the watch can
+    /// be trusted (else the test skips).
+    fn watched_pair() -> Option<(tempfile::TempDir, ScanPlan)> {
+        let tmp = super::super::watch::tests::trusted_tmp()?;
+        write(tmp.path(), "a.txt", "a");
+        write(tmp.path(), "sub/b.txt", "b");
+        let p = plan(tmp.path(), &["a.txt", "sub/b.txt"]);
+        Some((tmp, p))
+    }
+
     #[test]
     fn a_quiet_watch_answers_without_statting() {
-        let Some(tmp) = super::super::watch::tests::trusted_tmp() else {
+        let Some((tmp, mut p)) = watched_pair() else {
             return;
         };
         let root = tmp.path();
-        write(root, "a.txt", "a");
-        write(root, "sub/b.txt", "b");
-        let mut p = plan(root, &["a.txt", "sub/b.txt"]);
         let s0 = p.scan();
         // The full scan's own opening of what it holds is no change.
         assert!(matches!(p.unchanged_since(&s0), Some(Unchanged::AsBefore)));
@@ -1213,13 +1220,10 @@ mod tests {
 
     #[test]
     fn a_watched_plan_holds_nothing_and_its_stats_still_see_every_edit() {
-        let Some(tmp) = super::super::watch::tests::trusted_tmp() else {
+        let Some((tmp, mut p)) = watched_pair() else {
             return;
         };
         let root = tmp.path();
-        write(root, "a.txt", "a");
-        write(root, "sub/b.txt", "b");
-        let mut p = plan(root, &["a.txt", "sub/b.txt"]);
         assert!(p.watch.is_some(), "watched");
         let s0 = p.scan();
         assert_eq!(p.held.iter().flatten().count(), 0, "held under a watch");
