@@ -1250,8 +1250,6 @@ fn a_tail_kept_by_its_own_steps_agrees_with_one_read_afresh() {
     same(&tail, &store, 6);
 }
 
-/// The output message that carries the invocation's answer shares its
-/// blob, redacted once; a message with another payload gets its own.
 /// The blob ids of the last invocation's stdout and answer.
 fn output_blobs(store: &Store) -> (Option<i64>, Option<i64>) {
     store
@@ -1321,6 +1319,8 @@ fn an_answer_that_is_its_stdout_is_stored_once_and_reads_back_as_it_was() {
     assert_eq!(blobs_with(&store, secret), 0, "a blob holds the secret");
 }
 
+/// The output message that carries the invocation's answer shares its
+/// blob, redacted once; a message with another payload gets its own.
 #[test]
 fn the_answer_and_its_output_message_are_one_blob() {
     let secret = "sk-ant-api03-ANSWER-AND-MESSAGE-0123456789";

@@ -349,8 +349,9 @@ impl ScanPlan {
         Ok(dirs)
     }
 
-    /// Stats every path of the plan, folders first (see [`Held`]), and
-    /// holds each file of a watched folder as the inode it now is.
+    /// Stats every path of the plan, folders first (see [`Held`]), and,
+    /// with no watch, holds each file of a watched folder as the inode it
+    /// now is.
     pub fn scan(&mut self) -> Snapshot {
         // What was reported so far is older than these stats.
         if self.drain()
@@ -1019,7 +1020,8 @@ mod tests {
 
     /// Files made in `tree/` and aged past the racy window, and a plan
     /// over them with no watch: a snapshot of it holds every file of a
-    /// watched folder open. (Beside `tree/`, room for what an agent moves out of it.)
+    /// watched folder open. (Beside `tree/`, room for what an agent moves
+    /// out of it.)
     fn aged(tracked: &[(&str, &str)]) -> (tempfile::TempDir, ScanPlan, Snapshot) {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("tree");
@@ -1197,7 +1199,7 @@ mod tests {
         };
         let root = tmp.path();
         let s0 = p.scan();
-        // The full scan's own opening of what it holds is no change.
+        // The full scan itself is no change.
         assert!(matches!(p.unchanged_since(&s0), Some(Unchanged::AsBefore)));
         // Noise is reported; the stats find no change that counts, and the
         // watch answers again from then on.
