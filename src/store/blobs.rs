@@ -9,7 +9,7 @@
 //! bytes, so nothing is altered on the way in and any SQLite tool can read
 //! the row.
 
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::{Row, params};
 use sha2::{Digest, Sha256};
 
 use super::{Ctx, StoreError, Writer};
@@ -91,18 +91,19 @@ impl Writer<'_> {
         };
         // Inserted at once, as a new text nearly always is (one known is
         // mostly found above); only a text already stored is looked up.
+        // Its id is the row id the insert made, not a `RETURNING id`:
+        // SQLite runs RETURNING as a trigger writing into a table of its
+        // own, with a statement journal, which made the step's first
+        // insert ~13 µs slower and each later one ~6 µs
+        // (docs/performance.md, eighteenth round).
         let inserted: Option<i64> = self
             .tx
             .prepare_cached(
                 "INSERT INTO blobs (hash, size, text, bytes) VALUES (?1, ?2, ?3, ?4) \
-                 ON CONFLICT (hash) DO NOTHING RETURNING id",
+                 ON CONFLICT (hash) DO NOTHING",
             )
-            .and_then(|mut s| {
-                s.query_row(params![hash, content.len() as i64, text, bytes], |r| {
-                    r.get(0)
-                })
-                .optional()
-            })
+            .and_then(|mut s| s.execute(params![hash, content.len() as i64, text, bytes]))
+            .map(|rows| (rows == 1).then(|| self.tx.last_insert_rowid()))
             .ctx(self.path, "storing text")?;
         let id = match inserted {
             Some(id) => id,
