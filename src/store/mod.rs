@@ -137,6 +137,8 @@ pub struct Store {
     blob_ids: blobs::Known,
     /// How its commits reach the disk (and who copies its log back).
     durability: durable::Durability,
+    /// Its last step of a run (see `record`).
+    last_step: Option<record::LastStep>,
 }
 
 impl Drop for Store {
@@ -241,6 +243,7 @@ impl Store {
             redactor: Redactor::default(),
             blob_ids: Default::default(),
             durability: durable::Durability::InCommit,
+            last_step: None,
         };
         // Refuse a newer schema before changing anything about the file.
         let version = migrations::check_not_newer(&store)?;
@@ -290,6 +293,7 @@ impl Store {
             redactor: Redactor::default(),
             blob_ids: Default::default(),
             durability: durable::Durability::InCommit,
+            last_step: None,
         };
         store.keep_plans()?;
         let mut version = migrations::check_not_newer(&store)?;

@@ -215,6 +215,8 @@ impl Writer<'_> {
     /// the `n` of its last invocation and `seq` of its last transition (0
     /// when none), in one statement.
     fn run_position(&self, run_id: &str) -> Result<RunPosition, StoreError> {
+        #[cfg(test)]
+        POSITION_READS.with(|n| n.set(n.get() + 1));
         self.tx
             .prepare_cached(
                 "SELECT current_state, status, \
@@ -373,7 +375,7 @@ impl Store {
         step: &Step,
     ) -> Result<TransitionRecord, StoreError> {
         let w = self.write_tx()?;
-        let (record, _) = write_step(&w, run_id, step, false)?;
+        let (record, ..) = write_step(&w, run_id, step, false, None)?;
         w.commit("committing a step")?;
         Ok(record)
     }
@@ -393,12 +395,31 @@ impl Store {
         tail: &mut RunTail,
         step: &Step,
     ) -> Result<(TransitionRecord, Landing), StoreError> {
+        let last = self.last_step.take();
         let w = self.write_tx()?;
-        let current = !w.written_since(&tail.run_id, tail.watermark)?;
-        let (record, messages) = write_step(&w, &tail.run_id, step, current)?;
+        // Nothing written since this store's last step of the run (by any
+        // connection): the run is where that step left it and the tail holds
+        // all its messages, with no statement to ask either.
+        let known = match last {
+            Some(last) if last.run_id == tail.run_id && last.watermark == tail.watermark => {
+                (last.stamp == stamp(&w)?).then_some(last.position)
+            }
+            _ => None,
+        };
+        let current = known.is_some() || !w.written_since(&tail.run_id, tail.watermark)?;
+        let (record, messages, position) = write_step(&w, &tail.run_id, step, current, known)?;
+        // Read before the commit, while no one else can write: this
+        // connection's own commit leaves the data version as it is.
+        let after = stamp(&w)?;
         let landing = w.commit_landing("committing a step")?;
         if current {
             tail.took_own(messages);
+            self.last_step = Some(LastStep {
+                run_id: tail.run_id.clone(),
+                watermark: tail.watermark,
+                stamp: after,
+                position,
+            });
         }
         Ok((record, landing))
     }
@@ -513,13 +534,16 @@ impl Store {
 /// can drop the transaction half way and check nothing leaked).
 ///
 /// With `keep`, it also returns the step's messages as a reader would find
-/// them.
+/// them; with `known`, the run's position is taken as it is instead of read
+/// (the caller knows nothing was written since it was). Last, where the run
+/// is after the step.
 pub(super) fn write_step(
     w: &Writer<'_>,
     run_id: &str,
     step: &Step,
     keep: bool,
-) -> Result<(TransitionRecord, Vec<MessageRecord>), StoreError> {
+    known: Option<RunPosition>,
+) -> Result<(TransitionRecord, Vec<MessageRecord>, RunPosition), StoreError> {
     let t = &step.transition;
     let conflict = |detail: String| StoreError::Conflict {
         path: w.path.to_path_buf(),
@@ -531,7 +555,10 @@ pub(super) fn write_step(
         status,
         last_n,
         last_seq,
-    } = w.run_position(run_id)?;
+    } = match known {
+        Some(position) => position,
+        None => w.run_position(run_id)?,
+    };
     if status.is_terminal() {
         return Err(conflict(format!(
             "the run already {status} in state {current}"
@@ -638,11 +665,18 @@ pub(super) fn write_step(
         redirected: t.redirected,
         invocation: invocation.map(|_| n),
     };
-    Ok((record, kept))
+    let position = RunPosition {
+        state: t.to.clone(),
+        status: step.run_status,
+        last_n: if invocation.is_some() { n } else { last_n },
+        last_seq: seq,
+    };
+    Ok((record, kept, position))
 }
 
 /// What [`Writer::run_position`] reads.
-struct RunPosition {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct RunPosition {
     state: String,
     status: RunStatus,
     last_n: u32,
@@ -669,4 +703,44 @@ fn move_run(
     .and_then(|mut s| s.execute(params![run_id, to, status, at, terminal]))
     .ctx(w.path, "moving a run to its new state")?;
     Ok(())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times this thread read a run's position from the database.
+    pub(super) static POSITION_READS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// A store's last step of a run, kept so that its next step need not read
+/// back what this one wrote ([`Store::record_step_tailed`]).
+#[derive(Debug)]
+pub(super) struct LastStep {
+    run_id: String,
+    /// The run's tail after the step, which then held every message of it.
+    watermark: i64,
+    stamp: Stamp,
+    /// Where the step left the run.
+    position: RunPosition,
+}
+
+/// What changes when anything is written to the database: SQLite's data
+/// version (moved by every commit of another connection, in this process
+/// or another) and this connection's count of rows changed (moved by its
+/// own writes, committed or not). Equal stamps: nothing was written in
+/// between. Read in a transaction, so it is the state that transaction sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    data_version: i64,
+    own_changes: u64,
+}
+
+fn stamp(w: &Writer<'_>) -> Result<Stamp, StoreError> {
+    Ok(Stamp {
+        data_version: w
+            .tx
+            .prepare_cached("PRAGMA data_version")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .ctx(w.path, "reading the data version")?,
+        own_changes: w.tx.total_changes(),
+    })
 }

@@ -613,7 +613,7 @@ fn crash_child_writes_half_a_step_and_dies() {
         state: "execute".into(),
         payload: json!({"big": "x".repeat(1 << 20)}),
     });
-    record::write_step(&w, &run.id, &s, false).unwrap();
+    record::write_step(&w, &run.id, &s, false, None).unwrap();
     // Push the uncommitted pages into the WAL file, as a big step would.
     w.tx.cache_flush().unwrap();
     // kill -9 ourselves: no destructors, no rollback, no core dump.
@@ -670,7 +670,7 @@ fn store_ok(path: &Path) {
 }
 
 fn write_step_for_test(w: &Writer<'_>, run_id: &str, s: &Step) {
-    let (t, _) = record::write_step(w, run_id, s, false).unwrap();
+    let (t, ..) = record::write_step(w, run_id, s, false, None).unwrap();
     assert_eq!(t.seq, 2);
 }
 
@@ -1248,6 +1248,78 @@ fn a_tail_kept_by_its_own_steps_agrees_with_one_read_afresh() {
     store.refresh_tail(&mut tail).unwrap();
     assert_eq!(tail.latest_of("note").unwrap().payload["text"], "look");
     same(&tail, &store, 6);
+}
+
+/// A run's steps recorded by one store one after the other read nothing
+/// back of where the run is; anything written in between — by another
+/// connection, in this process or another, or by this store outside its
+/// steps — sends the next step back to the database, so a step from the
+/// wrong state is still a conflict and numbers still follow on.
+#[test]
+fn a_step_reads_the_run_back_only_when_something_was_written_since_the_last() {
+    use super::record::POSITION_READS;
+    let reads = || POSITION_READS.with(std::cell::Cell::get);
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let a = store.create_run(&new_run()).unwrap();
+    let mut tail = store.run_tail(&a.id, 0).unwrap();
+    let with_invocation = |from: &str, to: &str| {
+        let mut s = step(from, "next", to);
+        s.invocation = Some(new_invocation());
+        s
+    };
+    let record = |store: &mut Store, tail: &mut RunTail, s: &Step| {
+        let before = reads();
+        let result = store.record_step_tailed(tail, s).map(|(r, landing)| {
+            landing.wait().unwrap();
+            r
+        });
+        (result, reads() - before)
+    };
+    let (first, read) = record(&mut store, &mut tail, &with_invocation("plan", "execute"));
+    assert_eq!(
+        (first.unwrap().seq, read),
+        (1, 1),
+        "the first step reads it"
+    );
+    let (second, read) = record(&mut store, &mut tail, &with_invocation("execute", "test"));
+    assert_eq!((second.unwrap().seq, read), (2, 0), "nothing written since");
+    let (third, read) = record(&mut store, &mut tail, &step("test", "next", "execute"));
+    assert_eq!((third.unwrap().seq, read), (3, 0));
+
+    // This store, outside its steps: an invocation abandoned takes n = 3.
+    store.record_abandoned(&a.id, &new_invocation()).unwrap();
+    let (fourth, read) = record(&mut store, &mut tail, &with_invocation("execute", "test"));
+    let fourth = fourth.unwrap();
+    assert_eq!((fourth.seq, fourth.invocation, read), (4, Some(4), 1));
+
+    // Another connection writes elsewhere: read again, and right.
+    let mut other = Store::open(&db(&dir)).unwrap();
+    let b = other.create_run(&new_run()).unwrap();
+    other
+        .record_step(&b.id, &step("plan", "next", "execute"))
+        .unwrap();
+    let (fifth, read) = record(&mut store, &mut tail, &with_invocation("test", "execute"));
+    let fifth = fifth.unwrap();
+    assert_eq!((fifth.seq, fifth.invocation, read), (5, Some(5), 1));
+    let (_, read) = record(&mut store, &mut tail, &step("execute", "next", "test"));
+    assert_eq!(read, 0);
+
+    // Another connection moves the run itself: the stale step is refused
+    // and writes nothing.
+    other
+        .record_step(&a.id, &step("test", "next", "review"))
+        .unwrap();
+    let (stale, read) = record(&mut store, &mut tail, &with_invocation("test", "execute"));
+    let err = stale.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
+    assert_eq!(read, 1);
+    assert_eq!(store.transitions(&a.id).unwrap().len(), 7);
+    assert_eq!(store.invocations(&a.id).unwrap().len(), 5);
+    // And after a refused step, nothing is taken as known.
+    store.refresh_tail(&mut tail).unwrap();
+    let (eighth, read) = record(&mut store, &mut tail, &with_invocation("review", "done"));
+    assert_eq!((eighth.unwrap().seq, read), (8, 1));
 }
 
 /// The blob ids of the last invocation's stdout and answer.
