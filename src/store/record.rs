@@ -675,7 +675,7 @@ pub(super) fn write_step(
 }
 
 /// What [`Writer::run_position`] reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) struct RunPosition {
     state: String,
     status: RunStatus,
