@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::{Driver, RunError};
 use crate::config::{Agent, ContextMode};
 use crate::fsm::StateId;
-use crate::store::{ControlKind, MessageRecord};
+use crate::store::{ControlKind, MessageRecord, Quote, Quotes};
 
 /// What earlier steps (and people) left for this one.
 pub(super) struct Inputs {
@@ -37,6 +37,8 @@ pub(super) struct Inputs {
     pub pending_ids: Vec<i64>,
     pub context_mode: ContextMode,
     pub history: Option<Vec<Value>>,
+    /// The blob of each `history` entry's payload.
+    pub history_blobs: Vec<i64>,
 }
 
 /// A state's latest output.
@@ -45,6 +47,10 @@ pub(super) struct Output {
     pub schema: String,
     pub seq: u32,
     pub output: Value,
+    /// The blob the output is stored in: the record of a package that
+    /// hands it on refers to it (`store::Quotes`).
+    #[serde(skip)]
+    pub blob: i64,
 }
 
 /// The transition that brought the run into the state, and what its step
@@ -79,6 +85,7 @@ impl Driver<'_> {
                     schema: m.kind.clone(),
                     seq: m.seq,
                     output: m.payload.clone(),
+                    blob: m.payload_blob,
                 };
                 (m.state.clone(), out)
             })
@@ -100,15 +107,17 @@ impl Driver<'_> {
             .unwrap_or_default();
         // `shared` hands the agent every message of the run, `isolated`
         // only the above.
-        let history = match context_mode {
-            ContextMode::Isolated => None,
-            ContextMode::Shared => Some(
-                self.store
-                    .messages(run_id)?
+        let (history, history_blobs) = match context_mode {
+            ContextMode::Isolated => (None, Vec::new()),
+            ContextMode::Shared => {
+                let messages = self.store.messages(run_id)?;
+                let blobs = messages.iter().map(|m| m.payload_blob).collect();
+                let entries = messages
                     .into_iter()
                     .map(|m| json!({ "seq": m.seq, "kind": m.kind, "state": m.state, "payload": m.payload }))
-                    .collect(),
-            ),
+                    .collect();
+                (Some(entries), blobs)
+            }
         };
         Ok(Inputs {
             task_spec: latest("task_spec"),
@@ -122,9 +131,39 @@ impl Driver<'_> {
             pending_ids,
             context_mode,
             history,
+            history_blobs,
         })
     }
+}
 
+impl Inputs {
+    /// What the package of these inputs quotes of the run's messages.
+    pub(super) fn quotes(&self) -> Quotes<'_> {
+        let outputs = self.outputs.iter().map(|(state, o)| Quote {
+            blob: o.blob,
+            seq: o.seq,
+            kind: &o.schema,
+            state,
+            payload: &o.output,
+        });
+        let history = self.history.iter().flatten().zip(&self.history_blobs);
+        let history = history.filter_map(|(entry, &blob)| {
+            Some(Quote {
+                blob,
+                seq: u32::try_from(entry.get("seq")?.as_u64()?).ok()?,
+                kind: entry.get("kind")?.as_str()?,
+                state: entry.get("state")?.as_str()?,
+                payload: entry.get("payload")?,
+            })
+        });
+        Quotes {
+            outputs: outputs.collect(),
+            history: history.collect(),
+        }
+    }
+}
+
+impl Driver<'_> {
     /// The transition that last brought the run into `state` and the
     /// messages its step left (none for the first state's entry).
     fn came_from(

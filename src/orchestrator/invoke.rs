@@ -342,7 +342,10 @@ impl super::RunInfo<'_> {
                 // step's commit then only writes them.
                 let texts = async {
                     let value = context_value(&m.context);
-                    texts = store.input_texts(&flight.argv, &flight.prompt, &value).ok();
+                    let quotes = inputs.quotes();
+                    texts = store
+                        .input_texts(&flight.argv, &flight.prompt, &value, &quotes)
+                        .ok();
                     context = Some(value);
                     drop(leftovers);
                 };

@@ -301,6 +301,8 @@ impl Seen<'_, '_> {
             pending_ids: Vec::new(),
             context_mode,
             history,
+            // A preview records nothing.
+            history_blobs: Vec::new(),
         }
     }
 }

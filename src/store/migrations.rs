@@ -415,6 +415,15 @@ fn context_now_unchecked(w: &super::Writer<'_>) -> Result<(), StoreError> {
     })
 }
 
+/// Version 16: a context package's step part refers to the blobs of the
+/// messages it quotes instead of holding their payloads again (`package`).
+/// Nothing moves: earlier rows hold every payload and read as they are. The
+/// version tells an older modix, which would read such a package without
+/// its outputs, that this store is newer than it.
+fn quotes_by_reference(_: &super::Writer<'_>) -> Result<(), StoreError> {
+    Ok(())
+}
+
 /// The CHECK version 9 gave `context_now`.
 const CONTEXT_NOW_CHECK: &str = "CHECK (context_now IS NULL OR json_valid(context_now))";
 
@@ -535,6 +544,7 @@ const VERSIONS: &[&[Migration]] = &[
     &[Migration::Sql(V13)],
     &[Migration::Code(in_lists_as_equalities)],
     &[Migration::Code(context_now_unchecked)],
+    &[Migration::Code(quotes_by_reference)],
 ];
 
 /// The schema version this binary writes.

@@ -11,6 +11,22 @@
 //! output), so the reader knows to put it back. A package that lacks it and
 //! would be read as if it had been left out is stored whole instead, so
 //! every package reads back as it was written.
+//!
+//! Since store v16 the step part also leaves out what it quotes of the
+//! run's messages: `outputs.<state>.output` (a state's latest output) and,
+//! for an agent whose context is `shared`, `history[i].payload` (every
+//! message of the run). Each is the payload of a message already stored as
+//! a blob, so the step part keeps that blob's id in its place
+//! (`output_blob`, `payload_blob`) and the reader puts the payload back.
+//! Before, every step stored every other state's output again (a plan
+//! handed to each of a thousand steps was stored a thousand times), and a
+//! `shared` run stored its whole history at each step: its record grew as
+//! the square of its length. Only a payload that is, value for value, the
+//! one its blob reads back as is left out; a package that lacks a payload
+//! of its own (not one modix builds) is stored whole, so that nothing is
+//! put back that was not left out. Blobs are never deleted (runs share
+//! them), so the ids stay good; anything that would delete blobs must count
+//! these references as uses.
 
 use serde_json::{Map, Value};
 
@@ -40,6 +56,10 @@ pub(super) fn split(context: &Value) -> (Value, Option<Value>) {
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .partition(|(k, _)| STEP_MEMBERS.contains(&k.as_str()));
+    if lacks_a_payload(&step) {
+        // Reading it back would put one in.
+        return (context.clone(), None);
+    }
     if repeated_output(&step).is_some() {
         // Left out below; the reader finds it in `outputs`.
         if let Some(Value::Object(came_from)) = step.get_mut("came_from") {
@@ -68,6 +88,107 @@ pub(super) fn join(frame: Value, step: Option<Value>) -> Value {
         }
         (frame, _) => frame,
     }
+}
+
+/// A message of the run a context package quotes: its payload as it reads
+/// back from its blob, and what identifies it in the package.
+#[derive(Debug, Clone, Copy)]
+pub struct Quote<'a> {
+    pub blob: i64,
+    pub seq: u32,
+    pub kind: &'a str,
+    pub state: &'a str,
+    pub payload: &'a Value,
+}
+
+/// The messages a context package quotes ([`crate::store::Store::input_texts`]):
+/// the latest output of each state its `outputs` hands on, and the messages
+/// of its `history`, in order.
+#[derive(Debug, Default)]
+pub struct Quotes<'a> {
+    pub outputs: Vec<Quote<'a>>,
+    pub history: Vec<Quote<'a>>,
+}
+
+/// Leaves out of a step part (redacted, as it is stored) each payload that
+/// is, value for value, the one a quoted message's blob reads back as; its
+/// blob's id takes its place.
+pub(super) fn refer(step: &mut Value, quotes: &Quotes<'_>) {
+    if let Some(Value::Object(outputs)) = step.get_mut("outputs") {
+        for q in &quotes.outputs {
+            let Some(Value::Object(entry)) = outputs.get_mut(q.state) else {
+                continue;
+            };
+            if entry.get("seq") == Some(&Value::from(q.seq))
+                && entry.get("schema").and_then(Value::as_str) == Some(q.kind)
+                && entry.get("output") == Some(q.payload)
+                && !entry.contains_key("output_blob")
+            {
+                entry.remove("output");
+                entry.insert("output_blob".into(), q.blob.into());
+            }
+        }
+    }
+    if let Some(Value::Array(history)) = step.get_mut("history") {
+        for (entry, q) in history.iter_mut().zip(&quotes.history) {
+            let Value::Object(entry) = entry else {
+                continue;
+            };
+            if entry.get("seq") == Some(&Value::from(q.seq))
+                && entry.get("kind").and_then(Value::as_str) == Some(q.kind)
+                && entry.get("state").and_then(Value::as_str) == Some(q.state)
+                && entry.get("payload") == Some(q.payload)
+                && !entry.contains_key("payload_blob")
+            {
+                entry.remove("payload");
+                entry.insert("payload_blob".into(), q.blob.into());
+            }
+        }
+    }
+}
+
+/// Puts back into a stored step part the payloads [`refer`] left out,
+/// each as `fetch` reads its blob.
+pub(super) fn put_back<E>(
+    step: &mut Value,
+    mut fetch: impl FnMut(i64) -> Result<Value, E>,
+) -> Result<(), E> {
+    let Value::Object(step) = step else {
+        return Ok(());
+    };
+    for (key, value) in step.iter_mut() {
+        let (entries, member): (Vec<&mut Value>, _) = match (key.as_str(), value) {
+            ("outputs", Value::Object(o)) => (o.values_mut().collect(), "output"),
+            ("history", Value::Array(h)) => (h.iter_mut().collect(), "payload"),
+            _ => continue,
+        };
+        let blob = format!("{member}_blob");
+        for entry in entries {
+            let Value::Object(entry) = entry else {
+                continue;
+            };
+            if entry.contains_key(member) {
+                continue;
+            }
+            if let Some(id) = entry.get(&blob).and_then(Value::as_i64) {
+                entry.remove(&blob);
+                entry.insert(member.into(), fetch(id)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether an entry of `outputs` lacks its `output`, or one of `history`
+/// its `payload`: a package modix did not build, which [`put_back`] would
+/// misread once stored as a step part.
+fn lacks_a_payload(step: &Map<String, Value>) -> bool {
+    let lacks =
+        |entry: &Value, member: &str| entry.as_object().is_some_and(|e| !e.contains_key(member));
+    let outputs = step.get("outputs").and_then(Value::as_object);
+    let history = step.get("history").and_then(Value::as_array);
+    outputs.is_some_and(|o| o.values().any(|e| lacks(e, "output")))
+        || history.is_some_and(|h| h.iter().any(|e| lacks(e, "payload")))
 }
 
 /// The output of `outputs[came_from.state]` when it is `came_from`'s step's
@@ -101,11 +222,76 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
-    use super::{join, split};
+    use super::{Quote, Quotes, join, put_back, refer, split};
 
     fn round_trip(package: &Value) -> Value {
         let (frame, step) = split(package);
         join(frame, step)
+    }
+
+    /// Stored with `quotes` (blob `i` holding `blobs[i]`) and read back.
+    fn quoted_round_trip(package: &Value, quotes: &Quotes<'_>, blobs: &[Value]) -> Value {
+        let (frame, mut step) = split(package);
+        if let Some(step) = &mut step {
+            refer(step, quotes);
+            let text = step.to_string();
+            *step = serde_json::from_str(&text).unwrap();
+            put_back(step, |id| Ok::<_, ()>(blobs[id as usize].clone())).unwrap();
+        }
+        join(frame, step)
+    }
+
+    #[test]
+    fn quoted_outputs_are_left_out_and_put_back() {
+        let plan = json!({"tasks": ["a", "b"]});
+        let work = json!({"passed": true});
+        let package = json!({
+            "epic": "e",
+            "came_from": {"seq": 4, "state": "WORK", "event": "ok", "output": work},
+            "outputs": {
+                "PLAN": {"schema": "task_spec", "seq": 2, "output": plan},
+                "WORK": {"schema": "test_result", "seq": 4, "output": work},
+            },
+            "history": [{"seq": 2, "kind": "task_spec", "state": "PLAN", "payload": plan}],
+        });
+        let quote = |blob, seq, kind, state, payload| Quote {
+            blob,
+            seq,
+            kind,
+            state,
+            payload,
+        };
+        let quotes = Quotes {
+            outputs: vec![
+                quote(0, 2, "task_spec", "PLAN", &plan),
+                // Another step's output of WORK: not this one's.
+                quote(1, 3, "test_result", "WORK", &work),
+            ],
+            history: vec![quote(0, 2, "task_spec", "PLAN", &plan)],
+        };
+        let (_, step) = split(&package);
+        let mut step = step.unwrap();
+        refer(&mut step, &quotes);
+        assert_eq!(
+            step["outputs"]["PLAN"],
+            json!({"schema": "task_spec", "seq": 2, "output_blob": 0})
+        );
+        assert_eq!(step["outputs"]["WORK"]["output"], work);
+        assert_eq!(step["history"][0].get("payload"), None);
+        let blobs = [plan.clone(), work.clone()];
+        assert_eq!(quoted_round_trip(&package, &quotes, &blobs), package);
+    }
+
+    #[test]
+    fn a_package_lacking_a_payload_of_its_own_is_stored_whole() {
+        for package in [
+            json!({"outputs": {"A": {"seq": 1, "output_blob": 0}}}),
+            json!({"history": [{"seq": 1, "kind": "k", "state": "A", "payload_blob": 0}]}),
+        ] {
+            assert_eq!(split(&package), (package.clone(), None));
+            let quotes = Quotes::default();
+            assert_eq!(quoted_round_trip(&package, &quotes, &[json!("x")]), package);
+        }
     }
 
     #[test]
@@ -199,6 +385,44 @@ mod tests {
                 }
             }
             prop_assert_eq!(round_trip(&package), package);
+        }
+
+        /// Whatever the package quotes, and whether or not its quotes are
+        /// the messages' payloads, it reads back as it was written.
+        #[test]
+        fn every_quoting_package_reads_back_as_written(
+            payloads in prop::collection::vec(json_value(), 1..4),
+            entries in prop::collection::vec((0usize..4, 0u32..2, json_value(), any::<bool>()), 0..4),
+            extra in json_value(),
+        ) {
+            let states = ["a", "b", "c", "d"];
+            let mut outputs = serde_json::Map::new();
+            let mut history = Vec::new();
+            for (i, (p, seq, own, quoted)) in entries.iter().enumerate() {
+                let payload = match quoted {
+                    true => payloads[p % payloads.len()].clone(),
+                    false => own.clone(),
+                };
+                outputs.insert(states[i].into(), json!({"schema": "s", "seq": seq, "output": payload}));
+                history.push(json!({"seq": seq, "kind": "s", "state": states[i], "payload": payload}));
+            }
+            if let Some(Value::Object(e)) = outputs.values_mut().next() {
+                e.insert("output_blob".into(), extra.clone());
+            }
+            let package = json!({"epic": "e", "outputs": outputs, "history": history});
+            let quotes: Vec<Quote<'_>> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, (p, seq, _, _))| Quote {
+                    blob: (p % payloads.len()) as i64,
+                    seq: *seq,
+                    kind: "s",
+                    state: states[i],
+                    payload: &payloads[p % payloads.len()],
+                })
+                .collect();
+            let quotes = Quotes { outputs: quotes.clone(), history: quotes };
+            prop_assert_eq!(quoted_round_trip(&package, &quotes, &payloads), package);
         }
     }
 }

@@ -95,6 +95,10 @@ pub struct MessageRecord {
     pub state: String,
     pub payload: Value,
     pub at: String,
+    /// The blob the payload is stored in (a context package that quotes
+    /// the message refers to it, see `package`).
+    #[serde(skip)]
+    pub payload_blob: i64,
 }
 
 /// The columns [`transition_from_row`] reads, with the tables they come from.
@@ -199,7 +203,12 @@ fn invocation_query(filter: &str) -> String {
     )
 }
 
-fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
+/// An invocation's row as a record; `quoted` reads the payload of a
+/// message its context package quotes, by the payload's blob.
+fn invocation_from_row(
+    row: &Row<'_>,
+    quoted: impl FnMut(i64) -> rusqlite::Result<Value>,
+) -> rusqlite::Result<InvocationRecord> {
     // The blob pairs start after the 26 plain columns.
     let blob = |k: usize| 26 + 2 * k;
     let opt_json = |i: usize| -> rusqlite::Result<Option<Value>> {
@@ -248,10 +257,13 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
         changes: opt_json(24)?,
         retry: opt_json(25)?,
         prompt: blobs::read(row, blob(0))?,
-        context: super::package::join(
-            blobs::read_json(row, blob(1))?.unwrap_or(Value::Null),
-            blobs::read_json(row, blob(5))?,
-        ),
+        context: {
+            let mut step: Option<Value> = blobs::read_json(row, blob(5))?;
+            if let Some(step) = &mut step {
+                super::package::put_back(step, quoted)?;
+            }
+            super::package::join(blobs::read_json(row, blob(1))?.unwrap_or(Value::Null), step)
+        },
         stdout: blobs::read(row, blob(2))?,
         stderr: blobs::read(row, blob(3))?,
         parsed_output: blobs::read_json(row, blob(4))?,
@@ -259,7 +271,13 @@ fn invocation_from_row(row: &Row<'_>) -> rusqlite::Result<InvocationRecord> {
 }
 
 pub(super) const MESSAGE_QUERY: &str = "SELECT m.id, m.run_id, m.seq, m.kind, m.state, b.text, b.bytes, \
-     m.at FROM messages m JOIN blobs b ON b.id = m.payload";
+     m.at, m.payload FROM messages m JOIN blobs b ON b.id = m.payload";
+
+/// A message's payload from its blob's columns at `idx`: a context
+/// package's quote of it is put back the same way (`package::put_back`).
+fn message_payload(row: &Row<'_>, idx: usize) -> rusqlite::Result<Value> {
+    Ok(blobs::read_json(row, idx)?.unwrap_or(Value::Null))
+}
 
 pub(super) fn message_from_row(row: &Row<'_>) -> rusqlite::Result<MessageRecord> {
     Ok(MessageRecord {
@@ -268,8 +286,9 @@ pub(super) fn message_from_row(row: &Row<'_>) -> rusqlite::Result<MessageRecord>
         seq: row.get(2)?,
         kind: row.get(3)?,
         state: row.get(4)?,
-        payload: blobs::read_json(row, 5)?.unwrap_or(Value::Null),
+        payload: message_payload(row, 5)?,
         at: row.get(7)?,
+        payload_blob: row.get(8)?,
     })
 }
 
@@ -361,9 +380,11 @@ impl Store {
             .conn
             .prepare(&invocation_query("i.run_id = ?1 ORDER BY i.n"))
             .ctx(self, "reading invocations")?;
-        stmt.query_map([run_id], invocation_from_row)
-            .and_then(|rows| rows.collect())
-            .ctx(self, "reading invocations")
+        stmt.query_map([run_id], |row| {
+            invocation_from_row(row, |id| self.quoted(id))
+        })
+        .and_then(|rows| rows.collect())
+        .ctx(self, "reading invocations")
     }
 
     /// Invocation number `n` (1-based) of the run, with its lifecycle.
@@ -372,7 +393,7 @@ impl Store {
             .query_row(
                 &invocation_query("i.run_id = ?1 AND i.n = ?2"),
                 params![run_id, n],
-                invocation_from_row,
+                |row| invocation_from_row(row, |id| self.quoted(id)),
             )
             .optional()
             .ctx(self, "reading an invocation")?
@@ -380,6 +401,13 @@ impl Store {
                 run_id: run_id.to_owned(),
                 n,
             })
+    }
+
+    /// The payload of a message a context package quotes, from its blob.
+    fn quoted(&self, blob: i64) -> rusqlite::Result<Value> {
+        self.conn
+            .prepare_cached("SELECT text, bytes FROM blobs WHERE id = ?1")?
+            .query_row([blob], |row| message_payload(row, 0))
     }
 
     /// The run's messages in the order they were written.

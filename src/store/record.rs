@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::blobs::{StoredJson, Text};
 use super::context::RunTail;
+use super::package::Quotes;
 use super::query::{LifecycleRecord, MessageRecord, TransitionRecord, lifecycle_records};
 use super::{Ctx, Landing, RunStatus, Store, StoreError, Writer, now, text_enum_sql, to_i64};
 use crate::fsm::{FailureClass, Outcome};
@@ -126,30 +127,42 @@ impl InputTexts {
         argv: &[String],
         prompt: &str,
         context: &Value,
+        quotes: &Quotes<'_>,
     ) -> Result<InputTexts, StoreError> {
         let json = |v: &Value| super::encode_json(path, &redactor.redact_json(v));
         let argv = Value::from(argv.to_vec());
         let (frame, step) = super::package::split(context);
+        let step = step.map(|step| {
+            // Compared as stored: the quoted payloads were redacted so.
+            let mut step = redactor.redact_json(&step).into_owned();
+            super::package::refer(&mut step, quotes);
+            step
+        });
         Ok(InputTexts {
             argv: Text::new(json(&argv)?.into_bytes()),
             prompt: (!prompt.is_empty())
                 .then(|| Text::new(redactor.redact_bytes(prompt.as_bytes()).into_owned())),
             context: Text::new(json(&frame)?.into_bytes()),
-            context_now: step.as_ref().map(json).transpose()?,
+            context_now: step
+                .as_ref()
+                .map(|s| super::encode_json(path, s))
+                .transpose()?,
         })
     }
 }
 
 impl Store {
     /// An invocation's [`InputTexts`], made apart from the commit that
-    /// stores them, with this store's redactor.
+    /// stores them, with this store's redactor. What the package quotes of
+    /// the run's messages (`quotes`) is stored by reference (`package`).
     pub fn input_texts(
         &self,
         argv: &[String],
         prompt: &str,
         context: &Value,
+        quotes: &Quotes<'_>,
     ) -> Result<InputTexts, StoreError> {
-        InputTexts::new(&self.redactor, &self.path, argv, prompt, context)
+        InputTexts::new(&self.redactor, &self.path, argv, prompt, context, quotes)
     }
 }
 
@@ -270,6 +283,7 @@ impl Writer<'_> {
                     &inv.argv,
                     &inv.prompt,
                     &inv.context,
+                    &Quotes::default(),
                 )?;
                 &made
             }
@@ -633,6 +647,7 @@ pub(super) fn write_step(
                 state: m.state.clone(),
                 payload: stored.into_owned(),
                 at: at.clone(),
+                payload_blob: payload,
             });
         }
     }

@@ -1705,6 +1705,90 @@ fn what_steps_did_to_the_workspace_is_stored_once_when_it_repeats() {
     assert_eq!(store.invocation(&run.id, 2).unwrap().changes, Some(later));
 }
 
+/// A step whose message is `payload`, the output of `state`.
+fn output_step(from: &str, to: &str, state: &str, payload: Value) -> Step {
+    let mut s = step(from, "go", to);
+    s.messages = vec![NewMessage {
+        kind: "test_result".into(),
+        state: state.into(),
+        payload,
+    }];
+    s
+}
+
+#[test]
+fn a_package_refers_to_the_messages_it_quotes_and_reads_back_whole() {
+    let secret = "sk-ant-api03-QUOTED-PAYLOAD-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = redacting(&db(&dir), secret);
+    let run = store.create_run(&new_run()).unwrap();
+    let plan = json!({"summary": format!("the plan, {}", "long ".repeat(400)), "n": 1.5});
+    let work = json!({"passed": false, "summary": format!("key {secret}")});
+    let steps = [
+        output_step("plan", "execute", "plan", plan),
+        output_step("execute", "test", "execute", work),
+    ];
+    for s in &steps {
+        store.record_step(&run.id, s).unwrap();
+    }
+    // As the engine hands them on: the payloads as they read back (the
+    // secret redacted), with their blobs.
+    let messages = store.messages(&run.id).unwrap();
+    let entry = |m: &MessageRecord| json!({"schema": m.kind, "seq": m.seq, "output": m.payload});
+    let history: Vec<Value> = messages
+        .iter()
+        .map(|m| json!({"seq": m.seq, "kind": m.kind, "state": m.state, "payload": m.payload}))
+        .collect();
+    let mut context = json!({
+        "epic": "e",
+        "attempt": 2,
+        "came_from": {"state": "execute", "seq": 2, "event": "go", "reason": null,
+                      "output": messages[1].payload},
+        "outputs": {"plan": entry(&messages[0]), "execute": entry(&messages[1])},
+        "history": history,
+    });
+    // One output the package changed: not the message's, kept whole.
+    context["history"][0]["payload"]["n"] = json!(2);
+    fn quote(m: &MessageRecord) -> Quote<'_> {
+        Quote {
+            blob: m.payload_blob,
+            seq: m.seq,
+            kind: &m.kind,
+            state: &m.state,
+            payload: &m.payload,
+        }
+    }
+    let quotes = Quotes {
+        outputs: messages.iter().map(quote).collect(),
+        history: messages.iter().map(quote).collect(),
+    };
+    let mut inv = new_invocation();
+    inv.context = context.clone();
+    inv.texts = Some(
+        store
+            .input_texts(&inv.argv, &inv.prompt, &context, &quotes)
+            .unwrap(),
+    );
+    let mut s = step("test", "go", "done");
+    s.invocation = Some(inv);
+    store.record_step(&run.id, &s).unwrap();
+
+    assert_eq!(store.invocation(&run.id, 1).unwrap().context, context);
+    let stored: String = store
+        .conn
+        .query_row("SELECT context_now FROM invocations", [], |r| r.get(0))
+        .unwrap();
+    let stored: Value = serde_json::from_str(&stored).unwrap();
+    let blob = |i: usize| json!(messages[i].payload_blob);
+    assert_eq!(stored["outputs"]["plan"].get("output"), None, "{stored}");
+    assert_eq!(stored["outputs"]["plan"]["output_blob"], blob(0));
+    assert_eq!(stored["outputs"]["execute"]["output_blob"], blob(1));
+    assert_eq!(stored["history"][1]["payload_blob"], blob(1));
+    assert_eq!(stored["history"][0]["payload"]["n"], json!(2), "{stored}");
+    assert!(stored.to_string().len() < 2_500, "{stored}");
+    assert_intact(&store);
+}
+
 #[test]
 fn texts_made_while_the_agent_runs_are_stored_as_the_commit_would_store_them() {
     let secret = "sk-ant-api03-TEXTS-MADE-APART-0123456789";
@@ -1723,7 +1807,7 @@ fn texts_made_while_the_agent_runs_are_stored_as_the_commit_would_store_them() {
     let made_apart = NewInvocation {
         texts: Some(
             store
-                .input_texts(&inv.argv, &inv.prompt, &inv.context)
+                .input_texts(&inv.argv, &inv.prompt, &inv.context, &Quotes::default())
                 .unwrap(),
         ),
         ..inv.clone()

@@ -868,3 +868,90 @@ fn the_files_rewritten_at_each_step_are_never_stated() {
         .collect();
     assert!(stated.is_empty(), "{}", stated.join("\n"));
 }
+
+/// Every invocation's context package reads back from `history` as its
+/// agent read it, while what it quotes of the run's messages (the other
+/// states' outputs, a shared agent's whole history) is stored once, in the
+/// messages, not again in each invocation's row.
+#[test]
+fn a_context_reads_back_as_its_agent_saw_it_and_stores_each_message_once() {
+    let sb = Sandbox::example();
+    // Every agent shares the run's messages (no manifest says otherwise).
+    sb.edit_json(".modix/agents.json", |v| {
+        for agent in v["agents"].as_object_mut().unwrap().values_mut() {
+            agent["manifest"].as_object_mut().unwrap().remove("context");
+        }
+    });
+    sb.write(
+        "../home/settings.json",
+        "{ \"context_mode\": \"shared\" }\n",
+    );
+    let seen = sb.dir.path().join("seen");
+    std::fs::create_dir(&seen).unwrap();
+    let original = std::fs::read_to_string(sb.root().join("agents/scripted-agent")).unwrap();
+    let (shebang, rest) = original.split_once('\n').unwrap();
+    sb.agent_script(&format!(
+        "{shebang}\nn=$(ls {dir} | grep -c \"^$MODIX_STATE-\" || true)\ncp \"$MODIX_CONTEXT\" {dir}/$MODIX_STATE-$((n + 1)).json\n{rest}",
+        dir = seen.display()
+    ));
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let run = r.run_id();
+    // Planner, executor, tester (a command, not the scripted agent), then
+    // the executor and the tester again.
+    let mut compared = 0;
+    let mut count = 0;
+    for n in 1.. {
+        let out = sb
+            .modix()
+            .args(["history", &run, "--invocation", &n.to_string(), "--json"])
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            break;
+        }
+        count = n;
+        let inv: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let stored = &inv["context"];
+        assert!(stored["history"].as_array().unwrap().len() >= n, "{stored}");
+        for (_, o) in stored["outputs"].as_object().unwrap() {
+            assert!(
+                o.get("output").is_some() && o.get("output_blob").is_none(),
+                "{o}"
+            );
+        }
+        let file = seen.join(format!(
+            "{}-{}.json",
+            inv["state"].as_str().unwrap(),
+            inv["attempt"]
+        ));
+        if let Ok(text) = std::fs::read_to_string(file) {
+            let saw: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(stored, &saw, "invocation {n}");
+            compared += 1;
+        }
+    }
+    assert_eq!((count, compared), (5, 3));
+    // Each step's row holds the references, not the payloads: the plan
+    // (the first output) is in no invocation's stored step part.
+    let db = sb.root().join(".modix/modix.db");
+    let conn =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let plan_in_rows: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM invocations WHERE instr(context_now, 'divides by len(values) + 1')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let quoting_rows: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM invocations WHERE instr(context_now, '\"payload_blob\"')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(plan_in_rows, 0);
+    assert_eq!(quoting_rows, count as i64);
+}
