@@ -18,13 +18,13 @@ pub(super) fn assert_intact(store: &Store) {
     assert_eq!(check, "ok");
 }
 
-/// How many blobs hold `text`.
 /// A store at `path` that redacts `secret` as an Anthropic key.
 fn redacting(path: &std::path::Path, secret: &str) -> Store {
     let redactor = crate::shell::Redactor::new([("ANTHROPIC_API_KEY", secret)]);
     Store::open(path).unwrap().with_redactor(redactor)
 }
 
+/// How many blobs hold `text`.
 fn blobs_holding(store: &Store, text: &str) -> i64 {
     store
         .conn
