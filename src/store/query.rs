@@ -270,6 +270,20 @@ fn invocation_from_row(
     })
 }
 
+/// A blob a context package quotes that the store does not hold.
+#[derive(Debug, thiserror::Error)]
+#[error("blob {0} is not in the store")]
+struct MissingBlob(i64);
+
+impl MissingBlob {
+    fn of(e: &rusqlite::Error) -> Option<&MissingBlob> {
+        match e {
+            rusqlite::Error::FromSqlConversionFailure(_, _, e) => e.downcast_ref(),
+            _ => None,
+        }
+    }
+}
+
 pub(super) const MESSAGE_QUERY: &str = "SELECT m.id, m.run_id, m.seq, m.kind, m.state, b.text, b.bytes, \
      m.at, m.payload FROM messages m JOIN blobs b ON b.id = m.payload";
 
@@ -389,25 +403,46 @@ impl Store {
 
     /// Invocation number `n` (1-based) of the run, with its lifecycle.
     pub fn invocation(&self, run_id: &str, n: u32) -> Result<InvocationRecord, StoreError> {
-        self.conn
+        let read = self
+            .conn
             .query_row(
                 &invocation_query("i.run_id = ?1 AND i.n = ?2"),
                 params![run_id, n],
                 |row| invocation_from_row(row, |id| self.quoted(id)),
             )
-            .optional()
-            .ctx(self, "reading an invocation")?
+            .optional();
+        if let Some(MissingBlob(blob)) = read.as_ref().err().and_then(MissingBlob::of) {
+            return Err(StoreError::Invalid {
+                path: self.path.clone(),
+                message: format!(
+                    "invocation {n} of run {run_id}: its context package quotes blob {blob}, \
+                     which is not in the store (the file was changed outside modix; \
+                     `sqlite3 FILE 'PRAGMA foreign_key_check'` lists what else is missing)"
+                ),
+            });
+        }
+        read.ctx(self, "reading an invocation")?
             .ok_or_else(|| StoreError::UnknownInvocation {
                 run_id: run_id.to_owned(),
                 n,
             })
     }
 
-    /// The payload of a message a context package quotes, from its blob.
+    /// The payload of a message a context package quotes, from its blob;
+    /// [`MissingBlob`] when the store lacks it (not "no row", which the
+    /// invocation's own query would take for a missing invocation).
     fn quoted(&self, blob: i64) -> rusqlite::Result<Value> {
         self.conn
             .prepare_cached("SELECT text, bytes FROM blobs WHERE id = ?1")?
             .query_row([blob], |row| message_payload(row, 0))
+            .optional()?
+            .ok_or_else(|| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    0,
+                    Type::Integer,
+                    Box::new(MissingBlob(blob)),
+                )
+            })
     }
 
     /// The run's messages in the order they were written.

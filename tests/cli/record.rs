@@ -954,4 +954,30 @@ fn a_context_reads_back_as_its_agent_saw_it_and_stores_each_message_once() {
         .unwrap();
     assert_eq!(plan_in_rows, 0);
     assert_eq!(quoting_rows, count as i64);
+    drop(conn);
+    // A reference to a blob the store lacks (a damaged file) is said as
+    // such, with the store's path, not taken for a missing invocation.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE invocations SET context_now =              json_set(context_now, '$.history[0].payload_blob', 999999) WHERE n = 2",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+    let out = sb
+        .modix()
+        .args(["history", &run, "--invocation", "2"])
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("invocation 2 of run")
+            && text.contains("blob 999999, which is not in the store"),
+        "{text}"
+    );
+    assert!(text.contains("modix.db"), "{text}");
+    assert!(!text.contains("no invocation"), "{text}");
 }
