@@ -9,6 +9,7 @@
 //! runs, nothing is written here; what a resume needs to know about it (its
 //! process group) is kept beside the run by the orchestrator.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use rusqlite::{OptionalExtension, params};
@@ -134,7 +135,11 @@ impl InputTexts {
         let (frame, step) = super::package::split(context);
         let step = step.map(|step| {
             // Compared as stored: the quoted payloads were redacted so.
-            let mut step = redactor.redact_json(&step).into_owned();
+            let redacted = match redactor.redact_json(&step) {
+                Cow::Owned(redacted) => Some(redacted),
+                Cow::Borrowed(_) => None,
+            };
+            let mut step = redacted.unwrap_or(step);
             super::package::refer(&mut step, quotes);
             step
         });
