@@ -302,7 +302,7 @@ fn codex() -> Shell {
             rule(RateLimited, "last status: 429|429 Too Many Requests"),
             rule(
                 Overloaded,
-                "high demand|last status: 5\\d\\d|status 5\\d\\d",
+                "high demand|last status: 5\\d\\d\\b|status 5\\d\\d\\b",
             ),
             rule(
                 NotFound,
@@ -378,8 +378,10 @@ fn gemini() -> Shell {
             exit(BadInvocation, 42),
             exit(BadInvocation, 52),
             exit(BudgetExceeded, 53),
-            rule(RateLimited, "429|RESOURCE_EXHAUSTED|Quota exceeded"),
-            rule(Overloaded, "503|UNAVAILABLE|overloaded"),
+            // Status codes as whole numbers: a port or a pid in the same
+            // text (`127.0.0.1:45031`) is not a 503.
+            rule(RateLimited, "\\b429\\b|RESOURCE_EXHAUSTED|Quota exceeded"),
+            rule(Overloaded, "\\b503\\b|UNAVAILABLE|overloaded"),
             stopping(rule(Network, "Attempt \\d+ failed.*fetch failed")),
             rule(Network, "fetch failed|ENOTFOUND|ECONNREFUSED"),
         ],

@@ -215,6 +215,41 @@ mod tests {
     }
 
     #[test]
+    fn a_status_code_is_a_whole_number_not_part_of_a_port() {
+        let gemini = Rules::of(&preset("gemini").unwrap());
+        for port in ["45031", "14290", "50300"] {
+            let stderr = format!(
+                "Attempt 1 failed. Retrying with backoff... Error: exception TypeError: \
+                 fetch failed sending request to http://127.0.0.1:{port}/v1beta/models"
+            );
+            let (class, _) = gemini.classify(&outcome(1, "", &stderr)).expect("a class");
+            assert_eq!(class, FailureClass::Network, "port {port}");
+        }
+        for (text, class) in [
+            (
+                "[API Error: got status: 503 Service Unavailable]",
+                FailureClass::Overloaded,
+            ),
+            (
+                "got status: 429 Too Many Requests",
+                FailureClass::RateLimited,
+            ),
+        ] {
+            assert_eq!(
+                gemini.classify(&outcome(1, "", text)).unwrap().0,
+                class,
+                "{text}"
+            );
+        }
+        let codex = Rules::of(&preset("codex").unwrap());
+        let text = "unexpected status 5031: pid 5031";
+        assert_ne!(
+            codex.classify(&outcome(1, text, "")).map(|c| c.0),
+            Some(FailureClass::Overloaded)
+        );
+    }
+
+    #[test]
     fn the_watch_stops_retry_loops_and_ignores_keep_alives() {
         let codex = Arc::new(Rules::of(&preset("codex").unwrap()));
         let watch = codex.watch();
