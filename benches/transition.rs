@@ -31,8 +31,10 @@
 //! steps, ~6.5 ms each here: ~50 µs a step on average), while a run's span
 //! holds every step modix's log costs; so the engine's in-run step is set
 //! beside the floor's in a row (its headline ratio), and beside the floor
-//! step's median as before. Then, from untimed runs, what reaches
-//! the disk per step: WAL bytes (frames of 4 KiB + 24 B), write transactions
+//! step's median as before. Each round also times a long run of the same
+//! two projects with `durability: pipelined` (the step's sync beside the
+//! next agent's start; docs/record.md), in the run, against the same
+//! floors. Then, from untimed runs, what reaches the disk per step: WAL bytes (frames of 4 KiB + 24 B), write transactions
 //! (commit frames; each is one fsync) and bytes stored once checkpointed —
 //! beside the floor's. Last, the start-up of `modix validate` (a spawned
 //! binary, less a bare spawn).
@@ -94,6 +96,16 @@ fn main() {
     let real_log = write_real_project(&real_root);
     let real = modix::bench::Project::load(&real_root);
     let real_prompt = real_prompt_sample(&real_root);
+    // The same projects with `durability: pipelined` (each step's sync
+    // beside the next agent's start), timed by their long runs alone.
+    let trivial_p_root = tmp.path().join("trivial-pipelined");
+    write_trivial_project(&trivial_p_root);
+    pipelined(&trivial_p_root);
+    let trivial_p = modix::bench::Project::load(&trivial_p_root);
+    let real_p_root = tmp.path().join("real-pipelined");
+    write_real_project(&real_p_root);
+    pipelined(&real_p_root);
+    let real_p = modix::bench::Project::load(&real_p_root);
     let real_context = real_context_sample(&real_root, &real_log);
 
     let floor_db = open_floor_db(&tmp.path().join("floor.db"));
@@ -114,6 +126,8 @@ fn main() {
             assert_eq!(trivial.run("bench_loop", "benchmark"), per_run as u32);
         });
         t.in_run(warm_up, &trivial_root);
+        assert_eq!(trivial_p.run("bench_loop", "benchmark"), per_run as u32);
+        t.in_run_pipelined(warm_up, &trivial_p_root);
         t.once.time(warm_up, || {
             assert_eq!(trivial.run("bench_once", "benchmark"), 2);
         });
@@ -121,6 +135,8 @@ fn main() {
             assert_eq!(real.run("real_loop", REAL_EPIC), per_run as u32 + 1);
         });
         r.in_run(warm_up, &real_root);
+        assert_eq!(real_p.run("real_loop", REAL_EPIC), per_run as u32 + 1);
+        r.in_run_pipelined(warm_up, &real_p_root);
         r.once.time(warm_up, || {
             assert_eq!(real.run("real_once", REAL_EPIC), 3);
         });
@@ -223,6 +239,8 @@ struct Scenario {
     once: Samples,
     /// Each long run's own step time (see [`Scenario::in_run`]).
     steady: Vec<Duration>,
+    /// The same with `durability: pipelined`.
+    pipelined: Vec<Duration>,
     /// The floor's step timed as a run's is ([`Scenario::floor_in_a_row`]).
     floor_row: Vec<Duration>,
 }
@@ -236,32 +254,16 @@ impl Scenario {
     /// and a short run carries. Transition times are stored to the
     /// millisecond: ±2 ms over LOOPS steps, ±10 µs per step.
     fn in_run(&mut self, warm_up: bool, root: &Path) {
-        if warm_up {
-            return;
+        if !warm_up {
+            self.steady.push(in_run_step(root));
         }
-        // Read-only, as `modix history` reads: a read-write connection
-        // closing last would checkpoint and delete the log modix keeps.
-        let conn = Connection::open_with_flags(
-            root.join(".modix/modix.db"),
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .expect("open modix.db");
-        let mut stmt = conn
-            .prepare(
-                "SELECT at FROM transitions WHERE run_id = \
-                 (SELECT id FROM runs ORDER BY created_at DESC, id DESC LIMIT 1) \
-                 ORDER BY seq DESC LIMIT ?1",
-            )
-            .expect("prepare");
-        let at: Vec<jiff::Timestamp> = stmt
-            .query_map([LOOPS + 1], |r| r.get::<_, String>(0))
-            .expect("query")
-            .map(|t| t.expect("row").parse().expect("a timestamp"))
-            .collect();
-        assert_eq!(at.len(), LOOPS as usize + 1);
-        let span = at[0].duration_since(at[at.len() - 1]);
-        self.steady
-            .push(Duration::try_from(span).expect("positive") / LOOPS);
+    }
+
+    /// [`Scenario::in_run`] of a project with `durability: pipelined`.
+    fn in_run_pipelined(&mut self, warm_up: bool, root: &Path) {
+        if !warm_up {
+            self.pipelined.push(in_run_step(root));
+        }
     }
 
     /// LOOPS floor steps in a row, timed as one span, per step: the floor
@@ -316,6 +318,16 @@ impl Scenario {
             "    ratio in-run step / floor in a row        {:>9.2}×  (both spans, checkpoints included)",
             steady.as_secs_f64() / row.as_secs_f64()
         );
+        let pipelined = median(&mut self.pipelined);
+        line("modix, `durability: pipelined`: the same", pipelined);
+        println!(
+            "    ratio pipelined / floor's step median     {:>9.2}×  (the step's sync beside the next agent's start)",
+            ratio(pipelined)
+        );
+        println!(
+            "    ratio pipelined / floor in a row          {:>9.2}×",
+            pipelined.as_secs_f64() / row.as_secs_f64()
+        );
         let (floor_cpu, step_cpu) = self.cpu_per_step(Samples::cpu_median);
         println!(
             "    CPU per step (with the agent's): floor {:.1} µs, modix {:.1} µs: {:.2}×",
@@ -331,6 +343,42 @@ impl Scenario {
             us(step_own) - us(floor_own)
         );
     }
+}
+
+/// The latest long run of the project at `root`, timed by its own record
+/// (see [`Scenario::in_run`]): its step's time.
+fn in_run_step(root: &Path) -> Duration {
+    // Read-only, as `modix history` reads: a read-write connection
+    // closing last would checkpoint and delete the log modix keeps.
+    let conn = Connection::open_with_flags(
+        root.join(".modix/modix.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .expect("open modix.db");
+    let mut stmt = conn
+        .prepare(
+            "SELECT at FROM transitions WHERE run_id = \
+             (SELECT id FROM runs ORDER BY created_at DESC, id DESC LIMIT 1) \
+             ORDER BY seq DESC LIMIT ?1",
+        )
+        .expect("prepare");
+    let at: Vec<jiff::Timestamp> = stmt
+        .query_map([LOOPS + 1], |r| r.get::<_, String>(0))
+        .expect("query")
+        .map(|t| t.expect("row").parse().expect("a timestamp"))
+        .collect();
+    assert_eq!(at.len(), LOOPS as usize + 1);
+    let span = at[0].duration_since(at[at.len() - 1]);
+    Duration::try_from(span).expect("positive") / LOOPS
+}
+
+/// `durability: pipelined` in the project's `runtimes.json`.
+fn pipelined(root: &Path) {
+    std::fs::write(
+        root.join(".modix/runtimes.json"),
+        r#"{"durability": "pipelined"}"#,
+    )
+    .expect("runtimes.json");
 }
 
 fn line(what: &str, d: Duration) {

@@ -424,6 +424,22 @@ pub struct Runtimes {
     pub output: OutputLimits,
     pub env: EnvPolicy,
     pub budget: Budget,
+    pub durability: Durability,
+}
+
+/// When a step's record must be on disk, relative to the next agent's start
+/// (docs/record.md, "Durability"). Either way the step's commit is synced
+/// before anything is said of it and before any later step commits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// The step is on disk before the next agent starts.
+    #[default]
+    Full,
+    /// The step's sync runs while the next agent starts: a power cut in that
+    /// moment can lose the step after that agent began, and a resume then
+    /// runs the step again.
+    Pipelined,
 }
 
 /// What a run may spend: a whole-run ceiling on time, cost and tokens, and

@@ -113,6 +113,44 @@ impl Unannounced {
     }
 }
 
+/// What an agent's turn says before its first attempt's agent runs: the
+/// last step, once on disk (if one is unannounced), then the agent's start.
+/// With `durability: full` it is said before the agent starts; with
+/// `pipelined`, once it has started (the step's sync then runs beside the
+/// agent's start), and the attempt stops that agent if the sync fails.
+pub(super) struct Herald<'a> {
+    pub(super) step: Option<Unannounced>,
+    pub(super) started: RunEvent,
+    pub(super) state_file: &'a mut Option<(String, RunStatus)>,
+    pub(super) sink: &'a mut dyn EventSink,
+}
+
+impl<'a> Herald<'a> {
+    /// What is still `unsaid` (taken: it is said once), lent the drive's
+    /// `state.json` and sink for one call.
+    pub(super) fn lend(
+        unsaid: &mut Option<(Option<Unannounced>, RunEvent)>,
+        state_file: &'a mut Option<(String, RunStatus)>,
+        sink: &'a mut dyn EventSink,
+    ) -> Option<Self> {
+        let (step, started) = unsaid.take()?;
+        Some(Herald {
+            step,
+            started,
+            state_file,
+            sink,
+        })
+    }
+
+    pub(super) fn say(self, info: &RunInfo) -> Result<(), RunError> {
+        if let Some(step) = self.step {
+            step.say(info, self.state_file, self.sink)?;
+        }
+        self.sink.event(&self.started);
+        Ok(())
+    }
+}
+
 /// Events for the notifications `state` declares on entry.
 fn notify(info: &RunInfo, sink: &mut dyn EventSink, state: crate::fsm::StateId) {
     let state = info.workflow.machine.state(state);

@@ -12,12 +12,13 @@ use serde_json::Value;
 use super::agent::{self, Failure, Verdict};
 use super::classify::Rules;
 use super::context::{ContextPackage, default_prompt, render_prompt};
+use super::driver::Herald;
 use super::events::RunEvent;
 use super::inflight::InFlight;
 use super::inputs::Inputs;
 use super::work::{StepFacts, StepWork, Work};
 use super::{Driver, RunError, outcome, retry};
-use crate::config::{Agent, Binding};
+use crate::config::{Agent, Binding, Durability};
 use crate::fsm::{AgentState, Ending, FailureClass, NO_PROGRESS, StateId, StateKind};
 use crate::shell::{EchoFn, ProcessOutcome};
 use crate::store::{InvocationStatus, NewInvocation, NewMessage, ProcessIds};
@@ -149,24 +150,29 @@ impl Driver<'_> {
         let materials = self.materials(&call, &inputs)?;
         let seq = self.cursor.transitions() + 1;
         let mut ready = Some(self.info.ready(&self.store, seq, &call, &materials)?);
-        // The last step on disk, and said, before its agent starts; its
-        // fsync ran while the prompt, the context and the process were made.
-        if let Some(step) = self.unannounced.take() {
-            step.say(&self.info, &mut self.state_file, &mut *self.sink)?;
-        }
-        self.sink.event(&RunEvent::AgentStarted {
+        // The last step, said once on disk, then the agent's start: before
+        // the agent starts (its fsync ran while the prompt, the context and
+        // the process were made), or with `durability: pipelined` once it
+        // has started, by its first attempt.
+        let started = RunEvent::AgentStarted {
             run_id: call.run_id.to_owned(),
             state: call.state.to_owned(),
             agent: agent.id.clone(),
             attempt,
             bound: call.bound,
-        });
+        };
+        let mut unsaid = Some((self.unannounced.take(), started));
+        if self.info.project.config.runtimes.durability == Durability::Full {
+            let herald = Herald::lend(&mut unsaid, &mut self.state_file, &mut *self.sink);
+            herald.map_or(Ok(()), |h| h.say(&self.info))?;
+        }
         let mut retried = 0;
         loop {
             let ready = match ready.take() {
                 Some(r) => r,
                 None => self.info.ready(&self.store, seq, &call, &materials)?,
             };
+            let herald = Herald::lend(&mut unsaid, &mut self.state_file, &mut *self.sink);
             let mut tried = self
                 .info
                 .attempt(
@@ -178,6 +184,7 @@ impl Driver<'_> {
                     &inputs,
                     &materials,
                     std::mem::take(&mut self.leftovers),
+                    herald,
                 )
                 .await?;
             let Some(outcome) = tried.verdict.outcome() else {
@@ -310,7 +317,10 @@ impl super::RunInfo<'_> {
     /// change the agent may not make is a rejection, whatever it answered.
     /// Its process is `ready` (made while the last step's sync ran, see
     /// [`RunInfo::ready`]); when the run's budget is spent, not started.
-    /// The last step's `leftovers` are freed once the process has started.
+    /// The last step's `leftovers` are freed once the process has started,
+    /// and what the `herald` has to say (the last step, with `durability:
+    /// pipelined`) is said then, once on disk: should that sync fail, the
+    /// agent is stopped and the attempt fails with it.
     #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
@@ -322,6 +332,7 @@ impl super::RunInfo<'_> {
         inputs: &Inputs,
         m: &Materials,
         leftovers: super::driver::Leftovers,
+        herald: Option<Herald<'_>>,
     ) -> Result<Tried, RunError> {
         let Ready {
             prepared,
@@ -333,14 +344,27 @@ impl super::RunInfo<'_> {
         let started = Instant::now();
         let mut texts = None;
         let mut context = None;
+        let mut said = Ok(());
+        let say = |herald: Option<Herald<'_>>| herald.map_or(Ok(()), |h| h.say(self));
         let ran = match (spent, prepared) {
-            (Some(why), _) => Ran::failed_to_start(FailureClass::BudgetExceeded, why),
-            (None, Err(e)) => Ran::failed_to_start(e.class(), e.to_string()),
+            (Some(why), _) => {
+                said = say(herald);
+                Ran::failed_to_start(FailureClass::BudgetExceeded, why)
+            }
+            (None, Err(e)) => {
+                said = say(herald);
+                Ran::failed_to_start(e.class(), e.to_string())
+            }
             (None, Ok(p)) => {
+                let spawned = Spawned::default();
                 // The record's texts are made while the agent runs (this
-                // future's turn comes once the process is started): the
-                // step's commit then only writes them.
+                // future's turn comes once the process is started, `biased`
+                // keeps it second): the step's commit then only writes them.
                 let texts = async {
+                    said = say(herald);
+                    if said.is_err() {
+                        spawned.kill();
+                    }
                     let value = context_value(&m.context);
                     let quotes = inputs.quotes();
                     texts = store
@@ -349,9 +373,10 @@ impl super::RunInfo<'_> {
                     context = Some(value);
                     drop(leftovers);
                 };
-                tokio::join!(self.run(cancel, p, call, &flight), texts).0
+                tokio::join!(biased; self.run(cancel, p, call, &flight, &spawned), texts).0
             }
         };
+        said?;
         let context = context.unwrap_or_else(|| context_value(&m.context));
         let seq = u64::from(flight.seq);
         let mut verdict = ran.verdict;
@@ -476,14 +501,14 @@ impl super::RunInfo<'_> {
         mut prepared: agent::Prepared,
         call: &Call<'_>,
         flight: &InFlight,
+        spawned: &Spawned,
     ) -> Ran {
         let path = InFlight::path(&self.files.dir);
         let flight = flight.clone();
-        let seen = Arc::new(Mutex::new(None));
-        let noted = Arc::clone(&seen);
+        let noted = Arc::clone(&spawned.0);
         prepared.spec.on_spawn = Some(Arc::new(move |pid, started: Option<u64>| {
             let process = started.map(|started| ProcessIds { pgid: pid, started });
-            *noted.lock().unwrap_or_else(|p| p.into_inner()) = process;
+            *noted.lock().unwrap_or_else(|p| p.into_inner()) = (Some(pid), process);
             InFlight {
                 process,
                 ..flight.clone()
@@ -493,7 +518,7 @@ impl super::RunInfo<'_> {
         let deadline = super::budget::Deadline::apply(self, &mut prepared.spec);
         let retry = &self.project.config.runtimes.retry;
         let result = retry::run_with_retry(prepared.spec, cancel.clone(), retry).await;
-        let process = *seen.lock().unwrap_or_else(|p| p.into_inner());
+        let process = spawned.ids();
         match result {
             Ok(out) => Ran {
                 verdict: deadline.judge(agent::judge(call, &out)),
@@ -646,6 +671,28 @@ pub(super) fn overwrite(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Ctrl-C and SIGTERM, as the engine hands them to a run.
 type Cancel = tokio::sync::watch::Receiver<bool>;
+
+/// An attempt's process as its spawn noted it: its group, and the ids the
+/// in-flight file names it by (when its start time could be read).
+#[derive(Default)]
+struct Spawned(Arc<Mutex<(Option<u32>, Option<ProcessIds>)>>);
+
+impl Spawned {
+    fn ids(&self) -> Option<ProcessIds> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+
+    /// Stops the agent's whole group at once: the run cannot go on (its
+    /// last step did not reach the disk), so nothing it does would count.
+    /// Not reaped yet, so its id is still its own.
+    fn kill(&self) {
+        let pgid = self.0.lock().unwrap_or_else(|p| p.into_inner()).0;
+        if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0) {
+            let group = nix::unistd::Pid::from_raw(pgid);
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
 
 /// Sleeps `wait`, or less if Ctrl-C or SIGTERM comes first (`true`).
 async fn wait_or_cancel(cancel: &Cancel, wait: std::time::Duration) -> bool {

@@ -524,25 +524,29 @@ fn straced_loop(calls: &str) -> (Sandbox, GoResult, String) {
     (sb, r, lines)
 }
 
-/// A step's commit goes to disk while the engine prepares the next agent's
-/// prompt, and is on disk before that agent starts: in the system calls of
-/// a whole run, every write to the write-ahead log is followed by an fsync
-/// of the log that began after it, before any agent's `execve` and before
-/// modix exits. (CI installs strace; without it this test fails, it does
-/// not skip.)
-#[test]
-fn every_step_is_on_disk_before_the_next_agent_starts() {
-    let sb = Sandbox::example();
-    let (out, lines) = straced(
-        &sb,
-        "execve,pwrite64,fdatasync,fsync",
-        &["go", "--json", "Fix mean() in calc.py"],
-    );
-    let r = crate::util::GoResult::parse(&out);
-    assert_eq!(r.code, Some(0), "{}", output_text(&out));
-    assert_eq!(r.summary["state"], "DONE", "{}", output_text(&out));
+/// What a traced run did with its write-ahead log, checked as it goes:
+/// every transition event printed (`--json` on stdout) and every later
+/// write to the log come after a sync of the log that began after its last
+/// write, and modix exits with the log synced.
+struct LogTrace {
+    /// The example's agents started.
+    agents: usize,
+    /// Syncs of the log that settled a write.
+    syncs: usize,
+    /// Agents started while the log held a write not yet synced.
+    beside_a_sync: usize,
+}
+
+fn follow_the_log(sb: &Sandbox, lines: &str) -> LogTrace {
     let log = format!("{}-wal>", sb.root().join(".modix/modix.db").display());
-    let (mut written, mut agents, mut syncs) = (false, 0, 0);
+    let mut t = LogTrace {
+        agents: 0,
+        syncs: 0,
+        beside_a_sync: 0,
+    };
+    // `written`: the log holds a write no sync has settled; `agent_since`:
+    // an agent started since that write.
+    let (mut written, mut agent_since) = (false, false);
     // A sync counts only if it began after the last write: it is noted at
     // its start and settles the log when it returns.
     let mut began: std::collections::HashMap<String, bool> = Default::default();
@@ -550,6 +554,10 @@ fn every_step_is_on_disk_before_the_next_agent_starts() {
         let (pid, call) = line.split_once(' ').unwrap_or(("", line));
         let call = call.trim_start();
         if call.starts_with("pwrite64(") && call.contains(&log) {
+            assert!(
+                !(written && agent_since),
+                "a step was recorded before the last one was on disk: {line}\n{lines}"
+            );
             written = true;
             began.values_mut().for_each(|b| *b = false);
         } else if (call.starts_with("fdatasync(") || call.starts_with("fsync("))
@@ -557,33 +565,110 @@ fn every_step_is_on_disk_before_the_next_agent_starts() {
         {
             began.insert(pid.to_owned(), true);
         }
-        let returned_zero = call.ends_with("= 0");
         let sync_returned = (call.starts_with("fdatasync(")
             || call.starts_with("fsync(")
             || call.starts_with("<... fdatasync resumed>")
             || call.starts_with("<... fsync resumed>"))
-            && returned_zero;
+            && call.ends_with("= 0");
         if sync_returned && began.remove(pid).unwrap_or(false) {
-            written = false;
-            syncs += 1;
+            (written, agent_since) = (false, false);
+            t.syncs += 1;
+        }
+        // An event line's first 32 bytes: `{"schema_version":1,"type":"tran`.
+        if call.starts_with("write(1<") && call.contains(r#"\"type\":\"tran"#) {
+            assert!(
+                !written,
+                "a step was said before it was on disk: {line}\n{lines}"
+            );
         }
         if call.starts_with("execve(")
             && call.contains("agents/scripted-agent")
             && !call.contains("--version")
         {
-            agents += 1;
-            assert!(
-                !written,
-                "an agent started before the last step was on disk: {line}\n{lines}"
-            );
+            t.agents += 1;
+            t.beside_a_sync += usize::from(written);
+            agent_since |= written;
         }
     }
-    assert!(agents >= 3, "the run's agents: {agents}\n{lines}");
-    assert!(
-        syncs >= agents,
-        "{syncs} syncs of the log for {agents} agents"
-    );
     assert!(!written, "modix exited with a commit not on disk\n{lines}");
+    t
+}
+
+/// A step's commit goes to disk while the engine prepares the next agent's
+/// prompt, and is on disk before that agent starts: in the system calls of
+/// a whole run, every write to the write-ahead log is followed by an fsync
+/// of the log that began after it, before any agent's `execve`, before the
+/// step's event is printed and before modix exits. (CI installs strace;
+/// without it this test fails, it does not skip.)
+#[test]
+fn every_step_is_on_disk_before_the_next_agent_starts() {
+    let sb = Sandbox::example();
+    let (out, lines) = straced(
+        &sb,
+        "execve,pwrite64,fdatasync,fsync,write",
+        &["go", "--json", "Fix mean() in calc.py"],
+    );
+    let r = crate::util::GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", output_text(&out));
+    assert_eq!(r.summary["state"], "DONE", "{}", output_text(&out));
+    let t = follow_the_log(&sb, &lines);
+    assert!(t.agents >= 3, "the run's agents: {}\n{lines}", t.agents);
+    assert_eq!(
+        t.beside_a_sync, 0,
+        "an agent started before the last step was on disk\n{lines}"
+    );
+    assert!(
+        t.syncs >= t.agents,
+        "{} syncs of the log for {} agents",
+        t.syncs,
+        t.agents
+    );
+}
+
+/// With `durability: pipelined` a step's sync runs while the next agent
+/// starts, and only that moves: every agent starts beside its last step's
+/// sync, yet no step is said (`--json`) or followed by another's record
+/// before it is on disk, and modix exits with every step on disk; the run
+/// is the same run.
+#[test]
+fn with_pipelined_durability_the_next_agent_starts_beside_the_sync_and_nothing_else_moves() {
+    let sb = Sandbox::example();
+    sb.edit_json(".modix/runtimes.json", |v| {
+        v["durability"] = "pipelined".into()
+    });
+    let (out, lines) = straced(
+        &sb,
+        "execve,pwrite64,fdatasync,fsync,write",
+        &["go", "--json", "Fix mean() in calc.py"],
+    );
+    let r = crate::util::GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", output_text(&out));
+    assert_eq!(r.summary["state"], "DONE", "{}", output_text(&out));
+    let t = follow_the_log(&sb, &lines);
+    assert!(t.agents >= 3, "the run's agents: {}\n{lines}", t.agents);
+    assert_eq!(
+        t.beside_a_sync, t.agents,
+        "each agent's start beside its step's sync\n{lines}"
+    );
+    assert!(
+        t.syncs >= t.agents,
+        "{} syncs of the log for {} agents",
+        t.syncs,
+        t.agents
+    );
+    // Events in the same order: each step, then the next agent's start.
+    let kinds: Vec<&str> = r.events.iter().filter_map(|e| e["type"].as_str()).collect();
+    let shape: Vec<&str> = kinds
+        .iter()
+        .copied()
+        .filter(|k| matches!(*k, "transition" | "agent_started"))
+        .collect();
+    let want: Vec<&str> = ["transition", "agent_started"]
+        .repeat(5)
+        .into_iter()
+        .chain(["transition"])
+        .collect();
+    assert_eq!(shape, want, "{kinds:?}");
 }
 
 /// The example's tester made an `echo` of a passing result: a step as

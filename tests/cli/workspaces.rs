@@ -984,6 +984,79 @@ fn submodules_are_refused_before_anything_is_recorded() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("No runs yet"));
 }
 
+/// With `durability: pipelined` a power cut can take a step off the disk
+/// after the next agent started: the record then ends at the step before,
+/// and the in-flight note names that next agent. Made here by killing modix
+/// before the executor's commit (step 3) and rewriting its note as such a
+/// cut leaves it: the tester of step 4 running. Resume records that tester
+/// abandoned (it ran; nothing of it is lost), discards the settled work and
+/// runs the executor's step once more, then the tester: the record has no
+/// gap, no duplicate step, and the change lands once.
+#[test]
+fn a_step_lost_after_the_next_agent_started_is_run_again_on_resume() {
+    let sb = repo();
+    let count = sb.dir.path().join("executor-runs");
+    scenarios::agent(
+        &sb,
+        &format!(
+            "    echo run >> {c}\n    echo '# attempt' >> calc.py\n{FIX}\n{DONE}",
+            c = count.display()
+        ),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    sb.edit_json(".modix/runtimes.json", |v| {
+        v["durability"] = "pipelined".into()
+    });
+    let out = sb
+        .modix()
+        .env("MODIX_CRASH_AT", "commit:3")
+        .args(["go", "--json", "a power cut"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(9), "{}", output_text(&out));
+    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(history_seqs(&sb, &run), [1, 2]);
+    let note = sb.root().join(format!(".modix/runs/{run}/inflight.json"));
+    let mut flight: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&note).unwrap()).unwrap();
+    assert_eq!(
+        (flight["seq"].as_u64(), flight["state"].as_str()),
+        (Some(3), Some("EXECUTING"))
+    );
+    flight["seq"] = 4.into();
+    flight["state"] = "TESTING".into();
+    flight["agent"] = "tester".into();
+    std::fs::write(&note, serde_json::to_vec(&flight).unwrap()).unwrap();
+
+    let r = sb.resume_json(&run);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(history_seqs(&sb, &run), [1, 2, 3, 4]);
+    assert_eq!(std::fs::read_to_string(&count).unwrap(), "run\nrun\n");
+    let invs: Vec<(String, String)> = (1..=4)
+        .map(|n| {
+            let inv = sb.invocation(&run, n);
+            let s = |k: &str| inv[k].as_str().unwrap().to_owned();
+            (s("state"), s("status"))
+        })
+        .collect();
+    let want = [
+        ("PLANNING", "completed"),
+        ("TESTING", "abandoned"),
+        ("EXECUTING", "completed"),
+        ("TESTING", "completed"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(invs, want);
+    let id = short(&sb, &run);
+    let calc = git(&sb.root(), &["show", &format!("modix/{id}:calc.py")]);
+    assert_eq!(calc.matches("# attempt").count(), 1, "{calc}");
+}
+
 /// Killed (as by `kill -9`) after the executor ran and its work was settled
 /// on the run's branch, but before the step was committed: the record has no
 /// trace of the step, so resume records the invocation as abandoned, discards
