@@ -671,6 +671,101 @@ fn with_pipelined_durability_the_next_agent_starts_beside_the_sync_and_nothing_e
     assert_eq!(shape, want, "{kinds:?}");
 }
 
+/// With `durability: pipelined`, a step whose sync fails after the next
+/// agent started stops that agent's whole process group at once, and the
+/// run with the error naming the log: strace makes the first sync after the
+/// planner's start fail (`EIO`), and the planner, which would sleep 30 s and
+/// then leave a mark, holds nothing up and is gone.
+#[test]
+fn with_pipelined_durability_a_failed_sync_stops_the_agent_started_beside_it() {
+    let mark = |sb: &Sandbox| sb.dir.path().join("planner-finished");
+    let project = |planner: &str| {
+        let sb = Sandbox::example();
+        sb.edit_json(".modix/runtimes.json", |v| {
+            v["durability"] = "pipelined".into()
+        });
+        // Named in its first bytes: strace prints the first 32 of each.
+        let script = format!(": the-planner; {planner}; touch {}", mark(&sb).display());
+        sb.edit_json(".modix/agents.json", |v| {
+            v["agents"]["planner"]["command"] = serde_json::json!(["sh", "-c", script]);
+            v["agents"]["planner"]
+                .as_object_mut()
+                .unwrap()
+                .remove("shell");
+            v["agents"]["planner"]
+                .as_object_mut()
+                .unwrap()
+                .remove("brain");
+        });
+        sb
+    };
+    // Which of the engine's syncs is the first after the planner's start
+    // (strace counts a call's invocations per thread).
+    let sb = project("true");
+    let (_, lines) = straced(&sb, "execve,fdatasync", &["go", "--json", "once"]);
+    let calls: Vec<(&str, &str)> = lines
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(pid, c)| (pid, c.trim_start())))
+        .collect();
+    let planner = calls
+        .iter()
+        .position(|(_, c)| c.starts_with("execve(") && c.contains("the-planner"))
+        .unwrap_or_else(|| panic!("the planner's start\n{lines}"));
+    let sync = |(_, c): &&(&str, &str)| c.starts_with("fdatasync(");
+    let (engine, _) = *calls[planner..]
+        .iter()
+        .find(sync)
+        .unwrap_or_else(|| panic!("a sync after the planner's start\n{lines}"));
+    let nth = calls[..planner]
+        .iter()
+        .filter(sync)
+        .filter(|(pid, _)| *pid == engine)
+        .count()
+        + 1;
+
+    let sb = project("sleep 30");
+    let trace = sb.dir.path().join("trace");
+    let mut cmd = std::process::Command::new("strace");
+    for (k, v) in sb.modix().get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let started = std::time::Instant::now();
+    let out = cmd
+        .current_dir(sb.root())
+        .args(["-f", "-qq", "-e", "trace=fdatasync", "-e"])
+        .arg(format!("inject=fdatasync:error=EIO:when={nth}"))
+        .arg("-o")
+        .arg(&trace)
+        .arg(assert_cmd::cargo::cargo_bin("modix"))
+        .args(["go", "--json", "twice"])
+        .output()
+        .expect("strace");
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
+    let text = output_text(&out);
+    assert!(
+        text.contains("modix.db-wal: cannot make a commit durable: Input/output error"),
+        "{text}"
+    );
+    assert!(
+        !text.contains(r#""type":"transition""#),
+        "a step said unsynced: {text}"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(20),
+        "waited {took:?} for the planner"
+    );
+    let alive = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .any(|c| String::from_utf8_lossy(&c).contains(&*mark(&sb).to_string_lossy()));
+    assert!(!alive, "the planner's group outlived the failed sync");
+    assert!(!mark(&sb).exists());
+}
+
 /// The example's tester made an `echo` of a passing result: a step as
 /// cheap as a step gets.
 fn echo_tester(sb: &Sandbox) {
