@@ -404,6 +404,9 @@ impl Driver<'_> {
             delivered: turn.delivered,
         };
         let (record, landing) = self.store.record_step_tailed(&mut self.tail, &step)?;
+        if self.info.project.config.runtimes.durability == crate::config::Durability::Full {
+            landing.write_out();
+        }
         self.leftovers.keep(step);
         self.stored_commit = self.work.workspace().last_commit().to_owned();
         self.last_transition = Some(record.clone());
