@@ -428,7 +428,7 @@ pub struct Runtimes {
 }
 
 /// When a step's record must be on disk, relative to the next agent's start
-/// (docs/record.md, "Durability"). Either way the step's commit is synced
+/// (docs/record.md, "Crash safety"). Either way the step's commit is synced
 /// before anything is said of it and before any later step commits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]

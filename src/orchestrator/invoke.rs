@@ -505,10 +505,10 @@ impl super::RunInfo<'_> {
     ) -> Ran {
         let path = InFlight::path(&self.files.dir);
         let flight = flight.clone();
-        let noted = Arc::clone(&spawned.0);
+        let noted = Spawned(Arc::clone(&spawned.0));
         prepared.spec.on_spawn = Some(Arc::new(move |pid, started: Option<u64>| {
             let process = started.map(|started| ProcessIds { pgid: pid, started });
-            *noted.lock().unwrap_or_else(|p| p.into_inner()) = (Some(pid), process);
+            noted.noted(pid, process);
             InFlight {
                 process,
                 ..flight.clone()
@@ -672,25 +672,56 @@ pub(super) fn overwrite(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Ctrl-C and SIGTERM, as the engine hands them to a run.
 type Cancel = tokio::sync::watch::Receiver<bool>;
 
-/// An attempt's process as its spawn noted it: its group, and the ids the
-/// in-flight file names it by (when its start time could be read).
+/// An attempt's process as its spawn noted it (the in-flight file's ids,
+/// when its start time could be read), and whether it must be stopped.
 #[derive(Default)]
-struct Spawned(Arc<Mutex<(Option<u32>, Option<ProcessIds>)>>);
+struct Spawned(Arc<Mutex<Noted>>);
+
+#[derive(Default)]
+struct Noted {
+    pgid: Option<u32>,
+    ids: Option<ProcessIds>,
+    stopped: bool,
+}
 
 impl Spawned {
-    fn ids(&self) -> Option<ProcessIds> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).1
+    fn lock(&self) -> std::sync::MutexGuard<'_, Noted> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Stops the agent's whole group at once: the run cannot go on (its
-    /// last step did not reach the disk), so nothing it does would count.
-    /// Not reaped yet, so its id is still its own.
-    fn kill(&self) {
-        let pgid = self.0.lock().unwrap_or_else(|p| p.into_inner()).0;
-        if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0) {
-            let group = nix::unistd::Pid::from_raw(pgid);
-            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    fn ids(&self) -> Option<ProcessIds> {
+        self.lock().ids
+    }
+
+    /// The hook of the spawn: the process noted, and stopped at once if
+    /// [`Spawned::kill`] came first (a spawn retried after a transient
+    /// failure starts after the step's sync).
+    fn noted(&self, pgid: u32, ids: Option<ProcessIds>) {
+        let mut n = self.lock();
+        (n.pgid, n.ids) = (Some(pgid), ids);
+        if n.stopped {
+            kill_group(pgid);
         }
+    }
+
+    /// Stops the agent's whole group, now or as it starts: the run cannot
+    /// go on (its last step did not reach the disk), so nothing the agent
+    /// does would count.
+    fn kill(&self) {
+        let mut n = self.lock();
+        n.stopped = true;
+        if let Some(pgid) = n.pgid {
+            kill_group(pgid);
+        }
+    }
+}
+
+/// SIGKILL to a group whose leader is ours and not reaped yet (so the id
+/// is still its own).
+fn kill_group(pgid: u32) {
+    if let Some(pgid) = i32::try_from(pgid).ok().filter(|p| *p > 0) {
+        let group = nix::unistd::Pid::from_raw(pgid);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
     }
 }
 

@@ -671,38 +671,31 @@ fn with_pipelined_durability_the_next_agent_starts_beside_the_sync_and_nothing_e
     assert_eq!(shape, want, "{kinds:?}");
 }
 
-/// With `durability: pipelined`, a step whose sync fails after the next
-/// agent started stops that agent's whole process group at once, and the
-/// run with the error naming the log: strace makes the first sync after the
-/// planner's start fail (`EIO`), and the planner, which would sleep 30 s and
-/// then leave a mark, holds nothing up and is gone.
-#[test]
-fn with_pipelined_durability_a_failed_sync_stops_the_agent_started_beside_it() {
-    let mark = |sb: &Sandbox| sb.dir.path().join("planner-finished");
-    let project = |planner: &str| {
-        let sb = Sandbox::example();
-        sb.edit_json(".modix/runtimes.json", |v| {
-            v["durability"] = "pipelined".into()
-        });
-        // Named in its first bytes: strace prints the first 32 of each.
-        let script = format!(": the-planner; {planner}; touch {}", mark(&sb).display());
-        sb.edit_json(".modix/agents.json", |v| {
-            v["agents"]["planner"]["command"] = serde_json::json!(["sh", "-c", script]);
-            v["agents"]["planner"]
-                .as_object_mut()
-                .unwrap()
-                .remove("shell");
-            v["agents"]["planner"]
-                .as_object_mut()
-                .unwrap()
-                .remove("brain");
-        });
-        sb
-    };
-    // Which of the engine's syncs is the first after the planner's start
-    // (strace counts a call's invocations per thread).
-    let sb = project("true");
-    let (_, lines) = straced(&sb, "execve,fdatasync", &["go", "--json", "once"]);
+/// The example with `durability: pipelined` and a planner that runs
+/// `planner` (then leaves a mark), named in its first bytes: strace prints
+/// the first 32 of each argument.
+fn pipelined_planner(planner: &str) -> Sandbox {
+    let sb = Sandbox::example();
+    sb.edit_json(".modix/runtimes.json", |v| {
+        v["durability"] = "pipelined".into()
+    });
+    let mark = sb.dir.path().join("planner-finished");
+    let script = format!(": the-planner; {planner}; touch {}", mark.display());
+    sb.edit_json(".modix/agents.json", |v| {
+        let planner = v["agents"]["planner"].as_object_mut().unwrap();
+        planner.insert("command".into(), serde_json::json!(["sh", "-c", script]));
+        planner.remove("shell");
+        planner.remove("brain");
+    });
+    sb
+}
+
+/// In a run of [`pipelined_planner`], how many syncs and process starts
+/// (`clone3`) the engine's thread makes up to the planner's start: strace
+/// counts a call's invocations per thread, for its fault injection.
+fn engine_calls_to_the_planner() -> (usize, usize) {
+    let sb = pipelined_planner("true");
+    let (_, lines) = straced(&sb, "execve,fdatasync,clone3", &["go", "--json", "once"]);
     let calls: Vec<(&str, &str)> = lines
         .lines()
         .filter_map(|l| l.split_once(' ').map(|(pid, c)| (pid, c.trim_start())))
@@ -711,20 +704,22 @@ fn with_pipelined_durability_a_failed_sync_stops_the_agent_started_beside_it() {
         .iter()
         .position(|(_, c)| c.starts_with("execve(") && c.contains("the-planner"))
         .unwrap_or_else(|| panic!("the planner's start\n{lines}"));
-    let sync = |(_, c): &&(&str, &str)| c.starts_with("fdatasync(");
     let (engine, _) = *calls[planner..]
         .iter()
-        .find(sync)
+        .find(|(_, c)| c.starts_with("fdatasync("))
         .unwrap_or_else(|| panic!("a sync after the planner's start\n{lines}"));
-    let nth = calls[..planner]
-        .iter()
-        .filter(sync)
-        .filter(|(pid, _)| *pid == engine)
-        .count()
-        + 1;
+    let count = |call: &str| {
+        calls[..planner]
+            .iter()
+            .filter(|(pid, c)| *pid == engine && c.starts_with(call))
+            .count()
+    };
+    (count("fdatasync("), count("clone3("))
+}
 
-    let sb = project("sleep 30");
-    let trace = sb.dir.path().join("trace");
+/// `modix go` in `sb` under strace injecting `faults`: its output, and how
+/// long it took.
+fn go_with_faults(sb: &Sandbox, faults: &[String]) -> (std::process::Output, std::time::Duration) {
     let mut cmd = std::process::Command::new("strace");
     for (k, v) in sb.modix().get_envs() {
         match v {
@@ -732,20 +727,26 @@ fn with_pipelined_durability_a_failed_sync_stops_the_agent_started_beside_it() {
             None => cmd.env_remove(k),
         };
     }
+    cmd.current_dir(sb.root())
+        .args(["-f", "-qq", "-o"])
+        .arg(sb.dir.path().join("trace"));
+    for fault in faults {
+        cmd.args(["-e", fault]);
+    }
     let started = std::time::Instant::now();
     let out = cmd
-        .current_dir(sb.root())
-        .args(["-f", "-qq", "-e", "trace=fdatasync", "-e"])
-        .arg(format!("inject=fdatasync:error=EIO:when={nth}"))
-        .arg("-o")
-        .arg(&trace)
         .arg(assert_cmd::cargo::cargo_bin("modix"))
         .args(["go", "--json", "twice"])
         .output()
         .expect("strace");
-    let took = started.elapsed();
-    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
-    let text = output_text(&out);
+    (out, started.elapsed())
+}
+
+/// The run stopped at once with the log's sync error, said nothing of the
+/// step, and left no planner (which would sleep 30 s) behind.
+fn stopped_by_the_failed_sync(sb: &Sandbox, out: &std::process::Output, took: std::time::Duration) {
+    let text = output_text(out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(
         text.contains("modix.db-wal: cannot make a commit durable: Input/output error"),
         "{text}"
@@ -758,12 +759,50 @@ fn with_pipelined_durability_a_failed_sync_stops_the_agent_started_beside_it() {
         took < std::time::Duration::from_secs(20),
         "waited {took:?} for the planner"
     );
+    let mark = sb.dir.path().join("planner-finished");
     let alive = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
-        .any(|c| String::from_utf8_lossy(&c).contains(&*mark(&sb).to_string_lossy()));
+        .any(|c| String::from_utf8_lossy(&c).contains(&*mark.to_string_lossy()));
     assert!(!alive, "the planner's group outlived the failed sync");
-    assert!(!mark(&sb).exists());
+    assert!(!mark.exists());
+}
+
+/// With `durability: pipelined`, a step whose sync fails after the next
+/// agent started stops that agent's whole process group at once, and the
+/// run with the error naming the log: strace makes the first sync after the
+/// planner's start fail (`EIO`).
+#[test]
+fn with_pipelined_durability_a_failed_sync_stops_the_agent_started_beside_it() {
+    let (syncs, _) = engine_calls_to_the_planner();
+    let sb = pipelined_planner("sleep 30");
+    let (out, took) = go_with_faults(
+        &sb,
+        &[format!("inject=fdatasync:error=EIO:when={}", syncs + 1)],
+    );
+    stopped_by_the_failed_sync(&sb, &out, took);
+}
+
+/// The same when the planner's first start fails as a transient error
+/// (`EAGAIN`, retried after a wait): the sync runs, and fails, during that
+/// wait, and the planner started after it is stopped as it starts.
+#[test]
+fn with_pipelined_durability_a_sync_failed_before_a_retried_start_stops_that_start() {
+    let (syncs, clones) = engine_calls_to_the_planner();
+    let sb = pipelined_planner("sleep 30");
+    let (out, took) = go_with_faults(
+        &sb,
+        &[
+            format!("inject=clone3:error=EAGAIN:when={clones}"),
+            format!("inject=fdatasync:error=EIO:when={}", syncs + 1),
+        ],
+    );
+    stopped_by_the_failed_sync(&sb, &out, took);
+    let trace = std::fs::read_to_string(sb.dir.path().join("trace")).unwrap();
+    assert!(
+        trace.contains("EAGAIN (Resource temporarily unavailable) (INJECTED)"),
+        "{trace}"
+    );
 }
 
 /// The example's tester made an `echo` of a passing result: a step as
