@@ -602,27 +602,34 @@ fn follow_the_log(sb: &Sandbox, lines: &str) -> LogTrace {
 /// without it this test fails, it does not skip.)
 #[test]
 fn every_step_is_on_disk_before_the_next_agent_starts() {
-    let sb = Sandbox::example();
-    let (out, lines) = straced(
-        &sb,
-        "execve,pwrite64,fdatasync,fsync,write",
-        &["go", "--json", "Fix mean() in calc.py"],
-    );
-    let r = crate::util::GoResult::parse(&out);
-    assert_eq!(r.code, Some(0), "{}", output_text(&out));
-    assert_eq!(r.summary["state"], "DONE", "{}", output_text(&out));
-    let t = follow_the_log(&sb, &lines);
-    assert!(t.agents >= 3, "the run's agents: {}\n{lines}", t.agents);
+    let (_, t, lines) = traced_example(&Sandbox::example());
     assert_eq!(
         t.beside_a_sync, 0,
         "an agent started before the last step was on disk\n{lines}"
     );
+}
+
+/// The example run through under strace, its log followed
+/// ([`follow_the_log`]): it ended DONE, with at least one sync for each of
+/// its agents. The run, the log's trace and strace's lines.
+fn traced_example(sb: &Sandbox) -> (GoResult, LogTrace, String) {
+    let (out, lines) = straced(
+        sb,
+        "execve,pwrite64,fdatasync,fsync,write",
+        &["go", "--json", "Fix mean() in calc.py"],
+    );
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", output_text(&out));
+    assert_eq!(r.summary["state"], "DONE", "{}", output_text(&out));
+    let t = follow_the_log(sb, &lines);
+    assert!(t.agents >= 3, "the run's agents: {}\n{lines}", t.agents);
     assert!(
         t.syncs >= t.agents,
         "{} syncs of the log for {} agents",
         t.syncs,
         t.agents
     );
+    (r, t, lines)
 }
 
 /// With `durability: pipelined` a step's sync runs while the next agent
@@ -636,25 +643,10 @@ fn with_pipelined_durability_the_next_agent_starts_beside_the_sync_and_nothing_e
     sb.edit_json(".modix/runtimes.json", |v| {
         v["durability"] = "pipelined".into()
     });
-    let (out, lines) = straced(
-        &sb,
-        "execve,pwrite64,fdatasync,fsync,write",
-        &["go", "--json", "Fix mean() in calc.py"],
-    );
-    let r = crate::util::GoResult::parse(&out);
-    assert_eq!(r.code, Some(0), "{}", output_text(&out));
-    assert_eq!(r.summary["state"], "DONE", "{}", output_text(&out));
-    let t = follow_the_log(&sb, &lines);
-    assert!(t.agents >= 3, "the run's agents: {}\n{lines}", t.agents);
+    let (r, t, lines) = traced_example(&sb);
     assert_eq!(
         t.beside_a_sync, t.agents,
         "each agent's start beside its step's sync\n{lines}"
-    );
-    assert!(
-        t.syncs >= t.agents,
-        "{} syncs of the log for {} agents",
-        t.syncs,
-        t.agents
     );
     // Events in the same order: each step, then the next agent's start.
     let kinds: Vec<&str> = r.events.iter().filter_map(|e| e["type"].as_str()).collect();

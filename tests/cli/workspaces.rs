@@ -994,30 +994,11 @@ fn submodules_are_refused_before_anything_is_recorded() {
 /// gap, no duplicate step, and the change lands once.
 #[test]
 fn a_step_lost_after_the_next_agent_started_is_run_again_on_resume() {
-    let sb = repo();
-    let count = sb.dir.path().join("executor-runs");
-    scenarios::agent(
-        &sb,
-        &format!(
-            "    echo run >> {c}\n    echo '# attempt' >> calc.py\n{FIX}\n{DONE}",
-            c = count.display()
-        ),
-    );
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    let (sb, count) = executor_counted();
     sb.edit_json(".modix/runtimes.json", |v| {
         v["durability"] = "pipelined".into()
     });
-    let out = sb
-        .modix()
-        .env("MODIX_CRASH_AT", "commit:3")
-        .args(["go", "--json", "a power cut"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.signal(), Some(9), "{}", output_text(&out));
-    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
-    assert_eq!(history_seqs(&sb, &run), [1, 2]);
+    let run = killed_before_the_executors_commit(&sb, "a power cut");
     let note = sb.root().join(format!(".modix/runs/{run}/inflight.json"));
     let mut flight: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&note).unwrap()).unwrap();
@@ -1030,40 +1011,15 @@ fn a_step_lost_after_the_next_agent_started_is_run_again_on_resume() {
     flight["agent"] = "tester".into();
     std::fs::write(&note, serde_json::to_vec(&flight).unwrap()).unwrap();
 
-    let r = sb.resume_json(&run);
-    assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert_eq!(history_seqs(&sb, &run), [1, 2, 3, 4]);
-    assert_eq!(std::fs::read_to_string(&count).unwrap(), "run\nrun\n");
-    let invs: Vec<(String, String)> = (1..=4)
-        .map(|n| {
-            let inv = sb.invocation(&run, n);
-            let s = |k: &str| inv[k].as_str().unwrap().to_owned();
-            (s("state"), s("status"))
-        })
-        .collect();
-    let want = [
-        ("PLANNING", "completed"),
-        ("TESTING", "abandoned"),
-        ("EXECUTING", "completed"),
-        ("TESTING", "completed"),
-    ];
-    let want: Vec<(String, String)> = want
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
-    assert_eq!(invs, want);
+    resumed_once_more(&sb, &run, &count, "TESTING");
     let id = short(&sb, &run);
     let calc = git(&sb.root(), &["show", &format!("modix/{id}:calc.py")]);
     assert_eq!(calc.matches("# attempt").count(), 1, "{calc}");
 }
 
-/// Killed (as by `kill -9`) after the executor ran and its work was settled
-/// on the run's branch, but before the step was committed: the record has no
-/// trace of the step, so resume records the invocation as abandoned, discards
-/// the settled work and runs the executor again — its change lands once, the history has no gap and no
-/// duplicate, and the database is intact.
-#[test]
-fn kill_nine_between_the_agent_and_the_commit_then_resume_runs_the_step_once() {
+/// A repository whose executor notes each of its runs in the returned file
+/// (and changes `calc.py`), and whose tester passes.
+fn executor_counted() -> (Sandbox, PathBuf) {
     let sb = repo();
     let count = sb.dir.path().join("executor-runs");
     scenarios::agent(
@@ -1076,35 +1032,47 @@ fn kill_nine_between_the_agent_and_the_commit_then_resume_runs_the_step_once() {
     sb.edit_json(".modix/agents.json", |v| {
         v["agents"]["tester"]["command"] = serde_json::json!(["true"])
     });
-    // Step 3 is the executor's (INIT→PLANNING, the planner's, the executor's).
+    (sb, count)
+}
+
+/// `go` killed (as by `kill -9`) at the commit of step 3, the executor's
+/// (INIT→PLANNING, the planner's, the executor's): the run's id.
+fn killed_before_the_executors_commit(sb: &Sandbox, epic: &str) -> String {
     let out = sb
         .modix()
         .env("MODIX_CRASH_AT", "commit:3")
-        .args(["go", "--json", "crash before the commit"])
+        .args(["go", "--json", epic])
         .output()
         .unwrap();
     assert_eq!(out.status.signal(), Some(9), "{}", output_text(&out));
     let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
     assert_eq!(sb.runs()[0]["state"], "EXECUTING");
-    let transitions = history_seqs(&sb, &run);
-    assert_eq!(transitions, [1, 2], "the crashed step left no transition");
+    assert_eq!(
+        history_seqs(sb, &run),
+        [1, 2],
+        "the crashed step left no transition"
+    );
+    run
+}
 
-    let r = sb.resume_json(&run);
+/// Resumed, the run ran the executor once more and ended: the planner, the
+/// invocation the crash left (in state `abandoned`, recorded so), the
+/// executor again, the tester.
+fn resumed_once_more(sb: &Sandbox, run: &str, count: &Path, abandoned: &str) {
+    let r = sb.resume_json(run);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert_eq!(history_seqs(&sb, &run), [1, 2, 3, 4]);
-    assert_eq!(std::fs::read_to_string(&count).unwrap(), "run\nrun\n");
-    // Planner, the killed executor (abandoned, its settled work discarded),
-    // the executor again, tester.
+    assert_eq!(history_seqs(sb, run), [1, 2, 3, 4]);
+    assert_eq!(std::fs::read_to_string(count).unwrap(), "run\nrun\n");
     let invs: Vec<(String, String)> = (1..=4)
         .map(|n| {
-            let inv = sb.invocation(&run, n);
+            let inv = sb.invocation(run, n);
             let s = |k: &str| inv[k].as_str().unwrap().to_owned();
             (s("state"), s("status"))
         })
         .collect();
     let want = [
         ("PLANNING", "completed"),
-        ("EXECUTING", "abandoned"),
+        (abandoned, "abandoned"),
         ("EXECUTING", "completed"),
         ("TESTING", "completed"),
     ];
@@ -1113,6 +1081,19 @@ fn kill_nine_between_the_agent_and_the_commit_then_resume_runs_the_step_once() {
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
     assert_eq!(invs, want);
+}
+
+/// Killed (as by `kill -9`) after the executor ran and its work was settled
+/// on the run's branch, but before the step was committed: the record has no
+/// trace of the step, so resume records the invocation as abandoned, discards
+/// the settled work and runs the executor again — its change lands once, the history has no gap and no
+/// duplicate, and the database is intact.
+#[test]
+fn kill_nine_between_the_agent_and_the_commit_then_resume_runs_the_step_once() {
+    let (sb, count) = executor_counted();
+    let run = killed_before_the_executors_commit(&sb, "crash before the commit");
+    // The killed executor abandoned, its settled work discarded.
+    resumed_once_more(&sb, &run, &count, "EXECUTING");
     let discarded = sb.invocation(&run, 2)["changes"]["discarded"]["paths"].clone();
     assert_eq!(discarded, serde_json::json!(["calc.py"]));
     let id = short(&sb, &run);
