@@ -360,6 +360,8 @@ impl super::RunInfo<'_> {
                 // The record's texts are made while the agent runs (this
                 // future's turn comes once the process is started, `biased`
                 // keeps it second): the step's commit then only writes them.
+                // First, with `durability: pipelined`, the last step is said
+                // once its sync, now beside the agent's start, returns.
                 let texts = async {
                     said = say(herald);
                     if said.is_err() {
