@@ -114,36 +114,46 @@ pub struct Quotes<'a> {
 /// is, value for value, the one a quoted message's blob reads back as; its
 /// blob's id takes its place.
 pub(super) fn refer(step: &mut Value, quotes: &Quotes<'_>) {
+    fn text<'e>(e: &'e Map<String, Value>, k: &str) -> Option<&'e str> {
+        e.get(k).and_then(Value::as_str)
+    }
     if let Some(Value::Object(outputs)) = step.get_mut("outputs") {
         for q in &quotes.outputs {
-            let Some(Value::Object(entry)) = outputs.get_mut(q.state) else {
-                continue;
-            };
-            if entry.get("seq") == Some(&Value::from(q.seq))
-                && entry.get("schema").and_then(Value::as_str) == Some(q.kind)
-                && entry.get("output") == Some(q.payload)
-                && !entry.contains_key("output_blob")
-            {
-                entry.remove("output");
-                entry.insert("output_blob".into(), q.blob.into());
+            if let Some(entry) = outputs.get_mut(q.state) {
+                refer_entry(entry, ("output", "output_blob"), q, |e| {
+                    text(e, "schema") == Some(q.kind)
+                });
             }
         }
     }
     if let Some(Value::Array(history)) = step.get_mut("history") {
         for (entry, q) in history.iter_mut().zip(&quotes.history) {
-            let Value::Object(entry) = entry else {
-                continue;
-            };
-            if entry.get("seq") == Some(&Value::from(q.seq))
-                && entry.get("kind").and_then(Value::as_str) == Some(q.kind)
-                && entry.get("state").and_then(Value::as_str) == Some(q.state)
-                && entry.get("payload") == Some(q.payload)
-                && !entry.contains_key("payload_blob")
-            {
-                entry.remove("payload");
-                entry.insert("payload_blob".into(), q.blob.into());
-            }
+            refer_entry(entry, ("payload", "payload_blob"), q, |e| {
+                text(e, "kind") == Some(q.kind) && text(e, "state") == Some(q.state)
+            });
         }
+    }
+}
+
+/// `entry`'s `member` left out for `blob_key` (the quote's blob) when the
+/// entry is the quote's — its seq, what `same` asks, and its payload — and
+/// has no such key of its own.
+fn refer_entry(
+    entry: &mut Value,
+    (member, blob_key): (&str, &str),
+    q: &Quote<'_>,
+    same: impl Fn(&Map<String, Value>) -> bool,
+) {
+    let Value::Object(entry) = entry else {
+        return;
+    };
+    if entry.get("seq") == Some(&Value::from(q.seq))
+        && same(entry)
+        && entry.get(member) == Some(q.payload)
+        && !entry.contains_key(blob_key)
+    {
+        entry.remove(member);
+        entry.insert(blob_key.into(), q.blob.into());
     }
 }
 
