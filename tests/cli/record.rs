@@ -489,6 +489,15 @@ fn huge_answer_child() {
 /// `calls`: its output and the trace's lines. (CI installs strace; without
 /// it the tests that use this fail, they do not skip.)
 fn straced(sb: &Sandbox, calls: &str, args: &[&str]) -> (std::process::Output, String) {
+    straced_with(sb, &["-e", &format!("trace={calls}")], args)
+}
+
+/// [`straced`] with strace's own options (what to trace, faults to inject).
+pub(crate) fn straced_with(
+    sb: &Sandbox,
+    options: &[&str],
+    args: &[&str],
+) -> (std::process::Output, String) {
     let trace = sb.dir.path().join("trace");
     let mut cmd = std::process::Command::new("strace");
     for (k, v) in sb.modix().get_envs() {
@@ -499,7 +508,9 @@ fn straced(sb: &Sandbox, calls: &str, args: &[&str]) -> (std::process::Output, S
     }
     let out = cmd
         .current_dir(sb.root())
-        .args(["-f", "-y", "-qq", "-e", &format!("trace={calls}"), "-o"])
+        .args(["-f", "-y", "-qq"])
+        .args(options)
+        .arg("-o")
         .arg(&trace)
         .arg(assert_cmd::cargo::cargo_bin("modix"))
         .args(args)
@@ -712,25 +723,9 @@ fn engine_calls_to_the_planner() -> (usize, usize) {
 /// `modix go` in `sb` under strace injecting `faults`: its output, and how
 /// long it took.
 fn go_with_faults(sb: &Sandbox, faults: &[String]) -> (std::process::Output, std::time::Duration) {
-    let mut cmd = std::process::Command::new("strace");
-    for (k, v) in sb.modix().get_envs() {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    cmd.current_dir(sb.root())
-        .args(["-f", "-qq", "-o"])
-        .arg(sb.dir.path().join("trace"));
-    for fault in faults {
-        cmd.args(["-e", fault]);
-    }
+    let options: Vec<&str> = faults.iter().flat_map(|f| ["-e", f.as_str()]).collect();
     let started = std::time::Instant::now();
-    let out = cmd
-        .arg(assert_cmd::cargo::cargo_bin("modix"))
-        .args(["go", "--json", "twice"])
-        .output()
-        .expect("strace");
+    let (out, _) = straced_with(sb, &options, &["go", "--json", "twice"]);
     (out, started.elapsed())
 }
 
