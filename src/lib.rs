@@ -13,7 +13,8 @@
 //! Supporting modules: [`diagnostics`] (problems with file, place and fix),
 //! [`schema`] (the embedded JSON Schemas), [`doctor`] (readiness checks),
 //! [`scaffold`] (what `init` writes), [`template`] (prompt templates,
-//! checked and rendered), [`embedded`], [`fsutil`], [`text`].
+//! checked and rendered), [`stops`] (Ctrl-C and SIGTERM before a command
+//! takes them), [`embedded`], [`fsutil`], [`text`].
 //!
 //! Everything is crate-private; the binary calls [`cli::main`], and the
 //! benchmarks use the hidden [`bench`] hooks.
@@ -32,6 +33,7 @@ pub(crate) mod project;
 pub(crate) mod scaffold;
 pub(crate) mod schema;
 pub(crate) mod shell;
+pub(crate) mod stops;
 pub(crate) mod store;
 pub(crate) mod template;
 pub(crate) mod text;
@@ -39,6 +41,8 @@ pub(crate) mod workspace;
 
 /// The command line, for `main.rs`.
 pub fn main() -> std::process::ExitCode {
+    // First of all: a Ctrl-C from here on is never lost.
+    stops::hold();
     alloc::tune();
     cli::main()
 }

@@ -277,20 +277,23 @@ fn epic(args: &GoArgs) -> Result<String, Error> {
         )
     };
     let mut bytes = Vec::new();
-    let read = if stdin {
-        std::io::stdin()
-            .lock()
-            .take(MAX_EPIC_BYTES + 1)
-            .read_to_end(&mut bytes)
-    } else {
-        match std::fs::metadata(path) {
-            Ok(m) if m.is_file() && m.len() > MAX_EPIC_BYTES => {
-                return Err(too_big(format!("{} bytes", m.len())));
-            }
-            _ => std::fs::File::open(path)
-                .and_then(|f| f.take(MAX_EPIC_BYTES + 1).read_to_end(&mut bytes)),
+    if !stdin
+        && let Ok(m) = std::fs::metadata(path)
+        && m.is_file()
+        && m.len() > MAX_EPIC_BYTES
+    {
+        return Err(too_big(format!("{} bytes", m.len())));
+    }
+    // A pipe or a terminal may keep modix waiting: a Ctrl-C meanwhile ends
+    // it (nothing is created yet) rather than being held for a run.
+    let read = crate::stops::unheld(|| {
+        let limit = MAX_EPIC_BYTES + 1;
+        if stdin {
+            std::io::stdin().lock().take(limit).read_to_end(&mut bytes)
+        } else {
+            std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes))
         }
-    };
+    });
     if let Err(e) = read {
         return Err(Error::usage(
             format!("cannot read {name}: {e}"),

@@ -244,6 +244,33 @@ impl Command {
             Command::Prune(a) => a.json,
         }
     }
+
+    /// Whether a Ctrl-C or SIGTERM stops what the command runs and is
+    /// recorded (its engine takes the signals `main` held); the others let
+    /// them have their default effect at once.
+    fn records_stops(&self) -> bool {
+        match self {
+            Command::Go(_)
+            | Command::Resume(_)
+            | Command::Approve(_)
+            | Command::Reject(_)
+            | Command::Answer(_)
+            | Command::Fork(_) => true,
+            Command::Init(_)
+            | Command::Validate(_)
+            | Command::Doctor(_)
+            | Command::Fsm(_)
+            | Command::History(_)
+            | Command::Status(_)
+            | Command::Stop(_)
+            | Command::Pending(_)
+            | Command::Diff(_)
+            | Command::Apply(_)
+            | Command::Prune(_)
+            | Command::Completions(_)
+            | Command::Man => false,
+        }
+    }
 }
 
 /// What every command gets: the parsed command line, how to speak, and the
@@ -256,24 +283,8 @@ pub struct Ctx {
     pub settings_diags: Diagnostics,
 }
 
-/// SIGINT and SIGTERM back to their default effect until a command that
-/// handles them registers its handlers (`go`, `resume`: then a signal stops
-/// the run and is recorded). A parent may have left them ignored — a
-/// script's background job ignores SIGINT — and since those handlers catch
-/// them anyway once registered, an inherited "ignore" would only make
-/// modix's first instants deaf to a stop asked for then.
-fn default_stop_signals() {
-    use nix::sys::signal::{SigHandler, Signal, signal};
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: no handler is installed yet and no other thread runs; the
-        // default disposition is async-signal-safe by definition.
-        let _ = unsafe { signal(sig, SigHandler::SigDfl) };
-    }
-}
-
 /// Entry point used by `main.rs`.
 pub fn main() -> ExitCode {
-    default_stop_signals();
     // Before any agent starts: what its descendants leave behind is ours.
     crate::shell::adopt_orphans();
     let (settings, settings_diags) = settings::load();
@@ -281,6 +292,9 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code.into(),
     };
+    if !cli.command.as_ref().is_some_and(Command::records_stops) {
+        crate::stops::release();
+    }
     let Some(command) = &cli.command else {
         // Bare `modix`: the help, as cargo and gh print it, and success.
         let _ = clap_command(&settings).print_help();

@@ -182,6 +182,10 @@ impl Engine {
         // runtime does, and sees signals that arrived before it first ran.
         let mut int = signal(SignalKind::interrupt()).map_err(RunError::Runtime)?;
         let mut term = signal(SignalKind::terminate()).map_err(RunError::Runtime)?;
+        // One that came before the listeners, while `main` held it.
+        if crate::stops::caught() {
+            let _ = tx.send(true);
+        }
         runtime.spawn(async move {
             tokio::select! {
                 _ = int.recv() => {}

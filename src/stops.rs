@@ -1,0 +1,89 @@
+//! Ctrl-C and SIGTERM from modix's first instant until a command takes them.
+//!
+//! The commands that record a stop (a run stopped, marked interrupted,
+//! resumable) listen for these signals through the
+//! [`Engine`](crate::orchestrator::Engine), which exists only once the
+//! command line is parsed and the runtime built: milliseconds on a loaded
+//! machine, in which a signal used to kill modix outright. So `main` first
+//! *holds* them: a handler notes the signal and modix goes on, and the
+//! engine, once it listens, finds the note and stops the run before it
+//! starts ([`caught`]). Commands that record no stop let them through at
+//! once ([`release`]), and so does anything that may block before the
+//! engine exists ([`unheld`]: reading the epic from a pipe), so that a
+//! held signal never makes modix deaf: then a signal, noted or new, has its
+//! default effect, and nothing has been created yet.
+//!
+//! The handler stays installed afterwards. The engine's listeners chain to
+//! it (they call the handler they replaced), which is harmless while held,
+//! and gives a released command that builds an engine anyway (`doctor`)
+//! the default effect still.
+
+use nix::libc::c_int;
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::SeqCst};
+
+/// The last stop signal seen (0: none).
+static CAUGHT: AtomicI32 = AtomicI32::new(0);
+/// Whether a stop signal is noted for later instead of having its effect.
+static HELD: AtomicBool = AtomicBool::new(false);
+
+/// Holds SIGINT and SIGTERM: the first thing `main` does. This also
+/// replaces a disposition of "ignore" a parent may have left (a script's
+/// background job ignores SIGINT), which would make modix deaf to a stop.
+pub fn hold() {
+    HELD.store(true, SeqCst);
+    let action = SigAction::new(
+        SigHandler::Handler(note),
+        // Held, a signal must not fail a system call half-way with EINTR.
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: `note` only touches atomics and calls the
+        // async-signal-safe `signal` and `raise`.
+        let _ = unsafe { sigaction(sig, &action) };
+    }
+}
+
+/// Lets stop signals have their default effect from now on; one already
+/// noted has it now.
+pub fn release() {
+    HELD.store(false, SeqCst);
+    let sig = CAUGHT.load(SeqCst);
+    if sig != 0 {
+        die_of(sig);
+        // Only if the signal could not end the process: as its shell would.
+        std::process::exit(128 + sig);
+    }
+}
+
+/// Runs `f`, which may block (reading a pipe), with stop signals let
+/// through, then holds them again.
+pub fn unheld<T>(f: impl FnOnce() -> T) -> T {
+    release();
+    let out = f();
+    HELD.store(true, SeqCst);
+    out
+}
+
+/// Whether a stop signal has arrived since [`hold`].
+pub fn caught() -> bool {
+    CAUGHT.load(SeqCst) != 0
+}
+
+extern "C" fn note(sig: c_int) {
+    CAUGHT.store(sig, SeqCst);
+    if !HELD.load(SeqCst) {
+        die_of(sig);
+    }
+}
+
+/// The signal's default effect. In the handler, `sig` is blocked until it
+/// returns, so the raised signal is delivered then.
+fn die_of(sig: c_int) {
+    // SAFETY: both are async-signal-safe.
+    unsafe {
+        nix::libc::signal(sig, nix::libc::SIG_DFL);
+        nix::libc::raise(sig);
+    }
+}
