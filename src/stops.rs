@@ -1,22 +1,20 @@
 //! Ctrl-C and SIGTERM from modix's first instant until a command takes them.
 //!
-//! The commands that record a stop (a run stopped, marked interrupted,
-//! resumable) listen for these signals through the
-//! [`Engine`](crate::orchestrator::Engine), which exists only once the
+//! The commands that stop in order on these signals (a run recorded as
+//! stopped and resumable; doctor's checks killed) listen for them through
+//! the [`Engine`](crate::orchestrator::Engine), which exists only once the
 //! command line is parsed and the runtime built: milliseconds on a loaded
 //! machine, in which a signal used to kill modix outright. So `main` first
 //! *holds* them: a handler notes the signal and modix goes on, and the
-//! engine, once it listens, finds the note and stops the run before it
-//! starts ([`caught`]). Commands that record no stop let them through at
-//! once ([`release`]), and so does anything that may block before the
-//! engine exists ([`unheld`]: reading the epic from a pipe), so that a
-//! held signal never makes modix deaf: then a signal, noted or new, has its
-//! default effect, and nothing has been created yet.
+//! engine, once it listens, finds the note and stops at once ([`caught`]).
+//! Commands that take no stop let the signals through as soon as the
+//! command line is parsed ([`release`]), and so does anything that may
+//! block before the engine exists ([`unheld`]: reading the epic from a
+//! pipe), so that a held signal never makes modix deaf: then a signal,
+//! noted or new, has its default effect, and nothing has been created yet.
 //!
-//! The handler stays installed afterwards. The engine's listeners chain to
-//! it (they call the handler they replaced), which is harmless while held,
-//! and gives a released command that builds an engine anyway (`doctor`)
-//! the default effect still.
+//! The handler stays installed afterwards: the engine's listeners chain to
+//! it (they call the handler they replaced), which is harmless while held.
 
 use nix::libc::c_int;
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};

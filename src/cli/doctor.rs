@@ -22,7 +22,11 @@ pub struct DoctorArgs {
 pub fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<Exit, Error> {
     let project = ctx.project("readiness cannot be checked")?;
     let engine = Engine::new()?;
-    let report = doctor::diagnose(&engine, &project, args.deep);
+    let Some(report) = doctor::diagnose(&engine, &project, args.deep) else {
+        ctx.out
+            .error("interrupted; the checks still running were stopped", None);
+        return Ok(Exit::Interrupted);
+    };
     if args.json {
         let mut v = serde_json::to_value(&report).unwrap_or_default();
         v["schema_version"] = SCHEMA_VERSION.into();

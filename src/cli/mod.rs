@@ -245,20 +245,21 @@ impl Command {
         }
     }
 
-    /// Whether a Ctrl-C or SIGTERM stops what the command runs and is
-    /// recorded (its engine takes the signals `main` held); the others let
-    /// them have their default effect at once.
-    fn records_stops(&self) -> bool {
+    /// Whether the command's engine takes Ctrl-C and SIGTERM (the signals
+    /// `main` held), to stop what it runs in order: a run is recorded as
+    /// stopped, doctor's checks are killed. The others let the signals
+    /// have their default effect at once.
+    fn takes_stops(&self) -> bool {
         match self {
             Command::Go(_)
             | Command::Resume(_)
             | Command::Approve(_)
             | Command::Reject(_)
             | Command::Answer(_)
-            | Command::Fork(_) => true,
+            | Command::Fork(_)
+            | Command::Doctor(_) => true,
             Command::Init(_)
             | Command::Validate(_)
-            | Command::Doctor(_)
             | Command::Fsm(_)
             | Command::History(_)
             | Command::Status(_)
@@ -292,7 +293,7 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code.into(),
     };
-    if !cli.command.as_ref().is_some_and(Command::records_stops) {
+    if !cli.command.as_ref().is_some_and(Command::takes_stops) {
         crate::stops::release();
     }
     let Some(command) = &cli.command else {

@@ -156,11 +156,11 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Runs every check. The version probes, logins, `--help`s (with `deep`)
 /// and command probes all run at once on the engine's runtime, each
-/// bounded in time.
-pub fn diagnose(engine: &Engine, project: &Project, deep: bool) -> Report {
+/// bounded in time; `None` if Ctrl-C or SIGTERM stopped them.
+pub fn diagnose(engine: &Engine, project: &Project, deep: bool) -> Option<Report> {
     let config = &project.config;
     let all: Vec<&Agent> = config.agents.values().collect();
-    let found = engine.block_on(run_checks(config, &all, deep, true));
+    let found = engine.until_stopped(run_checks(config, &all, deep, true))?;
     let used = workflow_agents(project);
     let agents: Vec<AgentCheck> = all
         .iter()
@@ -172,7 +172,7 @@ pub fn diagnose(engine: &Engine, project: &Project, deep: bool) -> Report {
         .filter(|a| a.used_by_workflow)
         .all(|a| a.ready)
         && workspace.problem.is_none();
-    Report {
+    Some(Report {
         workflow: config.project.workflow.clone(),
         clis: found.clis,
         shells: found.shells.into_values().collect(),
@@ -180,7 +180,7 @@ pub fn diagnose(engine: &Engine, project: &Project, deep: bool) -> Report {
         agents,
         workspace,
         ready,
-    }
+    })
 }
 
 /// Whether the agents `workflow` invokes can run: each one's CLI found at
@@ -208,7 +208,11 @@ pub fn readiness(
             agents.push(a);
         }
     }
-    let found = engine.block_on(run_checks(config, &agents, false, false));
+    // Stopped, nothing was found wrong: the caller, listening to the same
+    // engine, stops too.
+    let Some(found) = engine.until_stopped(run_checks(config, &agents, false, false)) else {
+        return Ok(());
+    };
     let lines: Vec<String> = agents
         .iter()
         .map(|a| check_agent(config, a, &found, true))

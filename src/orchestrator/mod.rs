@@ -202,9 +202,23 @@ impl Engine {
         *self.cancel.borrow()
     }
 
-    /// Runs a future to completion on the engine (e.g. doctor's probes).
-    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
-        self.runtime.block_on(f)
+    /// Runs `f` on the engine until it ends, or until Ctrl-C or SIGTERM
+    /// (`None`): then `f` is dropped, and with it the process groups it
+    /// started (doctor's probes: a CLI that hangs on `--version` must not
+    /// keep a stop waiting for its timeout).
+    pub fn until_stopped<F: std::future::Future>(&self, f: F) -> Option<F::Output> {
+        let mut cancel = self.cancel.clone();
+        let out = self.runtime.block_on(async move {
+            tokio::select! {
+                biased;
+                Ok(_) = cancel.wait_for(|stop| *stop) => None,
+                out = f => Some(out),
+            }
+        });
+        // Tasks `f` spawned were aborted as it dropped; one more turn of
+        // the runtime drops them, and the processes they guard.
+        self.runtime.block_on(tokio::task::yield_now());
+        out
     }
 }
 

@@ -272,7 +272,7 @@ fn invalid_task_spec_fails_planning_with_the_errors_recorded() {
     assert!(output_text(&out).contains("\"tasks\" is a required property"));
 }
 
-fn pid_alive(pid: i32) -> bool {
+pub(crate) fn pid_alive(pid: i32) -> bool {
     // Signal 0 checks existence; a zombie still counts, so look at its state too.
     let status = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     !status.is_empty() && !status.split(") ").nth(1).unwrap_or("").starts_with('Z')

@@ -173,3 +173,83 @@ fn doctor_verbose_lists_the_variable_names_each_agent_receives() {
         "{env}"
     );
 }
+
+/// The example with a tester whose probe (`pytest --version`) notes its pid
+/// and then hangs: the sandbox and the pid file.
+fn hanging_probe() -> (Sandbox, std::path::PathBuf) {
+    let sb = Sandbox::example();
+    let pidfile = sb.dir.path().join("probe.pid");
+    sb.fake_bin(
+        "pytest",
+        &format!(
+            "#!/bin/sh\necho $$ > '{}'\nexec sleep 30\n",
+            pidfile.display()
+        ),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["pytest"])
+    });
+    (sb, pidfile)
+}
+
+/// `modix args` with Ctrl-C sent once the hanging probe runs: its output,
+/// after checking it ended soon, with 130, and took the probe with it.
+fn interrupted_during_the_probe(args: &[&str]) -> (Sandbox, String) {
+    let (sb, pidfile) = hanging_probe();
+    let child = sb.spawn(args);
+    crate::scenarios::wait_for(&pidfile);
+    let probe: i32 = loop {
+        // The file exists a moment before its pid is written.
+        if let Ok(pid) = std::fs::read_to_string(&pidfile).unwrap().trim().parse() {
+            break pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let asked = std::time::Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = output_text(&out);
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(10),
+        "Ctrl-C waited {:?} for the probe: {text}",
+        asked.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    // Killed as modix ended; reaped a moment later.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while crate::go::pid_alive(probe) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        !crate::go::pid_alive(probe),
+        "the probe {probe} outlived the stop"
+    );
+    (sb, text)
+}
+
+/// Ctrl-C stops `doctor` at once, its checks' processes with it, though a
+/// probe would hang for its whole timeout.
+#[test]
+fn ctrl_c_stops_doctor_and_its_probes() {
+    let (_sb, text) = interrupted_during_the_probe(&["doctor"]);
+    assert!(
+        text.contains("interrupted; the checks still running were stopped"),
+        "{text}"
+    );
+}
+
+/// Ctrl-C during `go`'s readiness check stops it as before any run: the
+/// probes killed, nothing recorded.
+#[test]
+fn ctrl_c_during_the_readiness_check_stops_go_with_nothing_recorded() {
+    let (sb, text) = interrupted_during_the_probe(&["go", "--json", "not yet"]);
+    assert!(
+        text.contains("interrupted before the run started; nothing was recorded"),
+        "{text}"
+    );
+    assert!(sb.runs().as_array().unwrap().is_empty(), "{}", sb.runs());
+}
