@@ -188,7 +188,8 @@ pub fn diagnose(engine: &Engine, project: &Project, deep: bool) -> Option<Report
 /// each command agent's probe passing — what `go` must know before it
 /// creates a run. `Err` holds one line per problem (`agent `planner`: …`).
 /// Bounded in time: everything runs at once, the slowest check (a probe)
-/// within 20 s; CLI versions come from a cache under the modix home.
+/// within 20 s, and cut short by Ctrl-C or SIGTERM (then `Ok`); CLI
+/// versions come from a cache under the modix home.
 /// `MODIX_SKIP_READINESS=1` skips it (a login modix cannot see, tests of
 /// the CLIs' own failures).
 pub fn readiness(
@@ -208,8 +209,8 @@ pub fn readiness(
             agents.push(a);
         }
     }
-    // Stopped, nothing was found wrong: the caller, listening to the same
-    // engine, stops too.
+    // A stop cut the checks short, so there is nothing to report: the
+    // caller listens to the same engine and stops too.
     let Some(found) = engine.until_stopped(run_checks(config, &agents, false, false)) else {
         return Ok(());
     };
