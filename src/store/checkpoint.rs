@@ -296,11 +296,7 @@ mod tests {
     fn a_long_log_is_copied_by_the_thread_not_by_the_commit_that_made_it_long() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = open(&dir);
-        let checkpoints = store
-            .durability
-            .checkpoints()
-            .cloned()
-            .expect("a WAL store");
+        let checkpoints = store.syncing.checkpoints().cloned().expect("a WAL store");
         let db = dir.path().join(DB_FILE);
         let before = size(db.clone());
         {
@@ -321,7 +317,7 @@ mod tests {
     fn a_thread_that_does_not_copy_leaves_the_commits_to_it_past_a_bound() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = open(&dir);
-        let checkpoints = store.durability.checkpoints().cloned().unwrap();
+        let checkpoints = store.syncing.checkpoints().cloned().unwrap();
         let db = dir.path().join(DB_FILE);
         let wal = dir.path().join(format!("{DB_FILE}-wal"));
         let _held = checkpoints.hold();
@@ -349,7 +345,7 @@ mod tests {
             commit(&mut store, 40);
         }
         assert!(
-            store.durability.checkpoints().unwrap().passes() >= 1,
+            store.syncing.checkpoints().unwrap().passes() >= 1,
             "the thread ran no pass"
         );
         assert!(
@@ -369,7 +365,7 @@ mod tests {
     fn the_commit_after_an_unfinished_pass_lets_the_log_start_over() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = open(&dir);
-        let checkpoints = store.durability.checkpoints().cloned().unwrap();
+        let checkpoints = store.syncing.checkpoints().cloned().unwrap();
         let wal = dir.path().join(format!("{DB_FILE}-wal"));
         let held = checkpoints.hold();
         for _ in 0..70 {
@@ -403,7 +399,7 @@ mod tests {
         for _ in 0..80 {
             commit(&mut store, 64);
         }
-        let checkpoints = store.durability.checkpoints().cloned().unwrap();
+        let checkpoints = store.syncing.checkpoints().cloned().unwrap();
         wait_for("the thread's pass", || checkpoints.passes() >= 1);
         drop(store);
         // Kept, holding only the frame that started it over (`durable`).

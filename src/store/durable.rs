@@ -49,7 +49,7 @@ use super::checkpoint::Checkpoints;
 
 /// Where a store's commits are made durable.
 #[derive(Debug)]
-pub(super) enum Durability {
+pub(super) enum Syncing {
     /// SQLite syncs in the commit (`synchronous=FULL`).
     InCommit,
     /// modix syncs the write-ahead log after the commit.
@@ -69,11 +69,11 @@ pub(super) struct Log {
     checkpoints: Checkpoints,
 }
 
-impl Durability {
+impl Syncing {
     pub(super) fn log(db: &Path, checkpoints: Checkpoints) -> Self {
         let mut path = db.as_os_str().to_owned();
         path.push("-wal");
-        Durability::Log(Log {
+        Syncing::Log(Log {
             path: path.into(),
             file: OnceLock::new(),
             checkpoints,
@@ -102,13 +102,13 @@ impl Durability {
     /// Who copies the log back into the database (none without a log).
     pub(super) fn checkpoints(&self) -> Option<&Checkpoints> {
         match self {
-            Durability::Log(log) => Some(&log.checkpoints),
-            Durability::InCommit => None,
+            Syncing::Log(log) => Some(&log.checkpoints),
+            Syncing::InCommit => None,
         }
     }
 
     fn file(&self) -> Result<Option<(Arc<File>, PathBuf)>, StoreError> {
-        let Durability::Log(log) = self else {
+        let Syncing::Log(log) = self else {
             return Ok(None);
         };
         let file = match log.file.get() {

@@ -700,7 +700,7 @@ fn migrate_locked(store: &mut Store, path: &std::path::Path) -> Result<(), Store
         redactor: &store.redactor,
         blob_ids: &mut unlearnt,
         new_blob_ids: Default::default(),
-        durability: &store.durability,
+        syncing: &store.syncing,
     };
     let start = usize::try_from(found).unwrap_or(0);
     for (i, steps) in VERSIONS.iter().enumerate().skip(start) {

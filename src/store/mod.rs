@@ -137,7 +137,7 @@ pub struct Store {
     /// Blobs this store wrote or found, by hash (see `blobs`).
     blob_ids: blobs::Known,
     /// How its commits reach the disk (and who copies its log back).
-    durability: durable::Durability,
+    syncing: durable::Syncing,
     /// Its last step of a run (see `record`).
     last_step: Option<record::LastStep>,
 }
@@ -147,7 +147,7 @@ impl Drop for Store {
     /// the last and SQLite checkpoints the log as it closes (and keeps it,
     /// started over if it is long: see `durable`).
     fn drop(&mut self) {
-        if let Some(c) = self.durability.checkpoints() {
+        if let Some(c) = self.syncing.checkpoints() {
             c.stop();
             if c.log_frames() > durable::REWIND_FRAMES {
                 durable::rewind_log(&self.conn);
@@ -166,7 +166,7 @@ pub(crate) struct Writer<'a> {
     /// (known only once it commits).
     blob_ids: &'a mut blobs::Known,
     new_blob_ids: std::cell::RefCell<Vec<(blobs::Hash, i64)>>,
-    durability: &'a durable::Durability,
+    syncing: &'a durable::Syncing,
 }
 
 impl Writer<'_> {
@@ -198,16 +198,16 @@ impl Writer<'_> {
 
     /// Commits, durably when this returns.
     fn commit(self, context: &'static str) -> Result<(), StoreError> {
-        let durability = self.durability;
+        let syncing = self.syncing;
         self.commit_only(context)?;
-        durability.now()
+        syncing.now()
     }
 
     /// Commits, the commit on its way to the disk (see `durable`).
     fn commit_landing(self, context: &'static str) -> Result<Landing, StoreError> {
-        let durability = self.durability;
+        let syncing = self.syncing;
         self.commit_only(context)?;
-        durability.start()
+        syncing.start()
     }
 
     fn commit_only(self, context: &'static str) -> Result<(), StoreError> {
@@ -243,7 +243,7 @@ impl Store {
             path: path.to_path_buf(),
             redactor: Redactor::default(),
             blob_ids: Default::default(),
-            durability: durable::Durability::InCommit,
+            syncing: durable::Syncing::InCommit,
             last_step: None,
         };
         // Refuse a newer schema before changing anything about the file.
@@ -262,7 +262,7 @@ impl Store {
             let checkpoints = checkpoint::Checkpoints::install(&mut store.conn, path)
                 .ctx(&store, "setting up checkpoints")?;
             durable::keep_log(&store.conn);
-            store.durability = durable::Durability::log(path, checkpoints);
+            store.syncing = durable::Syncing::log(path, checkpoints);
         }
         Ok(store)
     }
@@ -293,7 +293,7 @@ impl Store {
             path: path.to_path_buf(),
             redactor: Redactor::default(),
             blob_ids: Default::default(),
-            durability: durable::Durability::InCommit,
+            syncing: durable::Syncing::InCommit,
             last_step: None,
         };
         store.keep_plans()?;
@@ -392,7 +392,7 @@ impl Store {
             redactor: &self.redactor,
             blob_ids: &mut self.blob_ids,
             new_blob_ids: Default::default(),
-            durability: &self.durability,
+            syncing: &self.syncing,
         })
     }
 

@@ -162,10 +162,7 @@ fn migrates_from_scratch_and_reopens_idempotently() {
         .unwrap();
     // SQLite writes a commit's frames; modix syncs the log itself.
     assert_eq!(sync, 1, "NORMAL, the log synced by modix");
-    assert!(matches!(
-        store.durability,
-        super::durable::Durability::Log(_)
-    ));
+    assert!(matches!(store.syncing, super::durable::Syncing::Log(_)));
 }
 
 /// The enum-like CHECKs of the rows every step writes hold as before, and
