@@ -71,6 +71,23 @@ fn wrong_type_names_the_pointer_and_line() {
     );
 }
 
+/// The durability setting takes its two words only, and says which.
+#[test]
+fn an_unknown_durability_names_the_two_there_are() {
+    let sb = Sandbox::initialized();
+    sb.write(".modix/runtimes.json", "{\n  \"durability\": \"fast\"\n}\n");
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            ".modix/runtimes.json:2:17",
+            "config::schema",
+            "\"fast\" is not one of \"full\" or \"pipelined\" (at /durability)",
+            "change the value at /durability",
+        ],
+    );
+}
+
 #[test]
 fn missing_required_field() {
     let sb = Sandbox::initialized();
