@@ -34,8 +34,9 @@
 //! step's median as before. Each round also times a long run of the same
 //! two projects with `durability: pipelined` (the step's sync beside the
 //! next agent's start; docs/record.md), in the run, against the same
-//! floors. Then, from untimed runs, what reaches the disk per step: WAL bytes (frames of 4 KiB + 24 B), write transactions
-//! (commit frames; each is one fsync) and bytes stored once checkpointed —
+//! floors. Then, from untimed runs, what reaches the disk per step: WAL
+//! bytes (frames of 4 KiB + 24 B), write transactions (commit frames;
+//! each is one fsync) and bytes stored once checkpointed —
 //! beside the floor's. Last, the start-up of `modix validate` (a spawned
 //! binary, less a bare spawn).
 //!
