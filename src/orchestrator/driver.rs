@@ -403,9 +403,9 @@ impl Driver<'_> {
             workspace,
             delivered: turn.delivered,
         };
-        let (record, landing) = self.store.record_step_tailed(&mut self.tail, &step)?;
+        let (record, mut landing) = self.store.record_step_tailed(&mut self.tail, &step)?;
         if self.info.project.config.runtimes.durability == crate::config::Durability::Full {
-            landing.write_out();
+            landing.begin();
         }
         self.leftovers.keep(step);
         self.stored_commit = self.work.workspace().last_commit().to_owned();

@@ -8,13 +8,13 @@
 //!
 //! - every write at once, before its call returns — what `synchronous=FULL`
 //!   did inside the commit;
-//! - a step's commit ([`Landing`]) is started at the commit (the kernel is
-//!   asked to write the frames out) and waited for before anything depends
-//!   on it: the next agent, an event, `state.json`, the end of the run. The
-//!   engine prepares the next step's prompt and context meanwhile, which is
-//!   work the step's fsync no longer waits behind. With `durability:
-//!   pipelined` the wait comes once the next agent has started, and all of
-//!   the sync's work is done then ([`Landing::write_out`] is not asked).
+//! - a step's commit ([`Landing`]) is synced by the store's syncer thread,
+//!   started at the commit ([`Landing::begin`]), and waited for before
+//!   anything depends on it: the next agent, an event, `state.json`, the
+//!   end of the run. The engine prepares the next step's prompt and context
+//!   meanwhile, on the other core, which is work the step's fsync no longer
+//!   waits behind. With `durability: pipelined` the wait comes once the
+//!   next agent has started.
 //!
 //! One `fdatasync` covers every frame the log holds, so a later sync makes
 //! an earlier commit durable too. Another process may read a step in the
@@ -42,6 +42,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, sync_channel};
 use std::sync::{Arc, OnceLock};
 
 use super::StoreError;
@@ -67,6 +68,35 @@ pub(super) struct Log {
     file: OnceLock<Arc<File>>,
     /// Started once a commit that made one due is durable.
     checkpoints: Checkpoints,
+    /// Syncs the log for landings, started at the first ([`syncer`]);
+    /// `None` if no thread could be started.
+    syncer: OnceLock<Option<Sender<SyncJob>>>,
+}
+
+/// A sync asked of the syncer thread, and where its result goes.
+type SyncJob = (Arc<File>, SyncSender<std::io::Result<()>>);
+
+/// The thread that syncs a store's log while the engine goes on: a step's
+/// sync then runs beside the next step's preparation rather than after it
+/// (docs/performance.md, twenty-second round). It ends when the store's
+/// sender is dropped with the store.
+fn syncer() -> Option<Sender<SyncJob>> {
+    let (jobs, asked) = std::sync::mpsc::channel::<SyncJob>();
+    let spawned = std::thread::Builder::new()
+        .name("modix-sync".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            for (file, reply) in asked {
+                let _ = reply.send(file.sync_data());
+            }
+        });
+    match spawned {
+        Ok(_) => Some(jobs),
+        Err(e) => {
+            tracing::debug!("no syncer thread ({e}): steps sync on the engine's thread");
+            None
+        }
+    }
 }
 
 impl Syncing {
@@ -77,6 +107,7 @@ impl Syncing {
             path: path.into(),
             file: OnceLock::new(),
             checkpoints,
+            syncer: OnceLock::new(),
         })
     }
 
@@ -96,7 +127,16 @@ impl Syncing {
     pub(super) fn start(&self) -> Result<Landing, StoreError> {
         let log = self.file()?;
         let kick = self.checkpoints().filter(|c| c.due()).cloned();
-        Ok(Landing { log, kick })
+        let syncer = match self {
+            Syncing::Log(l) => l.syncer.get_or_init(syncer).clone(),
+            Syncing::InCommit => None,
+        };
+        Ok(Landing {
+            log,
+            kick,
+            syncer,
+            synced: None,
+        })
     }
 
     /// Who copies the log back into the database (none without a log).
@@ -182,19 +222,35 @@ pub struct Landing {
     log: Option<(Arc<File>, PathBuf)>,
     /// The checkpoint this commit made due, started once it is durable.
     kick: Option<Checkpoints>,
+    /// The store's syncer, if it has one.
+    syncer: Option<Sender<SyncJob>>,
+    /// The sync begun on it ([`Landing::begin`]), answered when done.
+    synced: Option<Receiver<std::io::Result<()>>>,
 }
 
 impl Landing {
-    /// Asks the kernel to start writing the commit's frames now, so that
-    /// the wait finds them written or under way: for a landing waited for
-    /// before the next agent starts, with the engine's work between. One
-    /// waited for beside the next agent's start (`durability: pipelined`)
-    /// goes without: the request to the disk costs the engine's thread
-    /// ~25 µs here, which its sync then spends beside that agent instead.
-    pub fn write_out(&self) {
-        if let Some((file, _)) = &self.log {
-            write_out(file);
+    /// Begins the sync now, on the store's syncer thread, so that the
+    /// wait finds it done or under way: for a landing waited for before the
+    /// next agent starts, with the engine's work between. Without a syncer
+    /// the kernel is asked to start writing the frames out instead, and the
+    /// wait syncs. One waited for beside the next agent's start
+    /// (`durability: pipelined`) goes without: its sync runs while that
+    /// agent's process loads, on a thread that would otherwise wait.
+    pub fn begin(&mut self) {
+        let Some((file, _)) = &self.log else {
+            return;
+        };
+        if self.synced.is_some() {
+            return;
         }
+        if let Some(syncer) = &self.syncer {
+            let (reply, synced) = sync_channel(1);
+            if syncer.send((Arc::clone(file), reply)).is_ok() {
+                self.synced = Some(synced);
+                return;
+            }
+        }
+        write_out(file);
     }
 
     /// Returns once the commit is on disk.
@@ -204,7 +260,12 @@ impl Landing {
 
     fn finish(&mut self) -> Result<(), StoreError> {
         if let Some((file, path)) = self.log.take() {
-            file.sync_data().map_err(|e| sync_error(&path, e))?;
+            // A syncer gone before it answered (it cannot panic; a process
+            // exiting) leaves the sync to this thread.
+            let begun = self.synced.take().and_then(|s| s.recv().ok());
+            begun
+                .unwrap_or_else(|| file.sync_data())
+                .map_err(|e| sync_error(&path, e))?;
         }
         if let Some(checkpoints) = self.kick.take() {
             checkpoints.kick();

@@ -792,6 +792,90 @@ fn with_pipelined_durability_a_sync_failed_before_a_retried_start_stops_that_sta
     );
 }
 
+/// `modix go --json twice` in `sb` under strace, seeing only the log's
+/// syncs and the agents' starts (`-P`: strace then counts, for a fault's
+/// `when`, only the calls on those paths), with `options`.
+fn log_syncs_and_agents(sb: &Sandbox, options: &[&str]) -> (std::process::Output, String) {
+    let wal = sb.root().join(".modix/modix.db-wal");
+    let agent = sb.root().join("agents/scripted-agent");
+    let (wal, agent) = (wal.to_str().unwrap(), agent.to_str().unwrap());
+    let mut all = vec!["-P", wal, "-P", agent, "-e", "trace=execve,fdatasync"];
+    all.extend_from_slice(options);
+    straced_with(sb, &all, &["go", "--json", "twice"])
+}
+
+/// With the default durability a step's sync runs on the store's syncer
+/// thread while the engine prepares the next agent; should it fail, that
+/// agent never starts: the run stops with the error naming the log, says
+/// nothing of the step, and a resume finishes the run. strace fails the
+/// syncer's sync of a step (`EIO`). It counts a call per thread, so which
+/// one is taken from a first run: the first past the engine thread's own
+/// syncs of the log before the syncer's first (its next come at the end).
+#[test]
+fn a_step_whose_sync_fails_on_the_syncer_stops_the_run_before_the_next_agent() {
+    let (_, lines) = log_syncs_and_agents(&Sandbox::example(), &[]);
+    let calls: Vec<(&str, &str)> = lines
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(pid, c)| (pid, c.trim_start())))
+        .filter(|(_, c)| c.starts_with("fdatasync("))
+        .collect();
+    // The run's first sync of the log is the engine's, as it opens the run.
+    let main = calls.first().map(|(pid, _)| *pid).unwrap();
+    let first = calls
+        .iter()
+        .position(|(pid, _)| *pid != main)
+        .unwrap_or_else(|| panic!("no other thread syncs the log\n{lines}"));
+    let syncer = calls[first].0;
+    let count = |of: &str| calls.iter().filter(|(pid, _)| *pid == of).count();
+    let when = first + 1;
+    assert!(
+        count(syncer) >= when && calls.iter().all(|(pid, _)| *pid == main || *pid == syncer),
+        "one syncer thread, syncing at least {when} steps\n{lines}"
+    );
+
+    let sb = Sandbox::example();
+    let fault = format!("inject=fdatasync:error=EIO:when={when}");
+    let (out, lines) = log_syncs_and_agents(&sb, &["-e", &fault]);
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("modix.db-wal: cannot make a commit durable: Input/output error"),
+        "{text}"
+    );
+    let trace: Vec<&str> = lines.lines().collect();
+    let failed = trace
+        .iter()
+        .position(|l| l.contains("(INJECTED)"))
+        .unwrap_or_else(|| panic!("no sync failed\n{lines}"));
+    let main = trace
+        .iter()
+        .find(|l| l.contains(" fdatasync("))
+        .and_then(|l| l.split_once(' '))
+        .map(|(pid, _)| pid)
+        .unwrap();
+    assert!(
+        !trace[failed].starts_with(&format!("{main} ")),
+        "the engine's own sync failed, not the syncer's\n{lines}"
+    );
+    assert!(
+        !trace[failed..].iter().any(|l| l.contains("execve(")),
+        "an agent started after the failed sync\n{lines}"
+    );
+    // The error ends stdout as a document of its own.
+    let said = String::from_utf8_lossy(&out.stdout)
+        .matches(r#""type":"transition""#)
+        .count();
+    assert_eq!(said, when - 1, "only the steps on disk are said: {text}");
+    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    let resumed = sb.resume_json(&run);
+    assert_eq!(resumed.code, Some(0), "{}", resumed.stderr);
+    assert_eq!(
+        resumed.summary["status"], "succeeded",
+        "{:?}",
+        resumed.summary
+    );
+}
+
 /// The example's tester made an `echo` of a passing result: a step as
 /// cheap as a step gets.
 fn echo_tester(sb: &Sandbox) {
