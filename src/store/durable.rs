@@ -68,19 +68,22 @@ pub(super) struct Log {
     file: OnceLock<Arc<File>>,
     /// Started once a commit that made one due is durable.
     checkpoints: Checkpoints,
-    /// Syncs the log for landings, started at the first ([`syncer`]);
-    /// `None` if no thread could be started.
-    syncer: OnceLock<Option<Sender<SyncJob>>>,
+    /// Syncs the log for landings, started by the first begun
+    /// ([`Landing::begin`]); `None` inside if no thread could be started.
+    syncer: Syncer,
 }
+
+/// The store's syncer thread, once started ([`start_syncer`]).
+type Syncer = Arc<OnceLock<Option<Sender<SyncJob>>>>;
 
 /// A sync asked of the syncer thread, and where its result goes.
 type SyncJob = (Arc<File>, SyncSender<std::io::Result<()>>);
 
 /// The thread that syncs a store's log while the engine goes on: a step's
 /// sync then runs beside the next step's preparation rather than after it
-/// (docs/performance.md, twenty-second round). It ends when the store's
-/// sender is dropped with the store.
-fn syncer() -> Option<Sender<SyncJob>> {
+/// (docs/performance.md, twenty-second round). It ends once the store and
+/// its landings, which hold its sender, are gone.
+fn start_syncer() -> Option<Sender<SyncJob>> {
     let (jobs, asked) = std::sync::mpsc::channel::<SyncJob>();
     let spawned = std::thread::Builder::new()
         .name("modix-sync".into())
@@ -107,7 +110,7 @@ impl Syncing {
             path: path.into(),
             file: OnceLock::new(),
             checkpoints,
-            syncer: OnceLock::new(),
+            syncer: Syncer::default(),
         })
     }
 
@@ -128,7 +131,7 @@ impl Syncing {
         let log = self.file()?;
         let kick = self.checkpoints().filter(|c| c.due()).cloned();
         let syncer = match self {
-            Syncing::Log(l) => l.syncer.get_or_init(syncer).clone(),
+            Syncing::Log(l) => Some(Arc::clone(&l.syncer)),
             Syncing::InCommit => None,
         };
         Ok(Landing {
@@ -222,8 +225,8 @@ pub struct Landing {
     log: Option<(Arc<File>, PathBuf)>,
     /// The checkpoint this commit made due, started once it is durable.
     kick: Option<Checkpoints>,
-    /// The store's syncer, if it has one.
-    syncer: Option<Sender<SyncJob>>,
+    /// The store's syncer (none without a log).
+    syncer: Option<Syncer>,
     /// The sync begun on it ([`Landing::begin`]), answered when done.
     synced: Option<Receiver<std::io::Result<()>>>,
 }
@@ -243,7 +246,11 @@ impl Landing {
         if self.synced.is_some() {
             return;
         }
-        if let Some(syncer) = &self.syncer {
+        if let Some(syncer) = self
+            .syncer
+            .as_ref()
+            .and_then(|s| s.get_or_init(start_syncer).as_ref())
+        {
             let (reply, synced) = sync_channel(1);
             if syncer.send((Arc::clone(file), reply)).is_ok() {
                 self.synced = Some(synced);
@@ -396,6 +403,31 @@ pub(super) mod tests {
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .unwrap();
         assert_eq!(check, "ok");
+    }
+
+    /// The syncer thread starts only for a landing begun (`durability:
+    /// full`), not for one waited for as it is; once started, every landing
+    /// begun is synced by it, each waited for in turn.
+    #[test]
+    fn the_syncer_starts_for_a_landing_begun_and_syncs_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = store_with_table(&dir.path().join(DB_FILE));
+        let started = |store: &Store| match &store.syncing {
+            super::Syncing::Log(log) => log.syncer.get().is_some_and(Option::is_some),
+            super::Syncing::InCommit => panic!("the store has no log"),
+        };
+        commit(&mut store, 3);
+        assert!(!started(&store), "a thread for landings never begun");
+        for _ in 0..20 {
+            let w = store.write_tx().unwrap();
+            w.tx.execute("INSERT INTO t (x) VALUES ('b')", []).unwrap();
+            let mut landing = w.commit_landing("a test commit").unwrap();
+            landing.begin();
+            assert!(landing.synced.is_some(), "not handed to the syncer");
+            landing.wait().unwrap();
+        }
+        assert!(started(&store));
+        assert_eq!(rows(&store.conn), 23);
     }
 
     /// A store that wrote little leaves the log as it is: the next opener
