@@ -804,6 +804,18 @@ fn log_syncs_and_agents(sb: &Sandbox, options: &[&str]) -> (std::process::Output
     straced_with(sb, &all, &["go", "--json", "twice"])
 }
 
+/// The log's syncs in a trace of [`log_syncs_and_agents`], by thread, and
+/// the engine's thread: the first to sync, as it opens the run.
+fn log_syncs(lines: &str) -> (Vec<(&str, &str)>, &str) {
+    let calls: Vec<(&str, &str)> = lines
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(pid, c)| (pid, c.trim_start())))
+        .filter(|(_, c)| c.starts_with("fdatasync("))
+        .collect();
+    let main = calls.first().map(|(pid, _)| *pid).unwrap_or_default();
+    (calls, main)
+}
+
 /// With the default durability a step's sync runs on the store's syncer
 /// thread while the engine prepares the next agent; should it fail, that
 /// agent never starts: the run stops with the error naming the log, says
@@ -814,13 +826,7 @@ fn log_syncs_and_agents(sb: &Sandbox, options: &[&str]) -> (std::process::Output
 #[test]
 fn a_step_whose_sync_fails_on_the_syncer_stops_the_run_before_the_next_agent() {
     let (_, lines) = log_syncs_and_agents(&Sandbox::example(), &[]);
-    let calls: Vec<(&str, &str)> = lines
-        .lines()
-        .filter_map(|l| l.split_once(' ').map(|(pid, c)| (pid, c.trim_start())))
-        .filter(|(_, c)| c.starts_with("fdatasync("))
-        .collect();
-    // The run's first sync of the log is the engine's, as it opens the run.
-    let main = calls.first().map(|(pid, _)| *pid).unwrap();
+    let (calls, main) = log_syncs(&lines);
     let first = calls
         .iter()
         .position(|(pid, _)| *pid != main)
@@ -847,12 +853,7 @@ fn a_step_whose_sync_fails_on_the_syncer_stops_the_run_before_the_next_agent() {
         .iter()
         .position(|l| l.contains("(INJECTED)"))
         .unwrap_or_else(|| panic!("no sync failed\n{lines}"));
-    let main = trace
-        .iter()
-        .find(|l| l.contains(" fdatasync("))
-        .and_then(|l| l.split_once(' '))
-        .map(|(pid, _)| pid)
-        .unwrap();
+    let (_, main) = log_syncs(&lines);
     assert!(
         !trace[failed].starts_with(&format!("{main} ")),
         "the engine's own sync failed, not the syncer's\n{lines}"
