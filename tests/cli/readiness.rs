@@ -178,6 +178,13 @@ fn doctor_verbose_lists_the_variable_names_each_agent_receives() {
 /// and then hangs: the sandbox and the pid file.
 fn hanging_probe() -> (Sandbox, std::path::PathBuf) {
     let sb = Sandbox::example();
+    let pidfile = hang_the_probe(&sb);
+    (sb, pidfile)
+}
+
+/// Makes `sb`'s tester a `pytest` whose probe notes its pid in the file
+/// returned and then hangs.
+fn hang_the_probe(sb: &Sandbox) -> std::path::PathBuf {
     let pidfile = sb.dir.path().join("probe.pid");
     sb.fake_bin(
         "pytest",
@@ -189,18 +196,29 @@ fn hanging_probe() -> (Sandbox, std::path::PathBuf) {
     sb.edit_json(".modix/agents.json", |v| {
         v["agents"]["tester"]["command"] = serde_json::json!(["pytest"])
     });
-    (sb, pidfile)
+    pidfile
 }
 
 /// `modix args` with Ctrl-C sent once the hanging probe runs: its output,
 /// after checking it ended soon, with 130, and took the probe with it.
 fn interrupted_during_the_probe(args: &[&str]) -> (Sandbox, String) {
     let (sb, pidfile) = hanging_probe();
+    let text = interrupted_during_the_probe_in(&sb, &pidfile, args);
+    (sb, text)
+}
+
+/// [`interrupted_during_the_probe`] in a sandbox whose probe hangs
+/// ([`hang_the_probe`]), noting its pid in `pidfile`.
+fn interrupted_during_the_probe_in(
+    sb: &Sandbox,
+    pidfile: &std::path::Path,
+    args: &[&str],
+) -> String {
     let child = sb.spawn(args);
-    crate::scenarios::wait_for(&pidfile);
+    crate::scenarios::wait_for(pidfile);
     let probe: i32 = loop {
         // The file exists a moment before its pid is written.
-        if let Ok(pid) = std::fs::read_to_string(&pidfile).unwrap().trim().parse() {
+        if let Ok(pid) = std::fs::read_to_string(pidfile).unwrap().trim().parse() {
             break pid;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -228,7 +246,7 @@ fn interrupted_during_the_probe(args: &[&str]) -> (Sandbox, String) {
         !crate::go::pid_alive(probe),
         "the probe {probe} outlived the stop"
     );
-    (sb, text)
+    text
 }
 
 /// Ctrl-C stops `doctor` at once, its checks' processes with it, though a
@@ -239,6 +257,52 @@ fn ctrl_c_stops_doctor_and_its_probes() {
     assert!(
         text.contains("interrupted; the checks still running were stopped"),
         "{text}"
+    );
+}
+
+/// Ctrl-C during a fork's readiness check (the fork's run is made first)
+/// stops the probes at once and leaves that run interrupted before its
+/// next step, resumable; the run it came from is untouched.
+#[test]
+fn ctrl_c_during_the_readiness_check_of_a_fork_leaves_it_resumable() {
+    let sb = Sandbox::example();
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let source = r.run_id();
+    let agents = sb.root().join(".modix/agents.json");
+    let as_it_was = std::fs::read_to_string(&agents).unwrap();
+    let pidfile = hang_the_probe(&sb);
+    let text = interrupted_during_the_probe_in(&sb, &pidfile, &["fork", &source, "--at", "3"]);
+    let runs = sb.runs();
+    let status = |id: &str| {
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run_id"] == id)
+            .map(|r| r["status"].clone())
+    };
+    let fork = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_owned())
+        .find(|id| *id != source)
+        .unwrap_or_else(|| panic!("no fork recorded: {runs}"));
+    assert_eq!(status(&source), Some("succeeded".into()), "{runs}");
+    assert_eq!(status(&fork), Some("interrupted".into()), "{runs}");
+    assert!(
+        text.contains(&format!(
+            "Run {fork} interrupted in TESTING: `modix resume {fork}` continues it"
+        )),
+        "{text}"
+    );
+    std::fs::write(&agents, as_it_was).unwrap();
+    let resumed = sb.resume_json(&fork);
+    assert_eq!(resumed.code, Some(0), "{}", resumed.stderr);
+    assert_eq!(
+        resumed.summary["status"], "succeeded",
+        "{:?}",
+        resumed.summary
     );
 }
 
