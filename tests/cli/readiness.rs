@@ -297,13 +297,7 @@ fn ctrl_c_during_the_readiness_check_of_a_fork_leaves_it_resumable() {
         "{text}"
     );
     std::fs::write(&agents, as_it_was).unwrap();
-    let resumed = sb.resume_json(&fork);
-    assert_eq!(resumed.code, Some(0), "{}", resumed.stderr);
-    assert_eq!(
-        resumed.summary["status"], "succeeded",
-        "{:?}",
-        resumed.summary
-    );
+    sb.resume_to_success(&fork);
 }
 
 /// Ctrl-C during `go`'s readiness check stops it as before any run: the

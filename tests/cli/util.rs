@@ -263,6 +263,14 @@ impl Sandbox {
             .expect("run");
         GoResult::parse(&out)
     }
+
+    /// Resumes `run`, which must then finish: exit 0, `succeeded`.
+    pub fn resume_to_success(&self, run: &str) -> GoResult {
+        let r = self.resume_json(run);
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        assert_eq!(r.summary["status"], "succeeded", "{:?}", r.summary);
+        r
+    }
 }
 
 /// What `modix go --json` printed.
