@@ -753,9 +753,17 @@ impl Progress {
                 run_id,
                 workflow,
                 resumed,
+                forked_from,
             } => {
-                let verb = if *resumed { "Resuming" } else { "Started" };
-                self.say(format!("{verb} run {run_id} (workflow {})", esc(workflow)));
+                let how = match (forked_from, resumed) {
+                    (Some(f), _) => format!(
+                        "Forked run {run_id} from run {} at step {}",
+                        f.run_id, f.seq
+                    ),
+                    (None, true) => format!("Resuming run {run_id}"),
+                    (None, false) => format!("Started run {run_id}"),
+                };
+                self.say(format!("{how} (workflow {})", esc(workflow)));
             }
             RunEvent::AgentStarted {
                 state,

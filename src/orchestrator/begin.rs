@@ -57,6 +57,7 @@ pub fn start(
             work,
             notes,
             resumed: false,
+            forked_from: None,
         },
     )
 }
@@ -68,6 +69,18 @@ pub fn resume(
     run_ref: &str,
     opts: &RunOptions,
     sink: &mut dyn EventSink,
+) -> Result<RunReport, RunError> {
+    resume_run(engine, project, run_ref, opts, sink, None)
+}
+
+/// [`resume`], for a fork's first drive with where it branched off.
+fn resume_run(
+    engine: &Engine,
+    project: &Project,
+    run_ref: &str,
+    opts: &RunOptions,
+    sink: &mut dyn EventSink,
+    forked_from: Option<super::events::ForkPoint>,
 ) -> Result<RunReport, RunError> {
     let mut store = open_store(project)?;
     let run = store.run(run_ref)?;
@@ -122,7 +135,7 @@ pub fn resume(
     store.take_controls(&old)?;
     let opened = recover(&mut store, project, &run, opts);
     let opened = match opened {
-        Ok(o) => o,
+        Ok(o) => Opened { forked_from, ..o },
         Err(e) => {
             let _ = store.release_run(&run.id, std::process::id());
             return Err(e);
@@ -215,7 +228,11 @@ pub fn fork(
             message,
         });
     }
-    resume(engine, project, &id, opts, sink)
+    let from = super::events::ForkPoint {
+        run_id: src.id.clone(),
+        seq,
+    };
+    resume_run(engine, project, &id, opts, sink, Some(from))
 }
 
 /// The fork's workspace: for a worktree run, a new one at the commit the
@@ -371,6 +388,7 @@ fn recover(
             work,
             notes,
             resumed: true,
+            forked_from: None,
         });
     };
     let abandoned = store.last_invocation_if_abandoned(&run.id)?;
@@ -408,6 +426,7 @@ fn recover(
         work,
         notes,
         resumed: true,
+        forked_from: None,
     })
 }
 
@@ -417,6 +436,8 @@ pub(super) struct Opened {
     /// What the user should know about it.
     pub(super) notes: Vec<String>,
     pub(super) resumed: bool,
+    /// Set by a fork for its first drive (the terminal says so).
+    pub(super) forked_from: Option<super::events::ForkPoint>,
 }
 
 /// Closes the invocations a dead process left running, each recorded as

@@ -179,6 +179,7 @@ pub(super) fn drive(
         run_id: run.id.clone(),
         workflow: workflow.machine.id().to_owned(),
         resumed: opened.resumed,
+        forked_from: opened.forked_from.clone(),
     });
     let ws = opened.work.workspace();
     sink.event(&RunEvent::Workspace {

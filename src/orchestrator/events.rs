@@ -10,6 +10,13 @@ use serde::Serialize;
 use crate::store::{RunStatus, TransitionRecord};
 use crate::workspace::Mode;
 
+/// Where a fork branched off: its source run and the step it copied up to.
+#[derive(Debug, Clone, Serialize)]
+pub struct ForkPoint {
+    pub run_id: String,
+    pub seq: u32,
+}
+
 /// Version of the `--json` event vocabulary; bumped when a field changes meaning.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -22,6 +29,9 @@ pub enum RunEvent {
         run_id: String,
         workflow: String,
         resumed: bool,
+        /// At a fork's first drive: the run and step it branched from.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        forked_from: Option<ForkPoint>,
     },
     /// The run's workspace is ready: where the agents work, on which branch,
     /// from which commit, and what the user should know about it.

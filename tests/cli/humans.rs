@@ -698,6 +698,12 @@ fn a_fork_continues_from_a_mid_run_step_on_its_own_branch() {
     let r = sb.go_json("Fix mean()");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let source = r.run_id();
+    let started = r
+        .events
+        .iter()
+        .find(|e| e["type"] == "run_started")
+        .unwrap();
+    assert!(started.get("forked_from").is_none(), "{started}");
     // Step 3 recorded the first (wrong) fix; fork after it.
     let r = json_run(
         &sb,
@@ -714,6 +720,16 @@ fn a_fork_continues_from_a_mid_run_step_on_its_own_branch() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let fork = r.run_id();
     assert_ne!(fork, source);
+    let started = r
+        .events
+        .iter()
+        .find(|e| e["type"] == "run_started")
+        .unwrap();
+    assert_eq!(
+        started["forked_from"],
+        serde_json::json!({"run_id": source, "seq": 3}),
+        "{started}"
+    );
     assert_eq!(r.path()[0], "TESTING -tests_fail-> EXECUTING");
     let out = sb
         .modix()

@@ -290,14 +290,22 @@ fn ctrl_c_during_the_readiness_check_of_a_fork_leaves_it_resumable() {
         .unwrap_or_else(|| panic!("no fork recorded: {runs}"));
     assert_eq!(status(&source), Some("succeeded".into()), "{runs}");
     assert_eq!(status(&fork), Some("interrupted".into()), "{runs}");
-    assert!(
-        text.contains(&format!(
-            "Run {fork} interrupted in TESTING: `modix resume {fork}` continues it"
-        )),
-        "{text}"
-    );
+    for line in [
+        format!("Forked run {fork} from run {source} at step 3 (workflow plan_execute_test)"),
+        format!("Run {fork} interrupted in TESTING: `modix resume {fork}` continues it"),
+    ] {
+        assert!(text.contains(&line), "{line}\n{text}");
+    }
     std::fs::write(&agents, as_it_was).unwrap();
-    sb.resume_to_success(&fork);
+    // Its resume is a resume, no longer its fork.
+    let resumed = sb.resume_to_success(&fork);
+    let started = resumed.events.iter().find(|e| e["type"] == "run_started");
+    assert_eq!(
+        started.map(|e| (e["resumed"].clone(), e.get("forked_from").is_some())),
+        Some((true.into(), false)),
+        "{:?}",
+        resumed.events
+    );
 }
 
 /// Ctrl-C during `go`'s readiness check stops it as before any run: the
