@@ -29,6 +29,7 @@ pub(crate) mod error;
 pub(crate) mod fsm;
 pub(crate) mod fsutil;
 pub(crate) mod orchestrator;
+pub(crate) mod pattern;
 pub(crate) mod project;
 pub(crate) mod scaffold;
 pub(crate) mod schema;

@@ -496,47 +496,36 @@ fn without_strings(text: &str) -> String {
 /// each reported where it is first used. `code`: each tag's text without
 /// its string literals.
 fn unknown_callables(env: &Environment, tags: &[Tag], code: &[String]) -> Vec<Problem> {
-    static FILTER: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    static TEST: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    static BLOCK: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    use regex_automata::meta::Regex;
+    static FILTER: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    static TEST: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    static BLOCK: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
     let ident = "([A-Za-z_][A-Za-z0-9_]*)";
-    let filter = FILTER.get_or_init(|| {
-        regex::Regex::new(&format!(r"\|\s*{ident}")).unwrap_or_else(|_| unreachable!())
-    });
-    let test = TEST.get_or_init(|| {
-        regex::Regex::new(&format!(r"\bis\s+(?:not\s+)?{ident}")).unwrap_or_else(|_| unreachable!())
-    });
-    let block = BLOCK.get_or_init(|| {
-        regex::Regex::new(&format!(r"^[-+~]?\s*filter\s+{ident}"))
-            .unwrap_or_else(|_| unreachable!())
-    });
+    let lean = |re: String| crate::pattern::lean(&re).unwrap_or_else(|_| unreachable!());
+    let filter = FILTER.get_or_init(|| lean(format!(r"\|\s*{ident}")));
+    let test = TEST.get_or_init(|| lean(format!(r"\bis\s+(?:not\s+)?{ident}")));
+    let block = BLOCK.get_or_init(|| lean(format!(r"^[-+~]?\s*filter\s+{ident}")));
+    // The name each finds: its first group's place in `text`.
+    let names = |re: &Regex, text: &str| -> Vec<Range<usize>> {
+        re.captures_iter(text)
+            .filter_map(|c| c.get_group(1))
+            .map(|span| span.range())
+            .collect()
+    };
     let mut out = Vec::new();
     let mut judged = std::collections::HashSet::new();
     for (tag, text) in tags.iter().zip(code) {
-        let mut found: Vec<(Kind, regex::Match)> = Vec::new();
-        found.extend(
-            filter
-                .captures_iter(text)
-                .filter_map(|c| c.get(1))
-                .map(|m| (Kind::Filter, m)),
-        );
-        found.extend(
-            test.captures_iter(text)
-                .filter_map(|c| c.get(1))
-                .map(|m| (Kind::Test, m)),
-        );
+        let mut found: Vec<(Kind, Range<usize>)> = Vec::new();
+        found.extend(names(filter, text).into_iter().map(|r| (Kind::Filter, r)));
+        found.extend(names(test, text).into_iter().map(|r| (Kind::Test, r)));
         if tag.block {
-            found.extend(
-                block
-                    .captures_iter(text)
-                    .filter_map(|c| c.get(1))
-                    .map(|m| (Kind::Filter, m)),
-            );
+            found.extend(names(block, text).into_iter().map(|r| (Kind::Filter, r)));
         }
-        for (kind, m) in found {
-            if judged.insert((kind as u8, m.as_str().to_owned())) && !kind.exists(env, m.as_str()) {
-                let start = tag.inner.start + m.start();
-                out.push(kind.problem(env, m.as_str(), start..start + m.len()));
+        for (kind, range) in found {
+            let name = &text[range.clone()];
+            if judged.insert((kind as u8, name.to_owned())) && !kind.exists(env, name) {
+                let start = tag.inner.start + range.start;
+                out.push(kind.problem(env, name, start..start + range.len()));
             }
         }
     }

@@ -119,8 +119,8 @@ pub fn shells(file: &Entries<ShellEntry>, diags: &mut Diagnostics) -> BTreeMap<S
         }
         check_tested(src, &ptr, entry, &shell, diags);
         if let Some(probe) = &shell.version {
-            match regex::Regex::new(&probe.regex) {
-                Ok(re) if re.captures_len() >= 2 => {}
+            match crate::pattern::check(&probe.regex) {
+                Ok(groups) if groups >= 2 => {}
                 Ok(_) => diags.push(
                     at(src, "config::regex", &format!("{ptr}/version/regex"), "the version regex has no capture group".into())
                         .with_help("wrap the version part in parentheses, e.g. \"(\\\\d+\\\\.\\\\d+\\\\.\\\\d+)\""),
@@ -245,7 +245,7 @@ fn check_rule(src: &SourceFile, ptr: &str, rule: &FailureRuleEntry, diags: &mut 
 
 /// A regex of a shell's rules, compiled as the run compiles it.
 fn check_regex(src: &SourceFile, ptr: &str, re: &str, diags: &mut Diagnostics) {
-    if let Err(e) = regex::Regex::new(re) {
+    if let Err(e) = crate::pattern::check(re) {
         diags.push(
             at(src, "config::regex", ptr, format!("invalid regex: {e}"))
                 .with_help("fix the regular expression (Rust regex syntax; escape `\\` in JSON)"),

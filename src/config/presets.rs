@@ -16,7 +16,10 @@ use crate::fsm::FailureClass;
 /// Names of every preset, in detection order for `modix init`.
 pub const PRESET_NAMES: [&str; 4] = ["claude", "codex", "gemini", "aider"];
 
-const SEMVER_REGEX: &str = r"(\d+\.\d+\.\d+)";
+/// A version's digits are ASCII ones (semver's); `\d` would be every
+/// Unicode digit, a class whose automata took ~7× the time to check at
+/// every `validate` (docs/performance.md, twenty-third round).
+const SEMVER_REGEX: &str = r"([0-9]+\.[0-9]+\.[0-9]+)";
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()

@@ -80,6 +80,43 @@ fn a_regex_that_does_not_compile_is_reported_where_it_is() {
     assert!(!text.contains("/shells/claude"), "{text}");
 }
 
+/// `validate` refuses exactly what a run's `regex` would: a pattern within
+/// its size limit passes, one past it (here for the reverse automaton
+/// `regex` also compiles, larger for a Unicode class) is refused with
+/// `regex`'s own words, and a version regex needs its group.
+#[test]
+fn a_regex_is_refused_exactly_when_the_run_could_not_compile_it() {
+    let sb = Sandbox::initialized();
+    let within = FULL.replace("\"^Retrying\"", "\"\\\\w{209}\"");
+    sb.write(".modix/shells.json", &within);
+    let (code, text) = validate(&sb);
+    assert_eq!(code, Some(0), "{text}");
+
+    sb.write(".modix/shells.json", &within.replace("{209}", "{210}"));
+    let (code, text) = validate(&sb);
+    assert_eq!(code, Some(2), "{text}");
+    assert_has(
+        &text,
+        &[
+            "/shells/mine/keepalive/0",
+            "invalid regex: Compiled regex exceeds size limit of 10485760 bytes.",
+        ],
+    );
+
+    let groupless = FULL.replace(
+        "\"(\\\\d+\\\\.\\\\d+\\\\.\\\\d+)\"",
+        "\"[0-9]+\\\\.[0-9]+\"",
+    );
+    assert_ne!(groupless, FULL);
+    sb.write(".modix/shells.json", &groupless);
+    let (code, text) = validate(&sb);
+    assert_eq!(code, Some(2), "{text}");
+    assert_has(
+        &text,
+        &["/shells/mine/version/regex", "the version regex has no capture group"],
+    );
+}
+
 #[test]
 fn pointers_must_start_with_a_slash() {
     let sb = Sandbox::initialized();
