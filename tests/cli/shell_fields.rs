@@ -113,7 +113,10 @@ fn a_regex_is_refused_exactly_when_the_run_could_not_compile_it() {
     assert_eq!(code, Some(2), "{text}");
     assert_has(
         &text,
-        &["/shells/mine/version/regex", "the version regex has no capture group"],
+        &[
+            "/shells/mine/version/regex",
+            "the version regex has no capture group",
+        ],
     );
 }
 
