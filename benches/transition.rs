@@ -660,31 +660,43 @@ fn wal_frames(path: &Path) -> (u64, u64) {
 // ----------------------------------------------------------------- start-up
 
 /// `modix validate` from process start to a validated project, less a bare
-/// spawn (the binary's own start-up and the project's load and checks).
+/// spawn (the binary's own start-up and the project's load and checks): of
+/// the trivial project, and of one `modix init` made, whose presets and
+/// templates bring the regexes and templates a trivial project lacks.
 fn startup(root: &Path, dir: &Path) {
     let bin = env!("CARGO_BIN_EXE_modix");
-    let mut validate = Samples::default();
-    let mut bare = Samples::default();
+    let home = dir.join("home");
+    let scaffolded = dir.join("scaffolded");
+    std::fs::create_dir_all(&scaffolded).expect("mkdir");
+    let out = Command::new(bin)
+        .args(["init", "--project"])
+        .arg(&scaffolded)
+        .env("MODIX_HOME", &home)
+        .output()
+        .expect("modix init");
+    assert!(out.status.success(), "{out:?}");
+    let validate_in = |project: &Path| {
+        let out = Command::new(bin)
+            .args(["validate", "-q", "--project"])
+            .arg(project)
+            .env("MODIX_HOME", &home)
+            .output()
+            .expect("modix validate");
+        assert!(out.status.success(), "{out:?}");
+    };
+    let (mut trivial, mut init, mut bare) =
+        (Samples::default(), Samples::default(), Samples::default());
     for i in 0..=30 {
         let warm_up = i == 0;
-        validate.time(warm_up, || {
-            let out = Command::new(bin)
-                .args(["validate", "-q", "--project"])
-                .arg(root)
-                .env("MODIX_HOME", dir.join("home"))
-                .output()
-                .expect("modix validate");
-            assert!(out.status.success(), "{out:?}");
-        });
-        bare.time(warm_up, || {
+        Samples::time(&mut trivial, warm_up, || validate_in(root));
+        Samples::time(&mut init, warm_up, || validate_in(&scaffolded));
+        Samples::time(&mut bare, warm_up, || {
             Command::new("true").output().expect("true");
         });
     }
-    println!("start-up:");
-    line(
-        "`modix validate` (spawned, medians of 30)",
-        validate.median(),
-    );
+    println!("start-up (spawned, medians of 30):");
+    line("`modix validate`, trivial project", trivial.median());
+    line("`modix validate`, `modix init`-ed", init.median());
     line("bare spawn (true)", bare.median());
 }
 
