@@ -659,8 +659,8 @@ fn wal_frames(path: &Path) -> (u64, u64) {
 
 // ----------------------------------------------------------------- start-up
 
-/// `modix validate` from process start to a validated project, less a bare
-/// spawn (the binary's own start-up and the project's load and checks): of
+/// `modix validate` from process start to a validated project (the binary's
+/// own start-up and the project's load and checks), beside a bare spawn: of
 /// the trivial project, and of one `modix init` made, whose presets and
 /// templates bring the regexes and templates a trivial project lacks.
 fn startup(root: &Path, dir: &Path) {
@@ -684,13 +684,14 @@ fn startup(root: &Path, dir: &Path) {
             .expect("modix validate");
         assert!(out.status.success(), "{out:?}");
     };
-    let (mut trivial, mut init, mut bare) =
-        (Samples::default(), Samples::default(), Samples::default());
+    let mut trivial = Samples::default();
+    let mut init = Samples::default();
+    let mut bare = Samples::default();
     for i in 0..=30 {
         let warm_up = i == 0;
-        Samples::time(&mut trivial, warm_up, || validate_in(root));
-        Samples::time(&mut init, warm_up, || validate_in(&scaffolded));
-        Samples::time(&mut bare, warm_up, || {
+        trivial.time(warm_up, || validate_in(root));
+        init.time(warm_up, || validate_in(&scaffolded));
+        bare.time(warm_up, || {
             Command::new("true").output().expect("true");
         });
     }
