@@ -38,18 +38,20 @@
 //! bytes (frames of 4 KiB + 24 B), write transactions (commit frames;
 //! each is one fsync) and bytes stored once checkpointed —
 //! beside the floor's. Last, the start-up of `modix validate` (a spawned
-//! binary, less a bare spawn).
+//! binary), beside a bare spawn.
 //!
 //! Run: `cargo bench --bench transition` (MODIX_BENCH_RUNS=N for more runs;
 //! MODIX_BENCH_WRITE_PROJECTS=DIR only writes the two projects, to profile
 //! `modix go` on them).
 
+use std::ffi::OsString;
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use modix::bench::{CaptureLimits, ProcessSpec, run_process};
+use modix::bench::{CaptureLimits, DEFAULT_ENV_ALLOW, ProcessSpec, run_process};
 use rusqlite::Connection;
 
 mod support;
@@ -143,7 +145,7 @@ fn main() {
         });
         for _ in 0..per_run {
             spawn.time(warm_up, || {
-                let out = Command::new("echo")
+                let out = agent_command(&ECHO)
                     .arg(ANSWER)
                     .stdin(Stdio::null())
                     .output()
@@ -451,12 +453,7 @@ fn echo_spec(echo: &Path, cwd: &Path) -> ProcessSpec {
         program: echo.to_path_buf(),
         args: vec![ANSWER.into()],
         cwd: cwd.to_path_buf(),
-        // What agents inherit and the floor's echo has: with `LANG` set,
-        // `echo` loads the locale, ~0.2 ms of its start here.
-        env: ["LANG", "LC_ALL"]
-            .into_iter()
-            .filter_map(|k| Some((k.into(), std::env::var_os(k)?)))
-            .collect(),
+        env: agent_env().to_vec(),
         stdin: None,
         timeout: Duration::from_secs(10),
         idle_timeout: None,
@@ -467,6 +464,36 @@ fn echo_spec(echo: &Path, cwd: &Path) -> ProcessSpec {
         watch: None,
     }
 }
+
+/// What modix's agents inherit (its default `env.allow`), and nothing else.
+/// The floor's commands get the same: inheriting the bench's own
+/// environment, they would pay for what cargo adds to it (its
+/// `LD_LIBRARY_PATH` sends the loader of every `echo` through four more
+/// folders, ~0.1 ms a spawn here) and be a slower floor than the engine's.
+fn agent_env() -> &'static [(OsString, OsString)] {
+    static ENV: LazyLock<Vec<(OsString, OsString)>> = LazyLock::new(|| {
+        DEFAULT_ENV_ALLOW
+            .into_iter()
+            .filter_map(|k| Some((k.into(), std::env::var_os(k)?)))
+            .collect()
+    });
+    &ENV
+}
+
+/// `program` started as modix starts an agent: found on PATH once, before
+/// the first step (as a run resolves its agents' commands before it
+/// starts), with [`agent_env`] for its environment. Not by name with a
+/// changed environment: std then forks the whole bench process instead of
+/// spawning (`posix_spawn` cannot look the name up on the child's PATH),
+/// ~0.7 ms more a step here, a floor slower than the engine's again.
+fn agent_command(program: &'static LazyLock<PathBuf>) -> Command {
+    let mut cmd = Command::new(&**program);
+    cmd.env_clear().envs(agent_env().iter().cloned());
+    cmd
+}
+
+static ECHO: LazyLock<PathBuf> = LazyLock::new(|| which::which("echo").expect("echo on PATH"));
+static SH: LazyLock<PathBuf> = LazyLock::new(|| which::which("sh").expect("sh on PATH"));
 
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
@@ -494,7 +521,7 @@ fn insert_trivial(conn: &Connection, payload: &str) {
 }
 
 fn trivial_floor(conn: &Connection) {
-    let out = Command::new("echo")
+    let out = agent_command(&ECHO)
         .arg(ANSWER)
         .stdin(Stdio::null())
         .output()
@@ -506,7 +533,7 @@ fn trivial_floor(conn: &Connection) {
 /// The realistic agent's command, its prompt on stdin, its answer parsed,
 /// and prompt, context, output and answer stored in one row.
 fn real_floor(conn: &Connection, log: &str, prompt: &str, context: &str) {
-    let mut child = Command::new("sh")
+    let mut child = agent_command(&SH)
         .args(["-c", REAL_SCRIPT, log])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -675,11 +702,14 @@ fn startup(root: &Path, dir: &Path) {
         .output()
         .expect("modix init");
     assert!(out.status.success(), "{out:?}");
+    // Spawned as from a user's shell: without the `LD_LIBRARY_PATH` cargo
+    // adds to the bench's environment (see [`agent_env`]).
     let validate_in = |project: &Path| {
         let out = Command::new(bin)
             .args(["validate", "-q", "--project"])
             .arg(project)
             .env("MODIX_HOME", &home)
+            .env_remove("LD_LIBRARY_PATH")
             .output()
             .expect("modix validate");
         assert!(out.status.success(), "{out:?}");
@@ -692,7 +722,10 @@ fn startup(root: &Path, dir: &Path) {
         trivial.time(warm_up, || validate_in(root));
         init.time(warm_up, || validate_in(&scaffolded));
         bare.time(warm_up, || {
-            Command::new("true").output().expect("true");
+            Command::new("true")
+                .env_remove("LD_LIBRARY_PATH")
+                .output()
+                .expect("true");
         });
     }
     println!("start-up (spawned, medians of 30):");

@@ -53,6 +53,7 @@ pub fn main() -> std::process::ExitCode {
 pub mod bench {
     use std::path::Path;
 
+    pub use crate::config::DEFAULT_ENV_ALLOW;
     pub use crate::fsm::bench_support::{chain_machine, parse_only};
     pub use crate::shell::{CaptureLimits, ProcessSpec, run_process};
 
