@@ -488,7 +488,8 @@ fn agent_env() -> &'static [(OsString, OsString)] {
 /// ~0.7 ms more a step here, a floor slower than the engine's again.
 fn agent_command(program: &'static LazyLock<PathBuf>) -> Command {
     let mut cmd = Command::new(&**program);
-    cmd.env_clear().envs(agent_env().iter().cloned());
+    cmd.env_clear()
+        .envs(agent_env().iter().map(|(k, v)| (k, v)));
     cmd
 }
 
