@@ -51,7 +51,7 @@ use std::process::{Command, Stdio};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use modix::bench::{CaptureLimits, DEFAULT_ENV_ALLOW, ProcessSpec, run_process};
+use modix::bench::{CaptureLimits, ProcessSpec, inherited_env, run_process};
 use rusqlite::Connection;
 
 mod support;
@@ -90,7 +90,6 @@ fn main() {
         .build()
         .expect("runtime");
     let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
-    let echo = which::which("echo").expect("echo on PATH");
 
     let trivial_root = tmp.path().join("trivial");
     write_trivial_project(&trivial_root);
@@ -154,7 +153,7 @@ fn main() {
             });
             runner.time(warm_up, || {
                 let out = runtime
-                    .block_on(run_process(echo_spec(&echo, tmp.path()), cancel.clone()))
+                    .block_on(run_process(echo_spec(&ECHO, tmp.path()), cancel.clone()))
                     .expect("spawn");
                 assert!(out.success());
             });
@@ -465,18 +464,14 @@ fn echo_spec(echo: &Path, cwd: &Path) -> ProcessSpec {
     }
 }
 
-/// What modix's agents inherit (its default `env.allow`), and nothing else.
+/// What modix's agents inherit (its default `env.allow`, read as the engine
+/// reads it), and nothing else.
 /// The floor's commands get the same: inheriting the bench's own
 /// environment, they would pay for what cargo adds to it (its
 /// `LD_LIBRARY_PATH` sends the loader of every `echo` through four more
 /// folders, ~0.1 ms a spawn here) and be a slower floor than the engine's.
 fn agent_env() -> &'static [(OsString, OsString)] {
-    static ENV: LazyLock<Vec<(OsString, OsString)>> = LazyLock::new(|| {
-        DEFAULT_ENV_ALLOW
-            .into_iter()
-            .filter_map(|k| Some((k.into(), std::env::var_os(k)?)))
-            .collect()
-    });
+    static ENV: LazyLock<Vec<(OsString, OsString)>> = LazyLock::new(inherited_env);
     &ENV
 }
 
@@ -703,14 +698,11 @@ fn startup(root: &Path, dir: &Path) {
         .output()
         .expect("modix init");
     assert!(out.status.success(), "{out:?}");
-    // Spawned as from a user's shell: without the `LD_LIBRARY_PATH` cargo
-    // adds to the bench's environment (see [`agent_env`]).
     let validate_in = |project: &Path| {
-        let out = Command::new(bin)
+        let out = from_a_shell(bin)
             .args(["validate", "-q", "--project"])
             .arg(project)
             .env("MODIX_HOME", &home)
-            .env_remove("LD_LIBRARY_PATH")
             .output()
             .expect("modix validate");
         assert!(out.status.success(), "{out:?}");
@@ -723,16 +715,22 @@ fn startup(root: &Path, dir: &Path) {
         trivial.time(warm_up, || validate_in(root));
         init.time(warm_up, || validate_in(&scaffolded));
         bare.time(warm_up, || {
-            Command::new("true")
-                .env_remove("LD_LIBRARY_PATH")
-                .output()
-                .expect("true");
+            from_a_shell("true").output().expect("true");
         });
     }
     println!("start-up (spawned, medians of 30):");
     line("`modix validate`, trivial project", trivial.median());
     line("`modix validate`, `modix init`-ed", init.median());
     line("bare spawn (true)", bare.median());
+}
+
+/// `program` as a user's shell would start it: without the
+/// `LD_LIBRARY_PATH` cargo adds to the bench's environment (see
+/// [`agent_env`]).
+fn from_a_shell(program: &str) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env_remove("LD_LIBRARY_PATH");
+    cmd
 }
 
 // ------------------------------------------------------------------ projects

@@ -53,9 +53,14 @@ pub fn main() -> std::process::ExitCode {
 pub mod bench {
     use std::path::Path;
 
-    pub use crate::config::DEFAULT_ENV_ALLOW;
     pub use crate::fsm::bench_support::{chain_machine, parse_only};
     pub use crate::shell::{CaptureLimits, ProcessSpec, run_process};
+
+    /// What an agent inherits of this process's environment under the
+    /// default `runtimes.json` (the engine's own reading of it).
+    pub fn inherited_env() -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+        crate::orchestrator::agent::inherited(&crate::config::Runtimes::default())
+    }
 
     /// Load + compile + check (worst case included); whether it compiled.
     pub fn compile(text: &str) -> bool {

@@ -420,7 +420,7 @@ fn program_of(agent: &Agent) -> &str {
 /// The variables of modix's environment that `runtimes.json` lets agents
 /// inherit, read once for a run: looking each one up scans the whole
 /// environment, at every step.
-pub(super) fn inherited(runtimes: &Runtimes) -> Vec<(OsString, OsString)> {
+pub(crate) fn inherited(runtimes: &Runtimes) -> Vec<(OsString, OsString)> {
     runtimes
         .env
         .allow

@@ -20,7 +20,7 @@
 //! [`files`] are the run's files; [`events`] is what the run tells whoever
 //! watches.
 
-mod agent;
+pub(crate) mod agent;
 mod begin;
 mod budget;
 mod classify;
