@@ -8,13 +8,13 @@
 //!
 //! - every write at once, before its call returns — what `synchronous=FULL`
 //!   did inside the commit;
-//! - a step's commit ([`Landing`]) is synced by the store's syncer thread,
-//!   started at the commit ([`Landing::begin`]), and waited for before
-//!   anything depends on it: the next agent, an event, `state.json`, the
-//!   end of the run. The engine prepares the next step's prompt and context
-//!   meanwhile, on the other core, which is work the step's fsync no longer
-//!   waits behind. With `durability: pipelined` the wait comes once the
-//!   next agent has started.
+//! - a step's commit ([`Landing`]) is synced before anything depends on
+//!   it: the next agent, an event, `state.json`, the end of the run. At the
+//!   commit the kernel is asked to start writing the log out
+//!   ([`Landing::begin`]), the engine prepares the next step's prompt and
+//!   context while the disk writes, and the wait's `fdatasync` is left
+//!   with the disk's cache flush. With `durability: pipelined` the wait
+//!   comes once the next agent has started.
 //!
 //! One `fdatasync` covers every frame the log holds, so a later sync makes
 //! an earlier commit durable too. Another process may read a step in the
@@ -42,7 +42,6 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, Sender, SyncSender, sync_channel};
 use std::sync::{Arc, OnceLock};
 
 use super::StoreError;
@@ -68,38 +67,6 @@ pub(super) struct Log {
     file: OnceLock<Arc<File>>,
     /// Started once a commit that made one due is durable.
     checkpoints: Checkpoints,
-    /// Syncs the log for landings, started by the first begun
-    /// ([`Landing::begin`]); `None` inside if no thread could be started.
-    syncer: Syncer,
-}
-
-/// The store's syncer thread, once started ([`start_syncer`]).
-type Syncer = Arc<OnceLock<Option<Sender<SyncJob>>>>;
-
-/// A sync asked of the syncer thread, and where its result goes.
-type SyncJob = (Arc<File>, SyncSender<std::io::Result<()>>);
-
-/// The thread that syncs a store's log while the engine goes on: a step's
-/// sync then runs beside the next step's preparation rather than after it
-/// (docs/performance.md, twenty-second round). It ends once the store and
-/// its landings, which hold its sender, are gone.
-fn start_syncer() -> Option<Sender<SyncJob>> {
-    let (jobs, asked) = std::sync::mpsc::channel::<SyncJob>();
-    let spawned = std::thread::Builder::new()
-        .name("modix-sync".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            for (file, reply) in asked {
-                let _ = reply.send(file.sync_data());
-            }
-        });
-    match spawned {
-        Ok(_) => Some(jobs),
-        Err(e) => {
-            tracing::debug!("no syncer thread ({e}): steps sync on the engine's thread");
-            None
-        }
-    }
 }
 
 impl Syncing {
@@ -110,7 +77,6 @@ impl Syncing {
             path: path.into(),
             file: OnceLock::new(),
             checkpoints,
-            syncer: Syncer::default(),
         })
     }
 
@@ -130,15 +96,10 @@ impl Syncing {
     pub(super) fn start(&self) -> Result<Landing, StoreError> {
         let log = self.file()?;
         let kick = self.checkpoints().filter(|c| c.due()).cloned();
-        let syncer = match self {
-            Syncing::Log(l) => Some(Arc::clone(&l.syncer)),
-            Syncing::InCommit => None,
-        };
         Ok(Landing {
             log,
             kick,
-            syncer,
-            synced: None,
+            begun: false,
         })
     }
 
@@ -225,39 +186,25 @@ pub struct Landing {
     log: Option<(Arc<File>, PathBuf)>,
     /// The checkpoint this commit made due, started once it is durable.
     kick: Option<Checkpoints>,
-    /// The store's syncer (none without a log).
-    syncer: Option<Syncer>,
-    /// The sync begun on it ([`Landing::begin`]), answered when done.
-    synced: Option<Receiver<std::io::Result<()>>>,
+    /// Whether the log's write-out was started ([`Landing::begin`]).
+    begun: bool,
 }
 
 impl Landing {
-    /// Begins the sync now, on the store's syncer thread, so that the
-    /// wait finds it done or under way: for a landing waited for before the
-    /// next agent starts, with the engine's work between. Without a syncer
-    /// the kernel is asked to start writing the frames out instead, and the
-    /// wait syncs. One waited for beside the next agent's start
+    /// Asks the kernel to start writing the commit's frames out now, for a
+    /// landing waited for before the next agent starts: the disk writes
+    /// while the engine prepares that agent, and the wait's `fdatasync` finds
+    /// the frames written or under way. On this thread, not a syncer's: a
+    /// thread woken for the sync started it only once the engine slept or
+    /// an idle virtual CPU woke (~60–120 µs later; docs/performance.md,
+    /// twenty-fifth round). One waited for beside the next agent's start
     /// (`durability: pipelined`) goes without: its sync runs while that
-    /// agent's process loads, on a thread that would otherwise wait.
+    /// agent's process loads.
     pub fn begin(&mut self) {
-        let Some((file, _)) = &self.log else {
-            return;
-        };
-        if self.synced.is_some() {
-            return;
+        if let (Some((file, _)), false) = (&self.log, self.begun) {
+            write_out(file);
+            self.begun = true;
         }
-        if let Some(syncer) = self
-            .syncer
-            .as_ref()
-            .and_then(|s| s.get_or_init(start_syncer).as_ref())
-        {
-            let (reply, synced) = sync_channel(1);
-            if syncer.send((Arc::clone(file), reply)).is_ok() {
-                self.synced = Some(synced);
-                return;
-            }
-        }
-        write_out(file);
     }
 
     /// Returns once the commit is on disk.
@@ -267,12 +214,7 @@ impl Landing {
 
     fn finish(&mut self) -> Result<(), StoreError> {
         if let Some((file, path)) = self.log.take() {
-            // A syncer gone before it answered (it cannot panic; a process
-            // exiting) leaves the sync to this thread.
-            let begun = self.synced.take().and_then(|s| s.recv().ok());
-            begun
-                .unwrap_or_else(|| file.sync_data())
-                .map_err(|e| sync_error(&path, e))?;
+            file.sync_data().map_err(|e| sync_error(&path, e))?;
         }
         if let Some(checkpoints) = self.kick.take() {
             checkpoints.kick();
@@ -403,31 +345,6 @@ pub(super) mod tests {
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .unwrap();
         assert_eq!(check, "ok");
-    }
-
-    /// The syncer thread starts only for a landing begun (`durability:
-    /// full`), not for one waited for as it is; once started, every landing
-    /// begun is synced by it, each waited for in turn.
-    #[test]
-    fn the_syncer_starts_for_a_landing_begun_and_syncs_each() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = store_with_table(&dir.path().join(DB_FILE));
-        let started = |store: &Store| match &store.syncing {
-            super::Syncing::Log(log) => log.syncer.get().is_some_and(Option::is_some),
-            super::Syncing::InCommit => panic!("the store has no log"),
-        };
-        commit(&mut store, 3);
-        assert!(!started(&store), "a thread for landings never begun");
-        for _ in 0..20 {
-            let w = store.write_tx().unwrap();
-            w.tx.execute("INSERT INTO t (x) VALUES ('b')", []).unwrap();
-            let mut landing = w.commit_landing("a test commit").unwrap();
-            landing.begin();
-            assert!(landing.synced.is_some(), "not handed to the syncer");
-            landing.wait().unwrap();
-        }
-        assert!(started(&store));
-        assert_eq!(rows(&store.conn), 23);
     }
 
     /// A store that wrote little leaves the log as it is: the next opener

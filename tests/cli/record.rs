@@ -804,40 +804,65 @@ fn log_syncs_and_agents(sb: &Sandbox, options: &[&str]) -> (std::process::Output
     straced_with(sb, &all, &["go", "--json", "twice"])
 }
 
-/// The log's syncs in a trace of [`log_syncs_and_agents`], by thread, and
-/// the engine's thread: the first to sync, as it opens the run.
-fn log_syncs(lines: &str) -> (Vec<(&str, &str)>, &str) {
-    let calls: Vec<(&str, &str)> = lines
+/// The log's syncs and the agents' starts (not the readiness check's
+/// `--version`) in a trace of [`log_syncs_and_agents`], in order, with the
+/// thread that made each.
+fn log_syncs_and_starts(lines: &str) -> Vec<(&str, &str)> {
+    lines
         .lines()
         .filter_map(|l| l.split_once(' ').map(|(pid, c)| (pid, c.trim_start())))
-        .filter(|(_, c)| c.starts_with("fdatasync("))
-        .collect();
-    let main = calls.first().map(|(pid, _)| *pid).unwrap_or_default();
-    (calls, main)
+        .filter(|(_, c)| c.starts_with("fdatasync(") || is_agent_start(c))
+        .collect()
 }
 
-/// With the default durability a step's sync runs on the store's syncer
-/// thread while the engine prepares the next agent; should it fail, that
-/// agent never starts: the run stops with the error naming the log, says
-/// nothing of the step, and a resume finishes the run. strace fails the
-/// syncer's sync of a step (`EIO`). It counts a call per thread, so which
-/// one is taken from a first run: the first past the engine thread's own
-/// syncs of the log before the syncer's first (its next come at the end).
+fn is_agent_start(call: &str) -> bool {
+    call.starts_with("execve(") && call.contains("--model")
+}
+
+/// With the default durability a step's sync runs on the engine's thread,
+/// its write-out started at the commit; should it fail, the next agent
+/// never starts: the run stops with the error naming the log, says nothing
+/// of the step, and a resume finishes the run. strace fails (`EIO`) the sync
+/// of the step of the run's second agent, found in a first run: the first
+/// sync of the log after that agent's start. strace counts a fault's `when`
+/// per thread, so the test also checks that every sync of a step is made
+/// by the engine's thread — the one that starts the agents.
 #[test]
-fn a_step_whose_sync_fails_on_the_syncer_stops_the_run_before_the_next_agent() {
-    let (_, lines) = log_syncs_and_agents(&Sandbox::example(), &[]);
-    let (calls, main) = log_syncs(&lines);
-    let first = calls
-        .iter()
-        .position(|(pid, _)| *pid != main)
-        .unwrap_or_else(|| panic!("no other thread syncs the log\n{lines}"));
-    let syncer = calls[first].0;
-    let count = |of: &str| calls.iter().filter(|(pid, _)| *pid == of).count();
-    let when = first + 1;
-    assert!(
-        count(syncer) >= when && calls.iter().all(|(pid, _)| *pid == main || *pid == syncer),
-        "one syncer thread, syncing at least {when} steps\n{lines}"
-    );
+fn a_step_whose_sync_fails_stops_the_run_before_the_next_agent() {
+    let (clean, lines) = log_syncs_and_agents(&Sandbox::example(), &[]);
+    let calls = log_syncs_and_starts(&lines);
+    let starts: Vec<usize> = (0..calls.len())
+        .filter(|&i| is_agent_start(calls[i].1))
+        .collect();
+    assert!(starts.len() >= 3, "three agents at least\n{lines}");
+    let engine = calls[0].0;
+    let syncs_of = |pid: &str, range: std::ops::Range<usize>| {
+        calls[range]
+            .iter()
+            .filter(|(p, c)| *p == pid && c.starts_with("fdatasync("))
+            .count()
+    };
+    // Each agent's step is synced by the engine before the next starts.
+    for pair in starts.windows(2) {
+        let (agent, next) = (calls[pair[0]].0, calls[pair[1]].0);
+        assert_ne!(agent, engine, "the agent's own process\n{lines}");
+        assert!(
+            syncs_of(engine, pair[0]..pair[1]) >= 1,
+            "no sync of the engine's between two agents\n{lines}"
+        );
+        assert_ne!(next, engine);
+    }
+    let when = syncs_of(engine, 0..starts[1]) + 1;
+    let clean = String::from_utf8_lossy(&clean.stdout).into_owned();
+    let second = clean
+        .find(r#""type":"agent_started""#)
+        .and_then(|first| {
+            clean[first + 1..]
+                .find(r#""type":"agent_started""#)
+                .map(|i| i + first + 1)
+        })
+        .unwrap_or_else(|| panic!("two agents started\n{clean}"));
+    let said_before = clean[..second].matches(r#""type":"transition""#).count();
 
     let sb = Sandbox::example();
     let fault = format!("inject=fdatasync:error=EIO:when={when}");
@@ -853,10 +878,14 @@ fn a_step_whose_sync_fails_on_the_syncer_stops_the_run_before_the_next_agent() {
         .iter()
         .position(|l| l.contains("(INJECTED)"))
         .unwrap_or_else(|| panic!("no sync failed\n{lines}"));
-    let (_, main) = log_syncs(&lines);
-    assert!(
-        !trace[failed].starts_with(&format!("{main} ")),
-        "the engine's own sync failed, not the syncer's\n{lines}"
+    assert_eq!(
+        trace[..failed]
+            .iter()
+            .filter_map(|l| l.split_once(' '))
+            .filter(|(_, c)| is_agent_start(c.trim_start()))
+            .count(),
+        2,
+        "the sync failed is not the second agent's step's\n{lines}"
     );
     assert!(
         !trace[failed..].iter().any(|l| l.contains("execve(")),
@@ -866,7 +895,7 @@ fn a_step_whose_sync_fails_on_the_syncer_stops_the_run_before_the_next_agent() {
     let said = String::from_utf8_lossy(&out.stdout)
         .matches(r#""type":"transition""#)
         .count();
-    assert_eq!(said, when - 1, "only the steps on disk are said: {text}");
+    assert_eq!(said, said_before, "only the steps on disk are said: {text}");
     let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
     sb.resume_to_success(&run);
 }
