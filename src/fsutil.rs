@@ -1,6 +1,7 @@
 //! Small file-system helpers: files written atomically (derived files,
-//! config, `state.json`) and small files read in few system calls (`/proc`,
-//! the workspace's `.git` link).
+//! config, `state.json`), small files read in few system calls (`/proc`,
+//! the workspace's `.git` link), and a path's stat remembered to tell that
+//! it has not changed since ([`Seen`]).
 
 use std::io::Write;
 use std::path::Path;
@@ -134,9 +135,86 @@ fn write(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     Ok(())
 }
 
+/// What a path's `lstat` said, remembered to tell without reading it again
+/// that nothing was made in, removed from or written to it since: any such
+/// change sets its ctime to the kernel's clock, which no process can set
+/// back (`utimes` sets the ctime to now too). Remembered only once that
+/// time is older than the filesystem's timestamp tick ([`Seen::settled`]):
+/// a change in the same tick could leave every field as it was, as git's
+/// "racy" index entries can.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seen {
+    dev: u64,
+    ino: u64,
+    mode: u32,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+/// Wider than any Linux filesystem's timestamp tick (the kernel's coarse
+/// clock, at most 10 ms); whole-second filesystems (FAT: 2 s) get the
+/// longer one.
+const TICK_FINE: std::time::Duration = std::time::Duration::from_millis(50);
+const TICK_COARSE: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Seen {
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Seen {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mode: meta.mode(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// This stat, if it is safe to remember as of `checked` (a time taken
+    /// before the path was read): its last change lies a whole tick before
+    /// then, so any change after the read gets a later ctime.
+    pub fn settled(self, checked: std::time::SystemTime) -> Option<Self> {
+        let whole_seconds = self.mtime.1 == 0 && self.ctime.1 == 0;
+        let tick = if whole_seconds {
+            TICK_COARSE
+        } else {
+            TICK_FINE
+        };
+        let at = |(s, ns): (i64, i64)| {
+            std::time::UNIX_EPOCH
+                + std::time::Duration::new(s.max(0) as u64, ns.clamp(0, 999_999_999) as u32)
+        };
+        let latest = at(self.mtime).max(at(self.ctime));
+        (latest + tick < checked).then_some(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stat is remembered only once its last change is a tick old, and
+    /// tells a change of ctime alone (the mtime put back) from no change.
+    #[test]
+    fn a_stat_is_remembered_once_settled_and_tells_a_ctime_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, "a").unwrap();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let seen = Seen::of(&meta);
+        let now = std::time::SystemTime::now();
+        assert_eq!(seen.settled(now), None, "a stat of this moment");
+        let later = now + std::time::Duration::from_secs(3);
+        assert_eq!(seen.settled(later), Some(seen));
+        // Past the coarse clock's tick (at most 10 ms), which a kernel
+        // without fine-grained ctimes stamps both changes with.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(meta.modified().unwrap()).unwrap();
+        let again = Seen::of(&std::fs::symlink_metadata(&path).unwrap());
+        assert_ne!(again, seen, "the ctime moved");
+    }
 
     #[test]
     fn read_small_reads_proc_files_and_files_up_to_its_limit() {

@@ -15,6 +15,7 @@ use crate::config::{
     Agent, Binding, Brain, Commands, Config, OutputMode, OutputSpec, PromptMode, Runtimes, Shell,
 };
 use crate::fsm::{AgentState, FailureClass, Outcome};
+use crate::fsutil::Seen;
 use crate::shell::{
     self, CaptureLimits, EchoFn, EndReason, Placeholders, ProcessOutcome, ProcessSpec, Redactor,
     last_lines,
@@ -226,10 +227,12 @@ pub(super) fn prepare(
             (args, stdin, shell.idle)
         }
     };
-    env.extend(private_tmp(&call.tmp_dir).map_err(|e| PrepareError::Args {
-        agent: agent.id.clone(),
-        message: format!("cannot make {}: {e}", call.tmp_dir.display()),
-    })?);
+    env.extend(
+        private_tmp(&call.tmp_dir, setup.tmp_seen).map_err(|e| PrepareError::Args {
+            agent: agent.id.clone(),
+            message: format!("cannot make {}: {e}", call.tmp_dir.display()),
+        })?,
+    );
     let written = program_of(agent);
     let mut argv_redacted = vec![written.to_owned()];
     argv_redacted.extend(redactor.redact_args(&args));
@@ -282,12 +285,21 @@ pub(super) fn prepare(
 /// files) stays with the run and is cleared before the next invocation and
 /// when the run stops, instead of piling up in the machine's shared /tmp.
 /// An empty folder is kept from one invocation to the next: making and
-/// removing a folder costs a journal write each, every step.
-fn private_tmp(dir: &Path) -> std::io::Result<Vec<(OsString, OsString)>> {
+/// removing a folder costs a journal write each, every step. Nor is it
+/// listed again while its stat is the one `seen` remembers from when it was
+/// last listed empty: nothing was made in it since (an open, a read of its
+/// entries and a close, every step, were a sixth of preparing an agent).
+fn private_tmp(dir: &Path, seen: &TmpSeen) -> std::io::Result<Vec<(OsString, OsString)>> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let reuse = match std::fs::symlink_metadata(dir) {
         Ok(m) if m.is_dir() && m.permissions().mode() & 0o777 == 0o700 => {
+            let now = Seen::of(&m);
+            if seen.get() == Some(now) {
+                return Ok(tmp_env(dir));
+            }
+            let checked = std::time::SystemTime::now();
             let empty = std::fs::read_dir(dir)?.next().is_none();
+            seen.set(if empty { now.settled(checked) } else { None });
             if !empty {
                 std::fs::remove_dir_all(dir)?;
             }
@@ -308,11 +320,18 @@ fn private_tmp(dir: &Path) -> std::io::Result<Vec<(OsString, OsString)>> {
             _ => {}
         }
     }
+    Ok(tmp_env(dir))
+}
+
+/// The private tmp folder as last listed empty ([`private_tmp`]), for a run.
+pub(super) type TmpSeen = std::cell::Cell<Option<Seen>>;
+
+fn tmp_env(dir: &Path) -> Vec<(OsString, OsString)> {
     let value = dir.as_os_str().to_owned();
-    Ok(["TMPDIR", "TMP", "TEMP"]
+    ["TMPDIR", "TMP", "TEMP"]
         .into_iter()
         .map(|k| (OsString::from(k), value.clone()))
-        .collect())
+        .collect()
 }
 
 /// Removes whatever is at `path` (a folder with its content, a file, a link).
@@ -335,6 +354,8 @@ pub(super) struct Setup<'a> {
     pub inherited: &'a [(OsString, OsString)],
     /// Programs already found (by the name an agent gives), for this run.
     pub programs: &'a Programs,
+    /// The run's tmp folder as last listed empty.
+    pub tmp_seen: &'a TmpSeen,
     pub runtimes: &'a Runtimes,
     pub commands: &'a Commands,
 }

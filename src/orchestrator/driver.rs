@@ -22,6 +22,8 @@ pub(super) struct RunInfo<'p> {
     pub(super) rules: std::cell::RefCell<std::collections::HashMap<String, Arc<classify::Rules>>>,
     /// Where the agents' programs were found, on first use.
     pub(super) programs: super::agent::Programs,
+    /// The run's tmp folder as last listed empty (`agent::private_tmp`).
+    pub(super) tmp_seen: super::agent::TmpSeen,
     /// What agents inherit of modix's environment (`agent::inherited`).
     pub(super) inherited: Vec<(std::ffi::OsString, std::ffi::OsString)>,
 }
@@ -225,6 +227,7 @@ pub(super) fn drive(
             stream: opts.stream,
             rules: Default::default(),
             programs: Default::default(),
+            tmp_seen: Default::default(),
             inherited: agent::inherited(&project.config.runtimes),
         },
         store,

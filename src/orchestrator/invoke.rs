@@ -285,6 +285,7 @@ impl super::RunInfo<'_> {
             root: &config.paths.root,
             inherited: &self.inherited,
             programs: &self.programs,
+            tmp_seen: &self.tmp_seen,
             runtimes: &config.runtimes,
             commands: &config.project.commands,
         };

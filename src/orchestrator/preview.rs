@@ -173,6 +173,7 @@ fn preview_info<'p>(
         stream: false,
         rules: Default::default(),
         programs: Default::default(),
+        tmp_seen: Default::default(),
         inherited: agent::inherited(&project.config.runtimes),
     }
 }
@@ -217,6 +218,7 @@ impl Seen<'_, '_> {
             root: &project.config.paths.root,
             inherited: &info.inherited,
             programs: &info.programs,
+            tmp_seen: &info.tmp_seen,
             runtimes: &project.config.runtimes,
             commands: &project.config.project.commands,
         };

@@ -344,6 +344,54 @@ fn each_agent_gets_a_private_tmpdir_that_is_removed_when_it_ends() {
     assert!(!dir.exists(), "the folder outlived the invocations");
 }
 
+/// The tmp folder is not listed again while its stat is as when it was
+/// last found empty; a file made in it since is still found and cleared,
+/// even when its maker puts the folder's mtime back as it was: making an
+/// entry sets the ctime, which no process can set back. The planner leaves
+/// the folder alone and waits, so that the executor's preparation finds it
+/// empty and old enough to remember; the executor hides a file in it.
+#[test]
+fn a_file_hidden_in_the_tmpdir_with_its_mtime_put_back_is_still_cleared() {
+    let sb = Sandbox::example();
+    let seen = sb.dir.path().join("seen");
+    sb.agent_script(&format!(
+        r#"#!/bin/sh
+cat > /dev/null
+echo "$MODIX_STATE $(ls -A "$TMPDIR" | wc -l)" >> {seen}
+case "$MODIX_STATE" in
+  PLANNING)
+    sleep 0.2
+    echo '{{"title":"t","summary":"s","complexity":"low","tasks":[{{"id":"T1","title":"do","files":["calc.py"],"acceptance":["tests pass"]}}]}}'
+    ;;
+  *)
+    m=$(stat -c %.9Y "$TMPDIR")
+    echo 'a report quoting the prompt' > "$TMPDIR/report.txt"
+    touch -d "@$m" "$TMPDIR"
+    [ "$(stat -c %.9Y "$TMPDIR")" = "$m" ] || echo "mtime not put back" >> {seen}
+    sleep 0.2
+{ok}
+    ;;
+esac
+"#,
+        seen = seen.display(),
+        ok = crate::scenarios::EXECUTOR_OK
+    ));
+    sb.go_json("tmp");
+    let lines = std::fs::read_to_string(&seen).unwrap();
+    let states: Vec<&str> = lines
+        .lines()
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert!(
+        states.len() >= 3 && states[..2] == ["PLANNING", "EXECUTING"],
+        "{lines}"
+    );
+    assert!(
+        lines.lines().all(|l| l.ends_with(" 0")),
+        "an agent found what the one before it left: {lines}"
+    );
+}
+
 /// What an agent stopped half way left in its TMPDIR goes with the run's
 /// stop, as the last agent's does when a run ends.
 #[test]
