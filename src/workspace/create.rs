@@ -165,6 +165,7 @@ impl Workspace {
             ctx,
             plan,
             snapshot: None,
+            link_seen: None,
             tracked: Vec::new(),
             last_tree,
             _lock: lock,

@@ -188,6 +188,8 @@ pub struct Workspace {
     /// What the fast path stats, and the snapshot taken after the last settle.
     plan: ScanPlan,
     snapshot: Option<Snapshot>,
+    /// The `.git` link as last read pointing home (`restore_git_link`).
+    link_seen: Option<crate::fsutil::Seen>,
     /// Files in the last recorded tree (absolute), for the plan.
     tracked: Vec<PathBuf>,
     last_tree: String,

@@ -444,6 +444,46 @@ fn settle_without_changes_runs_no_git_at_all() {
     assert_eq!(ws.git().invocations(), calls, "the fast path started git");
 }
 
+/// The `.git` link, read once pointing home and then left alone a tick,
+/// is not read at each settle; rewritten in place with its mtime put back
+/// and its size kept (the ctime moves all the same), it is found and put
+/// back.
+#[test]
+fn a_git_link_rewritten_with_its_mtime_put_back_is_still_put_back() {
+    let fx = Fixture::new();
+    let repo = fx.repo("app");
+    let (mut ws, _) = fx.create(Mode::Worktree, &repo);
+    let link = ws.record().root.join(".git");
+    let home = std::fs::read_to_string(&link).unwrap();
+    // Past the racy window, so that the next read is remembered.
+    std::thread::sleep(std::time::Duration::from_millis(120));
+    for seq in 1..=2 {
+        let s = ws.settle(seq, "test", 1).unwrap();
+        assert!(s.notes.is_empty(), "{s:?}");
+    }
+    assert!(
+        ws.link_seen.is_some(),
+        "a link read pointing home, a tick old"
+    );
+    let mtime = std::fs::symlink_metadata(&link)
+        .unwrap()
+        .modified()
+        .unwrap();
+    // As long as the link (its size as it was): only the ctime tells.
+    let elsewhere = format!("gitdir: /{}\n", "x".repeat(home.len() - 10));
+    assert_eq!(elsewhere.len(), home.len());
+    std::fs::write(&link, &elsewhere).unwrap();
+    let file = std::fs::File::options().write(true).open(&link).unwrap();
+    file.set_modified(mtime).unwrap();
+    drop(file);
+    let s = ws.settle(3, "test", 1).unwrap();
+    assert!(
+        s.notes.iter().any(|n| n.contains("it is put back")),
+        "{s:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&link).unwrap(), home);
+}
+
 #[test]
 fn settle_records_edits_adds_deletes_and_binaries_with_line_counts() {
     let fx = Fixture::new();

@@ -17,6 +17,7 @@ use super::git::{
 };
 use super::scan::Unchanged;
 use super::{Mode, Workspace};
+use crate::fsutil::Seen;
 
 /// What one settle recorded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,13 +84,20 @@ impl Workspace {
     /// Puts back the workspace's `.git` link (worktree, copy) when the agent
     /// removed or replaced it — the run's history is outside the workspace,
     /// so nothing of it was lost — and says so. Nothing for records that do
-    /// not name their git dir, or in place.
-    fn restore_git_link(&self) -> Result<Option<String>> {
+    /// not name their git dir, or in place. A link whose stat is as when it
+    /// was last read pointing home is not read again ([`Seen`]: a write moves
+    /// its ctime): one `lstat` where reading it took four calls, every step.
+    fn restore_git_link(&mut self) -> Result<Option<String>> {
         let (Mode::Worktree | Mode::Copy, Some(git_dir)) = (self.record.mode, &self.record.git_dir)
         else {
             return Ok(None);
         };
         let link = self.record.root.join(".git");
+        let stat = link.symlink_metadata().ok().map(|m| Seen::of(&m));
+        if stat.is_some() && stat == self.link_seen {
+            return Ok(None);
+        }
+        let checked = std::time::SystemTime::now();
         // A `gitdir:` line with a path; anything longer is not modix's link.
         let points_home = crate::fsutil::read_small(&link, 8192)
             .ok()
@@ -105,6 +113,9 @@ impl Workspace {
                         .canonicalize()
                         .is_ok_and(|p| Some(p) == git_dir.canonicalize().ok())
             });
+        self.link_seen = stat
+            .filter(|_| points_home)
+            .and_then(|s| s.settled(checked));
         if points_home {
             return Ok(None);
         }
