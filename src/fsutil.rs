@@ -152,11 +152,12 @@ pub struct Seen {
     ctime: (i64, i64),
 }
 
-/// Wider than any Linux filesystem's timestamp tick (the kernel's coarse
-/// clock, at most 10 ms); whole-second filesystems (FAT: 2 s) get the
-/// longer one.
-const TICK_FINE: std::time::Duration = std::time::Duration::from_millis(50);
-const TICK_COARSE: std::time::Duration = std::time::Duration::from_secs(2);
+/// A window wider than any Linux filesystem's timestamp tick (the kernel's
+/// coarse clock, at most 10 ms): a change within it of a time taken may
+/// carry that very time ("racy", as git says).
+pub const RACY_FINE: std::time::Duration = std::time::Duration::from_millis(50);
+/// For filesystems that store whole seconds (FAT: 2 s).
+pub const RACY_COARSE: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Seen {
     pub fn of(meta: &std::fs::Metadata) -> Self {
@@ -177,9 +178,9 @@ impl Seen {
     pub fn settled(self, checked: std::time::SystemTime) -> Option<Self> {
         let whole_seconds = self.mtime.1 == 0 && self.ctime.1 == 0;
         let tick = if whole_seconds {
-            TICK_COARSE
+            RACY_COARSE
         } else {
-            TICK_FINE
+            RACY_FINE
         };
         let at = |(s, ns): (i64, i64)| {
             std::time::UNIX_EPOCH

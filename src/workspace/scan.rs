@@ -47,6 +47,7 @@ use sha2::{Digest, Sha256};
 
 use super::error::{Result, WorkspaceError};
 use super::watch::Watch;
+use crate::fsutil::{RACY_COARSE, RACY_FINE};
 
 /// Change noise that test runners and tools write into trees whose
 /// `.gitignore` may not list it: never recorded, never a reason to run git.
@@ -62,11 +63,6 @@ pub const DEFAULT_TRACKING_IGNORE: &[&str] = &[
     ".DS_Store",
 ];
 
-/// A window wider than any Linux filesystem's timestamp tick (the kernel's
-/// coarse clock, at most 10 ms).
-const RACY_FINE: Duration = Duration::from_millis(50);
-/// For filesystems that store whole seconds (FAT: 2 s).
-const RACY_COARSE: Duration = Duration::from_secs(2);
 /// Racy files larger than this are not hashed; the snapshot is then "unsure"
 /// and the next settle asks git.
 const RACY_HASH_LIMIT: u64 = 1 << 20;
