@@ -1208,3 +1208,51 @@ fn an_agent_that_destroys_the_workspace_git_takes_nothing_of_the_run() {
         assert!(log.contains("modix: step"), "{destroy}: {log}");
     }
 }
+
+/// The `.git` link, read pointing home once it is a tick old, is not read
+/// again at each settle while its stat stays as it was; an executor that
+/// rewrites it in place — same size, its mtime put back — still has it put
+/// back, as its ctime moved. The planner waits so that the settle after it
+/// remembers the link.
+#[test]
+fn a_git_link_rewritten_in_place_with_its_mtime_put_back_is_put_back() {
+    let sb = repo();
+    sb.agent_script(&format!(
+        r#"#!/bin/sh
+cat > /dev/null
+case "$MODIX_STATE" in
+  PLANNING)
+    sleep 0.2
+    echo '{{"title":"t","summary":"s","complexity":"low","tasks":[{{"id":"T1","title":"do","files":["calc.py"],"acceptance":["tests pass"]}}]}}'
+    ;;
+  *)
+    m=$(stat -c %.9Y .git)
+    n=$(wc -c < .git)
+    printf 'gitdir: /%s\n' "$(head -c $((n - 10)) /dev/zero | tr '\0' x)" > .git
+    touch -d "@$m" .git
+    [ "$(wc -c < .git)" = "$n" ] && [ "$(stat -c %.9Y .git)" = "$m" ] || exit 7
+{FIX}
+{DONE}
+    ;;
+esac
+"#
+    ));
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    let r = sb.go_json("rewrite .git");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let run = r.run_id();
+    assert_eq!(sb.invocation(&run, 1)["changes"]["notes"], Value::Null);
+    let notes = sb.invocation(&run, 2)["changes"]["notes"].to_string();
+    assert!(
+        notes.contains("changed the workspace's .git link"),
+        "{notes}"
+    );
+    assert!(notes.contains("it is put back"), "{notes}");
+    let root = ws_root(&sb, &run);
+    let link = std::fs::read_to_string(root.join(".git")).unwrap();
+    assert!(!link.contains("/xxxx"), "{link}");
+    let calc = git(&root, &["show", "HEAD:calc.py"]);
+    assert!(calc.contains("/ len(values)"), "{calc}");
+}
