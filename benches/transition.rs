@@ -34,7 +34,11 @@
 //! step's median as before. Each round also times a long run of the same
 //! two projects with `durability: pipelined` (the step's sync beside the
 //! next agent's start; docs/record.md), in the run, against the same
-//! floors. Then, from untimed runs, what reaches the disk per step: WAL
+//! floors. The realistic step has a third reference: its floor writing
+//! what a modix step records (the rows of modix's schema, blobs by hash,
+//! with plain SQLite; [`RecordFloor`]), which splits the engine's ratio
+//! into what the record's shape costs and what the engine adds on top of
+//! it. Then, from untimed runs, what reaches the disk per step: WAL
 //! bytes (frames of 4 KiB + 24 B), write transactions (commit frames;
 //! each is one fsync) and bytes stored once checkpointed —
 //! beside the floor's. Last, the start-up of `modix validate` (a spawned
@@ -113,6 +117,8 @@ fn main() {
     let floor_db = open_floor_db(&tmp.path().join("floor.db"));
     let trivial_row_db = open_floor_db(&tmp.path().join("floor-trivial-row.db"));
     let real_row_db = open_floor_db(&tmp.path().join("floor-real-row.db"));
+    let record_db = RecordFloor::open(&tmp.path().join("floor-record.db"), &real_context);
+    let record_row_db = RecordFloor::open(&tmp.path().join("floor-record-row.db"), &real_context);
     let mut spawn = Samples::default();
     let mut runner = Samples::default();
     let mut commit = Samples::default();
@@ -162,11 +168,14 @@ fn main() {
             r.floor.time(warm_up, || {
                 real_floor(&floor_db, &real_log, &real_prompt, &real_context)
             });
+            r.record
+                .time(warm_up, || record_db.step(&real_log, &real_prompt));
         }
         t.floor_in_a_row(warm_up, || trivial_floor(&trivial_row_db));
         r.floor_in_a_row(warm_up, || {
             real_floor(&real_row_db, &real_log, &real_prompt, &real_context)
         });
+        r.record_in_a_row(warm_up, || record_row_db.step(&real_log, &real_prompt));
     }
 
     println!(
@@ -200,6 +209,13 @@ fn main() {
     let rfl = floor_disk(tmp.path(), disk_runs * LOOPS as usize, |c| {
         real_floor(c, &real_log, &real_prompt, &real_context)
     });
+    let record_disk = record_floor_disk(
+        tmp.path(),
+        disk_runs * LOOPS as usize,
+        &real_log,
+        &real_prompt,
+        &real_context,
+    );
     let warm = || {
         real.run("real_once", "warm-up");
     };
@@ -228,6 +244,7 @@ fn main() {
     disk_line("trivial floor", fl);
     disk_line("modix, trivial step", trivial_disk);
     disk_line("realistic floor", rfl);
+    disk_line("realistic floor writing modix's record", record_disk);
     disk_line("modix, realistic step", real_disk);
 
     startup(&trivial_root, tmp.path());
@@ -245,6 +262,10 @@ struct Scenario {
     pipelined: Vec<Duration>,
     /// The floor's step timed as a run's is ([`Scenario::floor_in_a_row`]).
     floor_row: Vec<Duration>,
+    /// The floor writing modix's record ([`RecordFloor`]; realistic only),
+    /// per step and in a row.
+    record: Samples,
+    record_row: Vec<Duration>,
 }
 
 impl Scenario {
@@ -273,13 +294,12 @@ impl Scenario {
     /// that its steps' commits ran (a span of LOOPS realistic floor steps
     /// holds one or two) and whatever else a long span meets.
     fn floor_in_a_row(&mut self, warm_up: bool, step: impl Fn()) {
-        let t = Instant::now();
-        for _ in 0..LOOPS {
-            step();
-        }
-        if !warm_up {
-            self.floor_row.push(t.elapsed() / LOOPS);
-        }
+        in_a_row(warm_up, &mut self.floor_row, step);
+    }
+
+    /// [`Scenario::floor_in_a_row`] of the floor writing modix's record.
+    fn record_in_a_row(&mut self, warm_up: bool, step: impl Fn()) {
+        in_a_row(warm_up, &mut self.record_row, step);
     }
 
     /// A CPU figure (`of` the samples) of the floor, and of one more step
@@ -320,6 +340,19 @@ impl Scenario {
             "    ratio in-run step / floor in a row        {:>9.2}×  (both spans, checkpoints included)",
             steady.as_secs_f64() / row.as_secs_f64()
         );
+        if !self.record.wall.is_empty() {
+            let (record, record_row) = (self.record.median(), median(&mut self.record_row));
+            line("floor writing modix's record (its rows)", record);
+            line("the same, timed in a row of them", record_row);
+            println!(
+                "    ratio record floor / floor                {:>9.2}×  (what the record's shape costs)",
+                ratio(record)
+            );
+            println!(
+                "    ratio in-run step / record floor in a row {:>9.2}×  (the engine beside its record)",
+                steady.as_secs_f64() / record_row.as_secs_f64()
+            );
+        }
         let pipelined = median(&mut self.pipelined);
         line("modix, `durability: pipelined`: the same", pipelined);
         println!(
@@ -344,6 +377,17 @@ impl Scenario {
             us(step_own),
             us(step_own) - us(floor_own)
         );
+    }
+}
+
+/// LOOPS steps in a row, timed as one span: each step's time, into `out`.
+fn in_a_row(warm_up: bool, out: &mut Vec<Duration>, step: impl Fn()) {
+    let t = Instant::now();
+    for _ in 0..LOOPS {
+        step();
+    }
+    if !warm_up {
+        out.push(t.elapsed() / LOOPS);
     }
 }
 
@@ -529,6 +573,21 @@ fn trivial_floor(conn: &Connection) {
 /// The realistic agent's command, its prompt on stdin, its answer parsed,
 /// and prompt, context, output and answer stored in one row.
 fn real_floor(conn: &Connection, log: &str, prompt: &str, context: &str) {
+    let out = real_agent(log, prompt);
+    let v: serde_json::Value = serde_json::from_slice(&out).expect("json");
+    let stdout = String::from_utf8(out).expect("utf-8");
+    conn.execute_batch("BEGIN IMMEDIATE").expect("begin");
+    conn.execute(
+        "INSERT INTO r (prompt, context, output, parsed) VALUES (?1, ?2, ?3, ?4)",
+        [prompt, context, &stdout, &v.to_string()],
+    )
+    .expect("insert");
+    conn.execute_batch("COMMIT").expect("commit");
+}
+
+/// The realistic agent run as the floors run it: its prompt on stdin, its
+/// stdout read to the end.
+fn real_agent(log: &str, prompt: &str) -> Vec<u8> {
     let mut child = agent_command(&SH)
         .args(["-c", REAL_SCRIPT, log])
         .stdin(Stdio::piped())
@@ -540,16 +599,150 @@ fn real_floor(conn: &Connection, log: &str, prompt: &str, context: &str) {
     // The agent need not read its prompt (as in modix: EPIPE is no error).
     let _ = stdin.write_all(prompt.as_bytes());
     drop(stdin);
-    let out = child.wait_with_output().expect("wait");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let stdout = String::from_utf8(out.stdout).expect("utf-8");
-    conn.execute_batch("BEGIN IMMEDIATE").expect("begin");
-    conn.execute(
-        "INSERT INTO r (prompt, context, output, parsed) VALUES (?1, ?2, ?3, ?4)",
-        [prompt, context, &stdout, &v.to_string()],
-    )
-    .expect("insert");
-    conn.execute_batch("COMMIT").expect("commit");
+    child.wait_with_output().expect("wait").stdout
+}
+
+/// The realistic floor writing what a modix step records, with plain
+/// SQLite (its own VFS, `synchronous=FULL`, foreign keys on) in a database
+/// of modix's schema: the prompt and the output as blobs addressed by
+/// their hash, an invocation row referring to them (its context's stable
+/// part, command line and lifecycle stored once, as modix finds them in
+/// its cache of known blobs; the context's step part inline), a
+/// transition, the state's output message, and the run's row moved — one
+/// transaction. Set beside the floor, it is what the record's shape costs;
+/// set beside modix, what the engine costs on top of its record.
+struct RecordFloor {
+    conn: Connection,
+    seq: std::cell::Cell<i64>,
+    /// Blobs every step refers to: the context's stable part, the command
+    /// line, the lifecycle, the change record.
+    same: [i64; 4],
+}
+
+const RECORD_RUN: &str = "01KBENCH00000000000000000";
+
+impl RecordFloor {
+    fn open(path: &Path, context: &str) -> RecordFloor {
+        modix::bench::create_store(path);
+        let conn = Connection::open(path).expect("open");
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+        )
+        .expect("pragmas");
+        let at = jiff::Timestamp::now().to_string();
+        conn.execute(
+            "INSERT INTO runs (id, epic, workflow_id, workflow_version, workflow_hash, status, \
+             current_state, workdir, created_at, updated_at) \
+             VALUES (?1, ?2, 'real_loop', '1.0.0', 'bench', 'running', 'WORK', '/tmp', ?3, ?3)",
+            [RECORD_RUN, REAL_EPIC, &at],
+        )
+        .expect("run");
+        let floor = RecordFloor {
+            conn,
+            seq: std::cell::Cell::new(0),
+            same: [0; 4],
+        };
+        let same = [
+            floor.put(context),
+            floor.put(r#"["sh","-c","printf …"]"#),
+            floor.put(r#"[["idle","start","running"],["running","exit","completed"]]"#),
+            floor.put(r#"{"empty":true,"files":[],"write":false}"#),
+        ];
+        RecordFloor { same, ..floor }
+    }
+
+    /// Stores `text` once by its SHA-256, as modix's `blobs` does.
+    fn put(&self, text: &str) -> i64 {
+        use sha2::{Digest, Sha256};
+        let hash: String = Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let inserted = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO blobs (hash, size, text) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (hash) DO NOTHING",
+            )
+            .and_then(|mut s| s.execute(rusqlite::params![hash, text.len() as i64, text]))
+            .expect("blob");
+        match inserted {
+            1 => self.conn.last_insert_rowid(),
+            _ => self
+                .conn
+                .query_row("SELECT id FROM blobs WHERE hash = ?1", [&hash], |r| {
+                    r.get(0)
+                })
+                .expect("blob id"),
+        }
+    }
+
+    /// One step: the realistic floor's agent, then its record.
+    fn step(&self, log: &str, prompt: &str) {
+        let started = jiff::Timestamp::now().to_string();
+        let out = real_agent(log, prompt);
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("json");
+        let stdout = String::from_utf8(out).expect("utf-8");
+        let n = self.seq.get() + 1;
+        self.seq.set(n);
+        let at = jiff::Timestamp::now().to_string();
+        // What modix's step part of the package holds (~3.9 KB, new at
+        // every step): the attempt, and the step it came from with its answer.
+        let reason = &v["summary"].as_str().expect("summary")[..800];
+        let context_now = format!(
+            r#"{{"attempt":{n},"came_from":{{"event":"again","output":{},"reason":{reason:?}}}}}"#,
+            stdout.trim_end()
+        );
+        let [context, argv, lifecycle, changes] = self.same;
+        let c = &self.conn;
+        c.execute_batch("BEGIN IMMEDIATE").expect("begin");
+        // A prompt names its attempt: a new text at every step, as modix's.
+        let prompt = self.put(&format!("{prompt}\nThis is attempt {n}."));
+        let output = self.put(&stdout);
+        c.prepare_cached(
+            "INSERT INTO invocations (run_id, n, state, agent, attempt, lifecycle_fsm, lifecycle, \
+             argv, prompt, context, started_at, ended_at, status, outcome, exit_code, \
+             duration_ms, stdout, stdout_bytes, parsed_output, changes_ref, context_now, \
+             lifecycle_ref, argv_ref) \
+             VALUES (?1, ?2, 'WORK', 'realist', ?2, 'agent_default', 'null', 'null', ?3, ?4, ?5, \
+             ?6, 'completed', 'output', 0, 1, ?7, ?8, ?7, ?9, ?10, ?11, ?12)",
+        )
+        .and_then(|mut s| {
+            s.execute(rusqlite::params![
+                RECORD_RUN,
+                n,
+                prompt,
+                context,
+                started,
+                at,
+                output,
+                stdout.len() as i64,
+                changes,
+                context_now,
+                lifecycle,
+                argv
+            ])
+        })
+        .expect("invocation");
+        let invocation = c.last_insert_rowid();
+        c.prepare_cached(
+            "INSERT INTO transitions (run_id, seq, at, from_state, event, to_state, attempt, \
+             bound, agent, invocation_id) \
+             VALUES (?1, ?2, ?3, 'WORK', 'again', 'WORK', ?2, 1000, 'realist', ?4)",
+        )
+        .and_then(|mut s| s.execute(rusqlite::params![RECORD_RUN, n, at, invocation]))
+        .expect("transition");
+        c.prepare_cached(
+            "INSERT INTO messages (run_id, seq, kind, state, payload, at) \
+             VALUES (?1, ?2, 'test_result', 'WORK', ?3, ?4)",
+        )
+        .and_then(|mut s| s.execute(rusqlite::params![RECORD_RUN, n, output, at]))
+        .expect("message");
+        c.prepare_cached("UPDATE runs SET current_state = 'WORK', updated_at = ?2 WHERE id = ?1")
+            .and_then(|mut s| s.execute([RECORD_RUN, &at]))
+            .expect("run moved");
+        c.execute_batch("COMMIT").expect("commit");
+    }
 }
 
 // ------------------------------------------------------------- disk figures
@@ -625,6 +818,27 @@ fn floor_disk(dir: &Path, n: usize, step: impl Fn(&Connection)) -> Disk {
     }
     let (frames, commits) = wal_frames(&path.with_extension("db-wal"));
     let after = used_bytes(&conn);
+    Disk {
+        wal_bytes: frames * (4096 + 24),
+        commits,
+        stored_bytes: after - before,
+    }
+}
+
+/// [`floor_disk`] of the floor writing modix's record.
+fn record_floor_disk(dir: &Path, n: usize, log: &str, prompt: &str, context: &str) -> Disk {
+    let path = dir.join("floor-record-disk.db");
+    let floor = RecordFloor::open(&path, context);
+    floor
+        .conn
+        .pragma_update(None, "wal_autocheckpoint", 0)
+        .expect("no autocheckpoint");
+    let before = used_bytes(&floor.conn);
+    for _ in 0..n {
+        floor.step(log, prompt);
+    }
+    let (frames, commits) = wal_frames(&path.with_extension("db-wal"));
+    let after = used_bytes(&floor.conn);
     Disk {
         wal_bytes: frames * (4096 + 24),
         commits,

@@ -62,6 +62,12 @@ pub mod bench {
         crate::orchestrator::agent::inherited(&crate::config::Runtimes::default())
     }
 
+    /// Creates a store at `path` (its folder must exist) with modix's
+    /// schema, for a floor that writes modix's rows with plain SQLite.
+    pub fn create_store(path: &Path) {
+        crate::store::Store::open(path).expect("create the store");
+    }
+
     /// Load + compile + check (worst case included); whether it compiled.
     pub fn compile(text: &str) -> bool {
         let opts = crate::fsm::CompileOptions::default();
