@@ -377,6 +377,14 @@ impl Scenario {
             us(step_own),
             us(step_own) - us(floor_own)
         );
+        if !self.record.own.is_empty() {
+            let record_own = self.record.own_median();
+            println!(
+                "    own CPU per step of the floor writing modix's record: {:.1} µs (modix {:+.1} µs)",
+                us(record_own),
+                us(step_own) - us(record_own)
+            );
+        }
     }
 }
 
