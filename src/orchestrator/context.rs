@@ -4,6 +4,7 @@
 //! ([`Inputs`]); it borrows both rather than copying them.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -137,7 +138,12 @@ impl ContextPackage<'_> {
     /// redacted copy, whose members serde_json orders by name. Read back,
     /// either is the document the record keeps.
     pub fn text(&self, redactor: &Redactor) -> String {
-        let text = match redactor.clean_pretty_json(self) {
+        // Room for about the last package's size and the newline: a loop's
+        // packages are much alike, and each growth of the text from a small
+        // buffer copies all of it written so far.
+        static LAST: AtomicUsize = AtomicUsize::new(1024);
+        let room = LAST.load(Ordering::Relaxed);
+        let mut text = match redactor.clean_pretty_json(self, room + room / 8) {
             Some(text) => text,
             None => {
                 let value = serde_json::to_value(self).unwrap_or(Value::Null);
@@ -145,7 +151,9 @@ impl ContextPackage<'_> {
                 serde_json::to_string_pretty(&value).unwrap_or_else(|_| "null".into())
             }
         };
-        text + "\n"
+        text.push('\n');
+        LAST.store(text.len(), Ordering::Relaxed);
+        text
     }
 }
 

@@ -50,7 +50,14 @@ impl Captured {
     /// The bytes as text, with invalid UTF-8 replaced (for parsing and
     /// messages; the record keeps the bytes themselves).
     pub fn text(&self) -> std::borrow::Cow<'_, str> {
-        String::from_utf8_lossy(&self.bytes)
+        // Valid UTF-8, as an agent's output nearly always is, is checked
+        // by the standard library's fast path (a word at a time over
+        // ASCII); the lossy decoder walks it in chunks, several times
+        // slower, and is only needed for what that check refuses.
+        match std::str::from_utf8(&self.bytes) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(&self.bytes),
+        }
     }
 }
 
