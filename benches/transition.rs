@@ -662,10 +662,12 @@ impl RecordFloor {
     /// Stores `text` once by its SHA-256, as modix's `blobs` does.
     fn put(&self, text: &str) -> i64 {
         use sha2::{Digest, Sha256};
-        let hash: String = Sha256::digest(text.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        use std::fmt::Write as _;
+        // Lowercase hex, as modix's: one string, not one per byte.
+        let mut hash = String::with_capacity(64);
+        for b in Sha256::digest(text.as_bytes()) {
+            let _ = write!(hash, "{b:02x}");
+        }
         let inserted = self
             .conn
             .prepare_cached(
@@ -818,35 +820,33 @@ fn floor_disk(dir: &Path, n: usize, step: impl Fn(&Connection)) -> Disk {
     let k = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let path = dir.join(format!("floor-disk-{k}.db"));
     let conn = open_floor_db(&path);
-    conn.pragma_update(None, "wal_autocheckpoint", 0)
-        .expect("no autocheckpoint");
-    let before = used_bytes(&conn);
-    for _ in 0..n {
-        step(&conn);
-    }
-    let (frames, commits) = wal_frames(&path.with_extension("db-wal"));
-    let after = used_bytes(&conn);
-    Disk {
-        wal_bytes: frames * (4096 + 24),
-        commits,
-        stored_bytes: after - before,
-    }
+    disk_of(&conn, &path, || {
+        for _ in 0..n {
+            step(&conn);
+        }
+    })
 }
 
 /// [`floor_disk`] of the floor writing modix's record.
 fn record_floor_disk(dir: &Path, n: usize, log: &str, prompt: &str, context: &str) -> Disk {
     let path = dir.join("floor-record-disk.db");
     let floor = RecordFloor::open(&path, context);
-    floor
-        .conn
-        .pragma_update(None, "wal_autocheckpoint", 0)
+    disk_of(&floor.conn, &path, || {
+        for _ in 0..n {
+            floor.step(log, prompt);
+        }
+    })
+}
+
+/// What `steps` left on disk through `conn`, the database at `path`, its
+/// WAL emptied before them and never checkpointed meanwhile.
+fn disk_of(conn: &Connection, path: &Path, steps: impl FnOnce()) -> Disk {
+    conn.pragma_update(None, "wal_autocheckpoint", 0)
         .expect("no autocheckpoint");
-    let before = used_bytes(&floor.conn);
-    for _ in 0..n {
-        floor.step(log, prompt);
-    }
+    let before = used_bytes(conn);
+    steps();
     let (frames, commits) = wal_frames(&path.with_extension("db-wal"));
-    let after = used_bytes(&floor.conn);
+    let after = used_bytes(conn);
     Disk {
         wal_bytes: frames * (4096 + 24),
         commits,
