@@ -9,12 +9,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::inputs::{CameFrom, Inputs, Output};
+use super::inputs::Inputs;
 use super::invoke::Call;
 use crate::config::{Brain, ContextMode, Project};
-use crate::shell::Redactor;
 
 mod shape;
+mod stored;
+
+pub(super) use stored::StoredTexts;
+use stored::{CameFromView, Outputs, Stored};
 
 /// Everything an agent is told about the run it takes part in.
 #[derive(Debug, Serialize)]
@@ -46,19 +49,19 @@ pub(super) struct ContextPackage<'a> {
     pub brain: Option<BrainContext<'a>>,
     /// The same at every step after the plan: made into template values
     /// once (see [`crate::template::reused`]).
-    #[serde(serialize_with = "crate::template::reused")]
-    pub task_spec: Option<&'a Value>,
-    pub previous_result: Option<&'a Value>,
+    #[serde(serialize_with = "task_spec")]
+    pub task_spec: Option<Stored<'a>>,
+    pub previous_result: Option<Stored<'a>>,
     /// Why this state is visited again (test failures, a reviewer's
     /// blockers, why a result was rejected): what the step that sent the
     /// run back said. Absent on a state's first visit.
     pub feedback: Option<&'a str>,
     /// The latest output of every agent state so far, by state name
     /// (`schema`, `seq`, `output`).
-    pub outputs: &'a std::collections::BTreeMap<String, Output>,
+    pub outputs: Outputs<'a>,
     /// The step that brought the run here (`seq`, `state`, `event`,
     /// `reason`, `output`).
-    pub came_from: Option<&'a CameFrom>,
+    pub came_from: Option<CameFromView<'a>>,
     /// The task to work on now, when an earlier step handed one on (the
     /// Looper judge's `next_task`).
     pub next_task: Option<&'a str>,
@@ -117,11 +120,17 @@ impl<'a> ContextPackage<'a> {
                 commands: &project.commands,
             },
             brain: agent.binding.brain().map(BrainContext::of),
-            task_spec: inputs.task_spec.as_ref(),
-            previous_result: inputs.previous_result.as_ref(),
+            task_spec: inputs.task_spec.as_ref().map(|value| Stored {
+                value,
+                blob: inputs.task_spec_blob,
+            }),
+            previous_result: inputs.previous_result.as_ref().map(|value| Stored {
+                value,
+                blob: inputs.previous_result_blob,
+            }),
             feedback: inputs.feedback.as_deref(),
-            outputs: &inputs.outputs,
-            came_from: inputs.came_from.as_ref(),
+            outputs: Outputs(&inputs.outputs),
+            came_from: inputs.came_from.as_ref().map(CameFromView),
             next_task: inputs.next_task.as_deref(),
             notes: &inputs.notes,
             pending: &inputs.pending,
@@ -134,16 +143,19 @@ impl<'a> ContextPackage<'a> {
 impl ContextPackage<'_> {
     /// The package as its agent reads it (pretty JSON), secrets redacted:
     /// the text made straight from the package and checked string by
-    /// string. Only a package with something to redact goes through a
+    /// string, the values it quotes from the record written from the run's
+    /// `texts`. Only a package with something to redact goes through a
     /// redacted copy, whose members serde_json orders by name. Read back,
     /// either is the document the record keeps.
-    pub fn text(&self, redactor: &Redactor) -> String {
+    pub fn text(&self, texts: &StoredTexts) -> String {
+        let redactor = texts.redactor();
         // Room for about the last package's size and the newline: a loop's
         // packages are much alike, and each growth of the text from a small
         // buffer copies all of it written so far.
         static LAST: AtomicUsize = AtomicUsize::new(1024);
         let room = LAST.load(Ordering::Relaxed);
-        let mut text = match redactor.clean_pretty_json(self, room + room / 8) {
+        let clean = texts.writing(|| redactor.clean_pretty_json(self, room + room / 8));
+        let mut text = match clean {
             Some(text) => text,
             None => {
                 let value = serde_json::to_value(self).unwrap_or(Value::Null);
@@ -155,6 +167,15 @@ impl ContextPackage<'_> {
         LAST.store(text.len(), Ordering::Relaxed);
         text
     }
+}
+
+/// The plan: into template values as [`crate::template::reused`] keeps
+/// them, anywhere else as a stored value.
+fn task_spec<S: serde::Serializer>(plan: &Option<Stored<'_>>, s: S) -> Result<S::Ok, S::Error> {
+    if minijinja::value::serializing_for_value() {
+        return crate::template::reused(&plan.map(|p| p.value), s);
+    }
+    plan.serialize(s)
 }
 
 impl<'a> BrainContext<'a> {
@@ -222,8 +243,10 @@ pub(super) fn default_prompt(ctx: &ContextPackage) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::inputs::{CameFrom, Output};
     use super::*;
     use crate::config::Commands;
+    use crate::shell::Redactor;
 
     fn render(template: &str) -> Result<String, TemplateError> {
         let commands = Commands::default();
@@ -264,10 +287,13 @@ mod tests {
                 commands,
             },
             brain: None,
-            task_spec: Some(spec),
+            task_spec: Some(Stored {
+                value: spec,
+                blob: Some(1),
+            }),
             previous_result: None,
             feedback: Some(feedback),
-            outputs: &NO_OUTPUTS,
+            outputs: Outputs(&NO_OUTPUTS),
             came_from: None,
             next_task: None,
             notes: &[],
@@ -286,7 +312,7 @@ mod tests {
         let redactor = Redactor::new([("TOKEN", "tok-12345678")]);
         for feedback in ["line one\nline \"two\"", "leaked tok-12345678 here"] {
             let ctx = package(&commands, &spec, feedback);
-            let text = ctx.text(&redactor);
+            let text = ctx.text(&StoredTexts::new(redactor.clone()));
             assert!(text.ends_with("}\n"), "{text}");
             let read: Value = serde_json::from_str(&text).unwrap();
             let expected = redactor
@@ -317,7 +343,7 @@ mod tests {
             );
         }
         // And the package as written is the spec itself.
-        let text = package(&commands, &second, "f").text(&Redactor::default());
+        let text = package(&commands, &second, "f").text(&StoredTexts::new(Redactor::default()));
         let read: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(read["task_spec"], second);
     }
@@ -375,7 +401,7 @@ mod tests {
             task_spec: None,
             previous_result: None,
             feedback: Some("f"),
-            outputs: &Default::default(),
+            outputs: Outputs(&Default::default()),
             came_from: None,
             next_task: Some("t"),
             notes: &[],
@@ -403,5 +429,108 @@ mod tests {
             e.to_string().starts_with("prompt template p.md: line 2"),
             "{e}"
         );
+    }
+
+    /// Values shaped like what agents answer: nesting, empty containers,
+    /// escapes, line breaks, non-ASCII text, numbers of each kind.
+    fn answers() -> [Value; 3] {
+        [
+            serde_json::json!({
+                "passed": false,
+                "failures": [{"test": "t\"1\"", "why": "line one\nline two\ttab"}],
+                "none": [], "empty": {}, "n": [1, -2, 2.5, 1e300, null, true],
+                "deep": {"a": {"b": [[], [{}], ["ü ✓ \u{1}"]]}}
+            }),
+            serde_json::json!({"title": "plan", "tasks": [{"id": 1, "files": ["a.rs"]}]}),
+            serde_json::json!([]),
+        ]
+    }
+
+    /// Outputs of three states (stored as blobs 10, 11, 12) and a step that
+    /// came back from the first, with its output.
+    fn quoted(answers: &[Value; 3]) -> (std::collections::BTreeMap<String, Output>, CameFrom) {
+        let outputs = ["TESTING", "PLANNING", "EXECUTING"]
+            .iter()
+            .zip(answers)
+            .enumerate()
+            .map(|(i, (state, output))| {
+                let out = Output {
+                    schema: format!("schema_{i}"),
+                    seq: i as u32 + 1,
+                    output: output.clone(),
+                    blob: 10 + i as i64,
+                };
+                (state.to_string(), out)
+            })
+            .collect();
+        let came_from = CameFrom {
+            seq: 3,
+            state: "TESTING".into(),
+            event: "fail".into(),
+            reason: Some("2 tests failed".into()),
+            output: Some(answers[0].clone()),
+            output_blob: Some(10),
+        };
+        (outputs, came_from)
+    }
+
+    /// The values a package quotes from the record are written from the
+    /// run's texts, made once: the package's text is byte for byte what
+    /// serde_json writes of it, the first time (texts made) and after
+    /// (texts reused), and the texts are kept.
+    #[test]
+    fn quoted_values_are_written_once_and_the_text_is_unchanged() {
+        let commands = Commands::default();
+        let answers = answers();
+        let (outputs, came_from) = quoted(&answers);
+        let mut ctx = package(&commands, &answers[1], "fix it");
+        ctx.outputs = Outputs(&outputs);
+        ctx.came_from = Some(CameFromView(&came_from));
+        ctx.previous_result = Some(Stored {
+            value: &answers[2],
+            blob: Some(12),
+        });
+        let expected = serde_json::to_string_pretty(&ctx).unwrap() + "\n";
+        let texts = StoredTexts::new(Redactor::default());
+        assert_eq!(ctx.text(&texts), expected);
+        assert_eq!(ctx.text(&texts), expected);
+        // Kept by the package's writing: asked with another value, each
+        // blob answers with its own.
+        let other = serde_json::json!({"other": true});
+        for (blob, value) in [(1, &answers[1]), (10, &answers[0]), (12, &answers[2])] {
+            let kept = texts.text(blob, &other).expect("kept");
+            assert_eq!(kept.as_str(), serde_json::to_string_pretty(value).unwrap());
+        }
+        // Anywhere else the package is its values (the record's copy).
+        let value = serde_json::to_value(&ctx).unwrap();
+        assert_eq!(value["outputs"]["TESTING"]["output"], answers[0]);
+        assert_eq!(value["came_from"]["output"], answers[0]);
+    }
+
+    /// A quoted value with a secret in it is never kept: the package that
+    /// quotes it is redacted, every time.
+    #[test]
+    fn a_quoted_value_with_a_secret_is_redacted_every_time() {
+        let commands = Commands::default();
+        let spec = serde_json::json!({"title": "use tok-12345678 to log in"});
+        let texts = StoredTexts::new(Redactor::new([("TOKEN", "tok-12345678")]));
+        for _ in 0..2 {
+            let text = package(&commands, &spec, "f").text(&texts);
+            assert!(!text.contains("tok-12345678"), "{text}");
+            assert!(text.contains("[REDACTED:TOKEN]"), "{text}");
+        }
+        assert!(texts.text(1, &spec).is_none());
+    }
+
+    /// A text is kept by its blob, whose content never changes: another
+    /// value under the same blob is written as first kept (which is why
+    /// only values read from the record are quoted by blob).
+    #[test]
+    fn texts_are_kept_by_blob() {
+        let texts = StoredTexts::new(Redactor::default());
+        let (a, b) = (serde_json::json!({"a": 1}), serde_json::json!({"b": 2}));
+        assert_eq!(texts.text(7, &a).unwrap().as_str(), "{\n  \"a\": 1\n}");
+        assert_eq!(texts.text(7, &b).unwrap().as_str(), "{\n  \"a\": 1\n}");
+        assert_eq!(texts.text(8, &b).unwrap().as_str(), "{\n  \"b\": 2\n}");
     }
 }

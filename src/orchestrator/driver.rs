@@ -15,6 +15,8 @@ pub(super) struct RunInfo<'p> {
     pub(super) workflow: Workflow,
     pub(super) run: Run,
     pub(super) redactor: Redactor,
+    /// The values packages quote from the record, as their text writes them.
+    pub(super) texts: super::context::StoredTexts,
     pub(super) workdir: PathBuf,
     pub(super) files: RunFiles,
     pub(super) stream: bool,
@@ -216,10 +218,12 @@ pub(super) fn drive(
         Ok(p) => p,
         Err(e) => return Err(give_up(&mut store, &run.id, e)),
     };
+    let redactor = agent::redactor(&project.config);
     let mut driver = Driver {
         info: RunInfo {
             project,
-            redactor: agent::redactor(&project.config),
+            texts: super::context::StoredTexts::new(redactor.clone()),
+            redactor,
             workflow,
             run,
             workdir,

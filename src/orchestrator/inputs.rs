@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::context::StoredTexts;
 use super::{Driver, RunError};
 use crate::config::{Agent, ContextMode};
 use crate::fsm::StateId;
@@ -21,6 +22,9 @@ pub(super) struct Inputs {
     pub task_spec: Option<Value>,
     /// The latest ExecutionResult (the executor's and tester's prompts use it).
     pub previous_result: Option<Value>,
+    /// The blobs the two are stored in.
+    pub task_spec_blob: Option<i64>,
+    pub previous_result_blob: Option<i64>,
     /// Why this state is visited again, when it is: what the step that sent
     /// the run back said (its feedback, or its output).
     pub feedback: Option<String>,
@@ -63,6 +67,9 @@ pub(super) struct CameFrom {
     pub reason: Option<String>,
     /// That step's output, when it had one.
     pub output: Option<Value>,
+    /// The blob it is stored in.
+    #[serde(skip)]
+    pub output_blob: Option<i64>,
 }
 
 impl Driver<'_> {
@@ -76,7 +83,10 @@ impl Driver<'_> {
         let run_id = &self.info.run.id;
         self.store.refresh_tail(&mut self.tail)?;
         let tail = &self.tail;
-        let latest = |kind: &str| tail.latest_of(kind).map(|m| m.payload.clone());
+        let latest = |kind: &str| {
+            tail.latest_of(kind)
+                .map(|m| (m.payload.clone(), m.payload_blob))
+        };
         let outputs: BTreeMap<String, Output> = self
             .tail
             .latest_outputs()
@@ -93,7 +103,7 @@ impl Driver<'_> {
         let came_from = self.came_from(state)?;
         let feedback = match (attempt, &came_from) {
             (1, _) | (_, None) => None,
-            (_, Some((c, messages))) => Some(feedback_of(c, messages)),
+            (_, Some((c, messages))) => Some(feedback_of(c, messages, &self.info.texts)),
         };
         let notes = tail
             .notes_after(self.cursor.left_by(state))
@@ -119,9 +129,13 @@ impl Driver<'_> {
                 (Some(entries), blobs)
             }
         };
+        let (task_spec, task_spec_blob) = latest("task_spec").unzip();
+        let (previous_result, previous_result_blob) = latest("execution_result").unzip();
         Ok(Inputs {
-            task_spec: latest("task_spec"),
-            previous_result: latest("execution_result"),
+            task_spec,
+            previous_result,
+            task_spec_blob,
+            previous_result_blob,
             feedback,
             next_task: next_task(&outputs),
             outputs,
@@ -187,16 +201,18 @@ impl Driver<'_> {
             Some(m) => m.to_vec(),
             None => self.store.messages_at(run_id, seq)?,
         };
-        let output = messages
+        let (output, output_blob) = messages
             .iter()
             .find(|m| !crate::store::NOT_OUTPUTS.contains(&m.kind.as_str()))
-            .map(|m| m.payload.clone());
+            .map(|m| (m.payload.clone(), m.payload_blob))
+            .unzip();
         let came = CameFrom {
             seq,
             state: t.from,
             event: t.event,
             reason: t.reason,
             output,
+            output_blob,
         };
         Ok(Some((came, messages)))
     }
@@ -234,7 +250,7 @@ impl Driver<'_> {
 
 /// What the step that sent the run back said: its feedback when it left
 /// some, else its reason and output (a reviewer's blockers, say).
-fn feedback_of(c: &CameFrom, messages: &[MessageRecord]) -> String {
+fn feedback_of(c: &CameFrom, messages: &[MessageRecord], texts: &StoredTexts) -> String {
     let said: Vec<String> = messages
         .iter()
         .filter(|m| m.kind == "feedback" || m.kind == "note")
@@ -254,10 +270,12 @@ fn feedback_of(c: &CameFrom, messages: &[MessageRecord]) -> String {
         text.push_str(&format!(": {r}"));
     }
     if let Some(out) = &c.output {
-        text.push_str(&format!(
-            "\n{}",
-            serde_json::to_string_pretty(out).unwrap_or_default()
-        ));
+        text.push('\n');
+        // The same text as the package's, made once for both.
+        match c.output_blob.and_then(|blob| texts.text(blob, out)) {
+            Some(made) => text.push_str(made.as_str()),
+            None => text.push_str(&serde_json::to_string_pretty(out).unwrap_or_default()),
+        }
     }
     text
 }

@@ -246,7 +246,7 @@ impl Driver<'_> {
     /// prompts, the same for every attempt of the turn.
     fn materials(&self, call: &Call<'_>, inputs: &Inputs) -> Result<Materials, RunError> {
         let ctx = ContextPackage::new(call, &self.info.project.config.project, inputs);
-        let context = ctx.text(&self.info.redactor);
+        let context = ctx.text(&self.info.texts);
         self.info.files.write_context(&context)?;
         let prompt = self.info.prompt(call.agent, &ctx)?;
         let system_prompt = match &call.agent.manifest.system_prompt {

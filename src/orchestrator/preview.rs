@@ -143,9 +143,11 @@ fn preview_info<'p>(
 ) -> RunInfo<'p> {
     let machine = std::sync::Arc::clone(&workflow.machine);
     let now = crate::store::now();
+    let redactor = agent::redactor(&project.config);
     RunInfo {
         project,
-        redactor: agent::redactor(&project.config),
+        texts: super::context::StoredTexts::new(redactor.clone()),
+        redactor,
         workflow,
         run: Run {
             id: PREVIEW_RUN_ID.to_owned(),
@@ -294,6 +296,8 @@ impl Seen<'_, '_> {
         Inputs {
             task_spec: None,
             previous_result: None,
+            task_spec_blob: None,
+            previous_result_blob: None,
             feedback: None,
             outputs: Default::default(),
             came_from: None,

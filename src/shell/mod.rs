@@ -28,7 +28,7 @@ pub use process::{
     process_start_ticks, run_process,
 };
 pub use reaper::adopt_orphans;
-pub use redact::Redactor;
+pub use redact::{CleanText, Redactor};
 pub use usage::parse_usage;
 pub use version::probe_version;
 

@@ -7,6 +7,7 @@
 //! as a safety net, well-known key shapes even when nobody configured them.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::sync::LazyLock;
 
 use aho_corasick::{AhoCorasick, MatchKind};
@@ -168,11 +169,12 @@ impl Redactor {
     ) -> Option<String> {
         let mut text = Vec::with_capacity(capacity);
         let mut gather = Gather {
-            pretty: serde_json::ser::PrettyFormatter::new(),
+            pretty: serde_json::ser::PrettyFormatter::with_indent(INDENT),
             // The strings are most of a package's text.
             strings: String::with_capacity(capacity),
             in_string: false,
             unsure: false,
+            depth: 0,
         };
         let mut ser = serde_json::Serializer::with_formatter(&mut text, &mut gather);
         value.serialize(&mut ser).ok()?;
@@ -181,6 +183,17 @@ impl Redactor {
         }
         // serde_json writes only UTF-8.
         String::from_utf8(text).ok()
+    }
+
+    /// `value`'s pretty JSON text checked as [`Redactor::clean_pretty_json`]
+    /// checks it, kept to be written into other documents this redactor
+    /// makes without being walked and checked again; `None` when there is
+    /// something to redact in it.
+    pub fn clean_text(&self, value: &Value) -> Option<CleanText> {
+        let text = self.clean_pretty_json(value, 0)?;
+        serde_json::value::RawValue::from_string(text)
+            .ok()
+            .map(CleanText)
     }
 
     /// Whether [`Redactor::redact`] would leave `s` as it is: neither a
@@ -209,6 +222,41 @@ impl Redactor {
     }
 }
 
+thread_local! {
+    /// The address of the [`CleanText`] being serialized, if any: how a
+    /// document [`Redactor::clean_pretty_json`] writes tells it from any
+    /// other raw text, which it cannot vouch for.
+    static CLEAN_TEXT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Pretty JSON text that a [`Redactor`] found nothing to redact in
+/// ([`Redactor::clean_text`]). Written into a document that same redactor
+/// makes with [`Redactor::clean_pretty_json`], it goes in as it is,
+/// indented to where it stands, and its strings are not checked again;
+/// any other serializer gets it as raw JSON. Only as clean as its
+/// redactor knows: keep it with the redactor that made it.
+#[derive(Debug)]
+pub struct CleanText(Box<serde_json::value::RawValue>);
+
+impl CleanText {
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl serde::Serialize for CleanText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let text = self.0.get();
+        let before = CLEAN_TEXT.replace(text.as_ptr() as usize);
+        let written = self.0.serialize(s);
+        CLEAN_TEXT.set(before);
+        written
+    }
+}
+
+/// What serde_json's pretty formatter indents each level with.
+const INDENT: &[u8] = b"  ";
+
 /// serde_json's pretty formatter, gathering every string it writes (keys
 /// too) with its escapes undone, each ended by a NUL
 /// ([`Redactor::clean_pretty_json`]): no secret (an environment value) and
@@ -220,6 +268,8 @@ struct Gather {
     in_string: bool,
     /// Something was written that this does not read (a raw fragment).
     unsure: bool,
+    /// How many arrays and objects the writer is inside.
+    depth: usize,
 }
 
 impl Gather {
@@ -312,18 +362,52 @@ impl serde_json::ser::Formatter for &mut Gather {
         self.pretty.write_char_escape(w, escape)
     }
 
+    /// A [`CleanText`] goes in as it is, each of its lines indented to
+    /// where it stands (pretty JSON has no line break inside a string);
+    /// any other raw text makes the document one this cannot vouch for.
     fn write_raw_fragment<W: ?Sized + std::io::Write>(
         &mut self,
         w: &mut W,
         fragment: &str,
     ) -> std::io::Result<()> {
-        self.unsure = true;
-        self.pretty.write_raw_fragment(w, fragment)
+        if fragment.as_ptr() as usize != CLEAN_TEXT.get() {
+            self.unsure = true;
+            return self.pretty.write_raw_fragment(w, fragment);
+        }
+        let mut lines = fragment.split('\n');
+        w.write_all(lines.next().unwrap_or_default().as_bytes())?;
+        for line in lines {
+            w.write_all(b"\n")?;
+            for _ in 0..self.depth {
+                w.write_all(INDENT)?;
+            }
+            w.write_all(line.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth += 1;
+        self.pretty.begin_array(w)
+    }
+
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth -= 1;
+        self.pretty.end_array(w)
+    }
+
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth += 1;
+        self.pretty.begin_object(w)
+    }
+
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.depth -= 1;
+        self.pretty.end_object(w)
     }
 
     gather_structure!(
-        begin_array, end_array, end_array_value, begin_object, end_object, end_object_key,
-        begin_object_value, end_object_value;
+        end_array_value, end_object_key, begin_object_value, end_object_value;
         begin_array_value, begin_object_key,
     );
 }
@@ -518,5 +602,32 @@ mod tests {
             let clean = matches!(r.redact_json(&doc), Cow::Borrowed(_));
             proptest::prop_assert_eq!(r.clean_pretty_json(&doc, 0).is_some(), clean);
         }
+    }
+
+    /// A text a redactor found clean goes into a document it writes as it
+    /// is, indented to where it stands; raw JSON it did not make leaves the
+    /// document unvouched for (`None`), however it reads.
+    #[test]
+    fn clean_texts_go_in_as_they_are_and_other_raw_json_does_not() {
+        #[derive(serde::Serialize)]
+        struct Doc<'a> {
+            k: &'a CleanText,
+            top: [&'a CleanText; 1],
+        }
+        let r = Redactor::new([("TOKEN", "tok-12345678")]);
+        let inner = json!({"a": [1, {"b": "x\ny"}], "e": {}, "f": []});
+        let clean = r.clean_text(&inner).expect("clean");
+        let made = r.clean_pretty_json(
+            &Doc {
+                k: &clean,
+                top: [&clean],
+            },
+            0,
+        );
+        let doc = json!({"k": inner.clone(), "top": [inner]});
+        assert_eq!(made, serde_json::to_string_pretty(&doc).ok());
+        let raw = serde_json::value::RawValue::from_string(clean.as_str().to_owned()).unwrap();
+        assert_eq!(r.clean_pretty_json(&raw, 0), None);
+        assert!(r.clean_text(&json!({"k": "tok-12345678"})).is_none());
     }
 }

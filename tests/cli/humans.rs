@@ -598,6 +598,65 @@ fn the_looper_hands_the_judges_next_task_to_the_coder_and_ends_on_terminate() {
     assert!(sb.invocation(&run, 1)["context"]["next_task"].is_null());
 }
 
+/// Every package an agent reads is the package the record keeps, written as
+/// pretty JSON in its own order — also at later steps, which quote earlier
+/// outputs, the plan and the step that sent the work back from texts the
+/// run made once (Python's `json.dumps(indent=2)` writes the same text).
+#[test]
+fn every_package_an_agent_reads_is_the_recorded_one_as_pretty_json() {
+    let sb = Sandbox::example();
+    let seen = sb.dir.path().join("seen");
+    std::fs::create_dir(&seen).unwrap();
+    looper(&sb, "");
+    crate::scenarios::agent(
+        &sb,
+        &format!(
+            r#"    cp "$MODIX_CONTEXT" "{seen}/$MODIX_STATE-$MODIX_ATTEMPT.json"
+    case "$MODIX_STATE" in
+      REVIEWING) echo '{{"approved": true, "blockers": [], "suggestions": ["ünïcode \\"quoted\\"", "a\\nb"], "scores": {{}}}}'; exit 0 ;;
+      JUDGING) if [ "$MODIX_ATTEMPT" -lt 3 ]; then echo '{{"decision": "continue", "next_task": "more", "reason": "again"}}'; else echo '{{"decision": "terminate", "reason": "done"}}'; fi; exit 0 ;;
+    esac
+{EXECUTOR_OK}"#,
+            seen = seen.display()
+        ),
+    );
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{:?} {}", r.path(), r.summary);
+    let run = r.run_id();
+    // Every transition but the first (the epic's) is an agent's.
+    let invocations = r.path().len() as u32 - 1;
+    let mut checked = 0;
+    for n in 1..=invocations {
+        let inv = sb.invocation(&run, n);
+        let (Some(state), Some(attempt)) = (inv["state"].as_str(), inv["attempt"].as_u64()) else {
+            continue;
+        };
+        let path = seen.join(format!("{state}-{attempt}.json"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let read: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(read, inv["context"], "{}", path.display());
+        let canonical = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import json,sys; t=open(sys.argv[1]).read(); \
+                 print(t == json.dumps(json.loads(t), indent=2, ensure_ascii=False) + '\\n')",
+            ])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&canonical.stdout).trim(),
+            "True",
+            "{}:\n{text}",
+            path.display()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 9, "{checked} packages checked");
+    let last = std::fs::read_to_string(seen.join("CODING-3.json")).unwrap();
+    assert!(last.contains("ünïcode"), "{last}");
+}
+
 #[test]
 fn the_looper_stops_at_its_bound_and_its_judge_gets_pending_messages() {
     let sb = Sandbox::example();
