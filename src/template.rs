@@ -30,7 +30,45 @@ pub const MAX_BYTES: u64 = 1 << 20;
 pub fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Chainable);
+    env.add_filter("tojson", tojson);
     env
+}
+
+/// The built-in `tojson`, with the last text it wrote kept for the same
+/// value: the plan, made into template values once ([`reused`]), is the
+/// same object at every step of a run, and writing it out again was half
+/// of rendering a prompt that shows it (docs/performance.md, twenty-seventh
+/// round). Template values cannot change, and the value is kept with its
+/// text, so its object is not freed and another made at its address.
+fn tojson(
+    value: &minijinja::Value,
+    indent: Option<minijinja::Value>,
+    args: minijinja::value::Kwargs,
+) -> Result<minijinja::Value, minijinja::Error> {
+    type Map = std::collections::BTreeMap<minijinja::Value, minijinja::Value>;
+    type Last = Option<(minijinja::Value, Option<minijinja::Value>, minijinja::Value)>;
+    thread_local! {
+        static LAST: std::cell::RefCell<Last> = const { std::cell::RefCell::new(None) };
+    }
+    // Only a map the serde conversion made is known by its object.
+    let object = |v: &minijinja::Value| v.downcast_object_ref::<Map>().map(std::ptr::from_ref);
+    let plain = args.args().next().is_none();
+    let key = object(value).filter(|_| plain);
+    if let Some(key) = key {
+        let kept = LAST.with_borrow(|last| {
+            last.as_ref()
+                .filter(|(v, i, _)| object(v) == Some(key) && *i == indent)
+                .map(|(_, _, text)| text.clone())
+        });
+        if let Some(text) = kept {
+            return Ok(text);
+        }
+    }
+    let text = minijinja::filters::tojson(value, indent.clone(), args)?;
+    if key.is_some() {
+        LAST.set(Some((value.clone(), indent, text.clone())));
+    }
+    Ok(text)
 }
 
 /// Renders a template; `name` is how errors name it. Each template is
@@ -678,6 +716,29 @@ fn find_in_tags(tags: &[Tag], code: &[String], name: &str) -> Option<Range<usize
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `tojson` gives the text it wrote last again for the same object, and
+    /// writes anew for another value (an equal one too) or another indent.
+    #[test]
+    fn tojson_writes_an_object_once_while_it_stays_the_same() {
+        use minijinja::value::{Kwargs, Value as V};
+        let no_args = || Kwargs::from_iter(std::iter::empty::<(&str, V)>());
+        let text = |v: &V, indent: Option<V>| super::tojson(v, indent, no_args()).unwrap();
+        let ptr = |t: &V| t.as_str().unwrap().as_ptr();
+        let value = |j: serde_json::Value| V::from(minijinja::value::Serde(j));
+        let plan = value(serde_json::json!({"title": "t", "tasks": [1, 2]}));
+        let first = text(&plan, None);
+        assert_eq!(first.as_str(), Some(r#"{"tasks": [1, 2], "title": "t"}"#));
+        assert_eq!(ptr(&text(&plan.clone(), None)), ptr(&first));
+        let pretty = text(&plan, Some(V::from(2)));
+        assert_eq!(pretty.as_str().unwrap().lines().count(), 7);
+        let equal = value(serde_json::json!({"title": "t", "tasks": [1, 2]}));
+        let again = text(&equal, None);
+        assert_eq!(again.as_str(), first.as_str());
+        assert_ne!(ptr(&again), ptr(&first));
+        let other = value(serde_json::json!({"title": "u"}));
+        assert_eq!(text(&other, None).as_str(), Some(r#"{"title": "u"}"#));
+    }
 
     #[test]
     fn a_kept_template_is_used_only_for_the_same_source() {
