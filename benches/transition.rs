@@ -159,7 +159,7 @@ fn main() {
             });
             runner.time(warm_up, || {
                 let out = runtime
-                    .block_on(run_process(echo_spec(&ECHO, tmp.path()), cancel.clone()))
+                    .block_on(run_process(&echo_spec(&ECHO, tmp.path()), cancel.clone()))
                     .expect("spawn");
                 assert!(out.success());
             });

@@ -37,7 +37,9 @@ pub async fn capture(
         watch: None,
     };
     let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
-    let out = run_process(spec, cancel).await.map_err(|e| e.to_string())?;
+    let out = run_process(&spec, cancel)
+        .await
+        .map_err(|e| e.to_string())?;
     match out.end {
         EndReason::Exited => Ok(out),
         _ => Err(format!("did not finish within {}s", timeout.as_secs())),

@@ -29,7 +29,7 @@ pub async fn run_with_retry(
 ) -> Result<ProcessOutcome, SpawnError> {
     let mut attempt = 1;
     loop {
-        match run_process(spec.clone(), cancel.clone()).await {
+        match run_process(&spec, cancel.clone()).await {
             Err(e) if attempt < policy.max_attempts && is_transient(&e) && !*cancel.borrow() => {
                 let wait = delay(policy, attempt, jitter_fraction());
                 tracing::warn!("{e}; retrying in {} ms", wait.as_millis());

@@ -282,7 +282,7 @@ struct Reader<R> {
     watch: Option<LineWatch>,
 }
 
-impl<R: AsyncRead + Unpin> Reader<R> {
+impl<R: AsyncRead + Unpin + 'static> Reader<R> {
     fn new(pipe: Option<R>, stream: Stream, spec: &ProcessSpec) -> Self {
         Self {
             pipe,
@@ -348,7 +348,9 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     }
 
     fn close(&mut self) {
-        self.pipe = None;
+        if let Some(pipe) = self.pipe.take() {
+            lay_aside(pipe);
+        }
     }
 
     fn finish(self) -> Captured {
@@ -372,6 +374,26 @@ enum Kill {
     NotYet,
     Terminating { kill_at: Instant },
     Killed,
+}
+
+thread_local! {
+    /// The ended process's read ends and handle ([`lay_aside`]).
+    static LAID_ASIDE: std::cell::RefCell<Vec<Box<dyn std::any::Any>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Keeps an ended process's pipe or handle to be dropped once the next
+/// process has started: dropping one takes it out of the runtime's poll set
+/// and closes it, a few system calls each (~10 µs for the three), between
+/// the agent's end and its step's commit, where everything counts
+/// (docs/performance.md, twenty-seventh round). Only what holds nothing
+/// back: a read end whose writer has gone or been killed, a handle whose
+/// child was reaped (its kill-on-drop does nothing then; tokio's child
+/// reaped is never signalled) — never the agent's stdin, whose close is
+/// its end of input. At most one process's (three descriptors) wait here,
+/// on the thread that ran it.
+fn lay_aside(item: impl std::any::Any) {
+    LAID_ASIDE.with_borrow_mut(|kept| kept.push(Box::new(item)));
 }
 
 /// Starts `spec`'s program in a process group of its own, with a clean
@@ -437,12 +459,16 @@ fn spawn_group(spec: &ProcessSpec) -> Result<(tokio::process::Child, u32), Spawn
 /// stage, drain window) is easier to check for races in one place than
 /// spread over helpers.
 pub async fn run_process(
-    spec: ProcessSpec,
+    spec: &ProcessSpec,
     mut cancel: watch::Receiver<bool>,
 ) -> Result<ProcessOutcome, SpawnError> {
     let program = spec.program.clone();
     let before = spec.on_spawn.as_ref().and_then(|_| boot_ns());
-    let (mut child, pid) = spawn_group(&spec)?;
+    let spawned = spawn_group(spec);
+    if spawned.is_err() {
+        drop(LAID_ASIDE.take());
+    }
+    let (mut child, pid) = spawned?;
     super::reaper::started(pid, true);
     let start = Instant::now();
     let mut guard = GroupGuard {
@@ -455,19 +481,23 @@ pub async fn run_process(
         let started = start_ticks_between(before, boot_ns()).or_else(|| process_start_ticks(pid));
         hook(pid, started);
     }
+    // The last process's pipes and handle are closed now, while this one
+    // runs, rather than on the step's path ([`lay_aside`]); after the hook,
+    // which notes the new process's group for a crash's recovery at once.
+    drop(LAID_ASIDE.take());
 
-    let mut out = Reader::new(child.stdout.take(), Stream::Stdout, &spec);
-    let mut err = Reader::new(child.stderr.take(), Stream::Stderr, &spec);
+    let mut out = Reader::new(child.stdout.take(), Stream::Stdout, spec);
+    let mut err = Reader::new(child.stderr.take(), Stream::Stderr, spec);
     let mut out_buf = Vec::with_capacity(READ_BUF);
     let mut err_buf = Vec::with_capacity(READ_BUF);
 
     // Written concurrently with reading, so a child that does not read its
     // stdin (or reads it only after printing a lot) cannot deadlock us.
     let stdin_pipe = child.stdin.take();
-    let stdin_data = spec.stdin;
+    let stdin_data = spec.stdin.as_deref();
     let stdin_task = async move {
         if let (Some(mut pipe), Some(data)) = (stdin_pipe, stdin_data) {
-            match pipe.write_all(&data).await {
+            match pipe.write_all(data).await {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
                 Err(e) => tracing::debug!("writing agent stdin failed: {e}"),
@@ -597,6 +627,7 @@ pub async fn run_process(
     super::reaper::started(pid, false);
     super::reaper::kill_adopted();
 
+    lay_aside(child);
     let status = status.flatten();
     Ok(ProcessOutcome {
         exit_code: status.and_then(|s| s.code()),
@@ -671,7 +702,7 @@ mod tests {
 
     #[tokio::test]
     async fn exit_code_and_output() {
-        let got = run_process(spec("echo out; echo err >&2; exit 3"), no_cancel())
+        let got = run_process(&spec("echo out; echo err >&2; exit 3"), no_cancel())
             .await
             .unwrap();
         assert_eq!(got.end, EndReason::Exited);
@@ -684,7 +715,7 @@ mod tests {
 
     #[tokio::test]
     async fn signal_is_reported() {
-        let got = run_process(spec("kill -KILL $$"), no_cancel())
+        let got = run_process(&spec("kill -KILL $$"), no_cancel())
             .await
             .unwrap();
         assert_eq!(got.end, EndReason::Exited);
@@ -696,7 +727,7 @@ mod tests {
     async fn environment_is_exactly_the_given_one() {
         let mut s = spec("echo \"$FOO|${HOME-unset}\"");
         s.env.push(("FOO".into(), "bar baz".into()));
-        let got = run_process(s, no_cancel()).await.unwrap();
+        let got = run_process(&s, no_cancel()).await.unwrap();
         assert_eq!(got.stdout.text(), "bar baz|unset\n");
     }
 
@@ -705,23 +736,44 @@ mod tests {
         let mut s = spec("printf '%s|' \"$@\"");
         s.args
             .extend(["sh", "a b", "$(echo no)", "'q'"].map(OsString::from));
-        let got = run_process(s, no_cancel()).await.unwrap();
+        let got = run_process(&s, no_cancel()).await.unwrap();
         assert_eq!(got.stdout.text(), "a b|$(echo no)|'q'|");
+    }
+
+    /// An ended process's read ends and handle wait to be closed until the
+    /// next process has started: one process's at most, on this thread.
+    #[tokio::test]
+    async fn an_ended_process_is_closed_once_the_next_has_started() {
+        let waiting = || LAID_ASIDE.with_borrow(Vec::len);
+        drop(LAID_ASIDE.take());
+        for _ in 0..3 {
+            let got = run_process(&spec("echo out; echo err >&2"), no_cancel())
+                .await
+                .unwrap();
+            assert_eq!(got.stdout.text(), "out\n");
+            assert_eq!(waiting(), 3, "stdout, stderr and the child's handle");
+        }
+        let missing = ProcessSpec {
+            program: "/nonexistent/agent".into(),
+            ..spec("true")
+        };
+        assert!(run_process(&missing, no_cancel()).await.is_err());
+        assert_eq!(waiting(), 0, "a failed start closes them too");
     }
 
     #[tokio::test]
     async fn stdin_is_delivered_and_closed() {
         let mut s = spec("cat");
         s.stdin = Some(b"hello\nworld".to_vec());
-        let got = run_process(s, no_cancel()).await.unwrap();
+        let got = run_process(&s, no_cancel()).await.unwrap();
         assert_eq!(got.stdout.text(), "hello\nworld");
         assert!(got.success());
         // No stdin, or an empty one: /dev/null, so `cat` ends at once.
-        let got = run_process(spec("cat"), no_cancel()).await.unwrap();
+        let got = run_process(&spec("cat"), no_cancel()).await.unwrap();
         assert_eq!(got.stdout.text(), "");
         let mut s = spec("test -c /dev/stdin && cat");
         s.stdin = Some(Vec::new());
-        let got = run_process(s, no_cancel()).await.unwrap();
+        let got = run_process(&s, no_cancel()).await.unwrap();
         assert!(got.success(), "stdin is /dev/null");
         assert_eq!(got.stdout.text(), "");
     }
@@ -730,7 +782,7 @@ mod tests {
     async fn unread_stdin_does_not_deadlock() {
         let mut s = spec("head -c 100000 /dev/zero; exit 0");
         s.stdin = Some(vec![b'x'; 8 * 1024 * 1024]);
-        let got = run_process(s, no_cancel()).await.unwrap();
+        let got = run_process(&s, no_cancel()).await.unwrap();
         assert!(got.success());
         assert_eq!(got.stdout.total_bytes, 100_000);
     }
@@ -740,7 +792,7 @@ mod tests {
         let mut s = spec("sleep 1000 & echo $!; sleep 1000");
         s.timeout = Duration::from_secs(1);
         let t0 = std::time::Instant::now();
-        let got = run_process(s, no_cancel()).await.unwrap();
+        let got = run_process(&s, no_cancel()).await.unwrap();
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
         assert_eq!(got.end, EndReason::WallTimeout);
         assert_eq!(got.signal, Some(libc_sigterm()));
@@ -763,7 +815,7 @@ mod tests {
         s.timeout = Duration::from_millis(500);
         s.kill_grace = Duration::from_millis(500);
         let t0 = std::time::Instant::now();
-        let got = run_process(s, no_cancel()).await.unwrap();
+        let got = run_process(&s, no_cancel()).await.unwrap();
         let took = t0.elapsed();
         assert!(
             took >= Duration::from_millis(950) && took < Duration::from_secs(5),
@@ -779,7 +831,7 @@ mod tests {
         let mut s = spec("echo hi; sleep 1000");
         s.idle_timeout = Some(Duration::from_millis(400));
         let t0 = std::time::Instant::now();
-        let got = run_process(s, no_cancel()).await.unwrap();
+        let got = run_process(&s, no_cancel()).await.unwrap();
         assert!(t0.elapsed() < Duration::from_secs(4));
         assert_eq!(got.end, EndReason::IdleTimeout);
         assert_eq!(got.stdout.text(), "hi\n");
@@ -789,7 +841,7 @@ mod tests {
     async fn steady_output_is_not_idle() {
         let mut s = spec("for i in 1 2 3 4 5 6; do echo $i >&2; sleep 0.1; done");
         s.idle_timeout = Some(Duration::from_millis(400));
-        let got = run_process(s, no_cancel()).await.unwrap();
+        let got = run_process(&s, no_cancel()).await.unwrap();
         assert_eq!(got.end, EndReason::Exited);
         assert_eq!(got.stderr.text(), "1\n2\n3\n4\n5\n6\n");
     }
@@ -799,7 +851,7 @@ mod tests {
         let (tx, rx) = watch::channel(false);
         let s = spec("sleep 1000 & echo $!; sleep 1000");
         let t0 = std::time::Instant::now();
-        let (got, ()) = tokio::join!(run_process(s, rx), async {
+        let (got, ()) = tokio::join!(run_process(&s, rx), async {
             tokio::time::sleep(Duration::from_millis(300)).await;
             tx.send(true).unwrap();
         });
@@ -812,7 +864,7 @@ mod tests {
     #[tokio::test]
     async fn already_cancelled_runs_nothing_long() {
         let (_tx, rx) = watch::channel(true);
-        let got = run_process(spec("sleep 1000"), rx).await.unwrap();
+        let got = run_process(&spec("sleep 1000"), rx).await.unwrap();
         assert_eq!(got.end, EndReason::Cancelled);
     }
 
@@ -821,7 +873,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("pid");
         let script = format!("sleep 1000 & echo $! > '{}'; sleep 1000", pidfile.display());
-        let run = run_process(spec(&script), no_cancel());
+        let s = spec(&script);
+        let run = run_process(&s, no_cancel());
         assert!(
             tokio::time::timeout(Duration::from_millis(500), run)
                 .await
@@ -841,7 +894,7 @@ mod tests {
     #[tokio::test]
     async fn grandchild_holding_pipes_does_not_hang_the_run() {
         let t0 = std::time::Instant::now();
-        let got = run_process(spec("sleep 1000 & echo $!; exit 0"), no_cancel())
+        let got = run_process(&spec("sleep 1000 & echo $!; exit 0"), no_cancel())
             .await
             .unwrap();
         assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
@@ -855,7 +908,7 @@ mod tests {
     #[tokio::test]
     async fn background_jobs_end_with_their_agent() {
         let got = run_process(
-            spec("sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"),
+            &spec("sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"),
             no_cancel(),
         )
         .await
@@ -872,7 +925,7 @@ mod tests {
             tail_bytes: 1000,
         };
         let t0 = std::time::Instant::now();
-        let got = run_process(s, no_cancel()).await.unwrap();
+        let got = run_process(&s, no_cancel()).await.unwrap();
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
         assert_eq!(got.stdout.total_bytes, 20_000_005);
         assert!(got.stdout.is_truncated());
@@ -893,7 +946,7 @@ mod tests {
         s.echo = Some(Arc::new(move |st, l: &str| {
             sink.lock().unwrap().push((st, l.to_owned()))
         }));
-        run_process(s, no_cancel()).await.unwrap();
+        run_process(&s, no_cancel()).await.unwrap();
         let mut got = lines.lock().unwrap().clone();
         got.sort_by(|a, b| a.1.cmp(&b.1));
         assert_eq!(
@@ -941,7 +994,7 @@ mod tests {
                     .unwrap()
                     .push((started, process_start_ticks(pid)));
             }));
-            run_process(s, no_cancel()).await.unwrap();
+            run_process(&s, no_cancel()).await.unwrap();
         }
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), 20);
@@ -955,7 +1008,7 @@ mod tests {
     async fn spawn_errors_name_the_program() {
         let mut s = spec("");
         s.program = "/nonexistent/agent-xyz".into();
-        let err = run_process(s, no_cancel()).await.unwrap_err();
+        let err = run_process(&s, no_cancel()).await.unwrap_err();
         assert!(matches!(err, SpawnError::NotFound { .. }), "{err}");
         assert!(err.to_string().contains("/nonexistent/agent-xyz"));
 
@@ -965,7 +1018,7 @@ mod tests {
         let mut s = spec("");
         s.program = file.clone();
         s.args.clear();
-        let err = run_process(s, no_cancel()).await.unwrap_err();
+        let err = run_process(&s, no_cancel()).await.unwrap_err();
         assert!(matches!(err, SpawnError::PermissionDenied { .. }), "{err}");
     }
 
@@ -985,7 +1038,7 @@ mod tests {
         // (the engine retries this, see `orchestrator::retry`).
         let mut tries = 0;
         let err = loop {
-            let err = run_process(s.clone(), no_cancel()).await.unwrap_err();
+            let err = run_process(&s, no_cancel()).await.unwrap_err();
             tries += 1;
             match &err {
                 SpawnError::Io { source, .. }
@@ -1005,17 +1058,17 @@ mod tests {
 
         let mut s = spec("true");
         s.cwd = Path::new("/nonexistent/dir").into();
-        let err = run_process(s, no_cancel()).await.unwrap_err();
+        let err = run_process(&s, no_cancel()).await.unwrap_err();
         assert!(matches!(err, SpawnError::BadCwd { .. }), "{err}");
         // A file where the folder should be, and a missing program in a
         // missing folder: the folder is what is wrong.
         let mut s = spec("true");
         s.cwd = dir.path().join("agent");
-        let err = run_process(s, no_cancel()).await.unwrap_err();
+        let err = run_process(&s, no_cancel()).await.unwrap_err();
         assert!(matches!(err, SpawnError::BadCwd { .. }), "{err}");
         let mut s = spec("modix-test-no-such-program");
         s.cwd = Path::new("/nonexistent/dir").into();
-        let err = run_process(s, no_cancel()).await.unwrap_err();
+        let err = run_process(&s, no_cancel()).await.unwrap_err();
         assert!(matches!(err, SpawnError::BadCwd { .. }), "{err}");
     }
 
@@ -1030,7 +1083,7 @@ mod tests {
         s.program = file;
         s.args = vec!["hello world".into()];
         s.cwd = dir.path().into();
-        let got = run_process(s, no_cancel()).await.unwrap();
+        let got = run_process(&s, no_cancel()).await.unwrap();
         let cwd = dir.path().canonicalize().unwrap();
         assert_eq!(
             got.stdout.text(),

@@ -33,7 +33,9 @@ pub async fn probe_version(
         watch: None,
     };
     let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
-    let outcome = run_process(spec, cancel).await.map_err(|e| e.to_string())?;
+    let outcome = run_process(&spec, cancel)
+        .await
+        .map_err(|e| e.to_string())?;
     if !matches!(outcome.end, EndReason::Exited) {
         return Err(format!(
             "`{} {}` did not answer within {}s",
