@@ -6,6 +6,15 @@ use std::borrow::Cow;
 
 /// `s` cut to at most `max` characters, with `…` marking the cut.
 pub fn truncate(s: &str, max: usize) -> Cow<'_, str> {
+    // No more bytes than that is no more characters; `max` bytes of ASCII
+    // are `max` characters (checked a word at a time, where counting them
+    // walks each): a step's reason is cut here at every step.
+    if s.len() <= max {
+        return Cow::Borrowed(s);
+    }
+    if s.as_bytes()[..max].is_ascii() {
+        return Cow::Owned(format!("{}…", &s[..max]));
+    }
     match s.char_indices().nth(max) {
         Some((i, _)) => Cow::Owned(format!("{}…", &s[..i])),
         None => Cow::Borrowed(s),
@@ -200,9 +209,28 @@ mod tests {
     fn cuts_on_characters_not_bytes() {
         assert_eq!(truncate("héllo", 2), "hé…");
         assert_eq!(truncate("hi", 2), "hi");
+        assert_eq!(truncate("hello", 2), "he…");
+        assert_eq!(truncate("hello", 5), "hello");
+        assert_eq!(truncate("héllo", 5), "héllo");
+        assert_eq!(truncate("héllo", 4), "héll…");
+        assert_eq!(truncate("hé", 1), "h…");
+        assert_eq!(truncate("ab✓✓✓", 3), "ab✓…");
         assert_eq!(flat("a\nb\tc"), "a b c");
         assert_eq!(plural(1, "task"), "1 task");
         assert_eq!(plural(0, "task"), "0 tasks");
+    }
+
+    proptest::proptest! {
+        /// The same cut as counting characters from the start, whatever
+        /// the text.
+        #[test]
+        fn truncate_counts_characters(s in "\\PC{0,40}", max in 0usize..48) {
+            let counted = match s.char_indices().nth(max) {
+                Some((i, _)) => format!("{}…", &s[..i]),
+                None => s.clone(),
+            };
+            proptest::prop_assert_eq!(truncate(&s, max).into_owned(), counted);
+        }
     }
 
     #[test]
