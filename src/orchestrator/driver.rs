@@ -14,8 +14,8 @@ pub(super) struct RunInfo<'p> {
     pub(super) project: &'p Project,
     pub(super) workflow: Workflow,
     pub(super) run: Run,
-    pub(super) redactor: Redactor,
-    /// The values packages quote from the record, as their text writes them.
+    /// The values packages quote from the record, as their text writes
+    /// them, with the run's redactor ([`RunInfo::redactor`]).
     pub(super) texts: super::context::StoredTexts,
     pub(super) workdir: PathBuf,
     pub(super) files: RunFiles,
@@ -31,6 +31,11 @@ pub(super) struct RunInfo<'p> {
 }
 
 impl RunInfo<'_> {
+    /// What every text the run shows or stores is redacted with.
+    pub(super) fn redactor(&self) -> &Redactor {
+        self.texts.redactor()
+    }
+
     pub(super) fn rules(&self, shell: &crate::config::Shell) -> Arc<classify::Rules> {
         let mut cache = self.rules.borrow_mut();
         let rules = cache
@@ -218,12 +223,10 @@ pub(super) fn drive(
         Ok(p) => p,
         Err(e) => return Err(give_up(&mut store, &run.id, e)),
     };
-    let redactor = agent::redactor(&project.config);
     let mut driver = Driver {
         info: RunInfo {
             project,
-            texts: super::context::StoredTexts::new(redactor.clone()),
-            redactor,
+            texts: super::context::StoredTexts::new(agent::redactor(&project.config)),
             workflow,
             run,
             workdir,

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::context::StoredTexts;
@@ -45,21 +44,20 @@ pub(super) struct Inputs {
     pub history_blobs: Vec<i64>,
 }
 
-/// A state's latest output.
-#[derive(Debug, Clone, Serialize)]
+/// A state's latest output (as a package writes it: `context::stored`).
+#[derive(Debug, Clone)]
 pub(super) struct Output {
     pub schema: String,
     pub seq: u32,
     pub output: Value,
     /// The blob the output is stored in: the record of a package that
     /// hands it on refers to it (`store::Quotes`).
-    #[serde(skip)]
     pub blob: i64,
 }
 
 /// The transition that brought the run into the state, and what its step
-/// left.
-#[derive(Debug, Clone, Serialize)]
+/// left (as a package writes it: `context::stored`).
+#[derive(Debug, Clone)]
 pub(super) struct CameFrom {
     pub seq: u32,
     pub state: String,
@@ -68,7 +66,6 @@ pub(super) struct CameFrom {
     /// That step's output, when it had one.
     pub output: Option<Value>,
     /// The blob it is stored in.
-    #[serde(skip)]
     pub output_blob: Option<i64>,
 }
 

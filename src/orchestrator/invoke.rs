@@ -290,7 +290,7 @@ impl super::RunInfo<'_> {
             commands: &config.project.commands,
         };
         let sys = m.system_prompt.as_deref();
-        let prepared = agent::prepare(call, &setup, &m.prompt, sys, &self.redactor);
+        let prepared = agent::prepare(call, &setup, &m.prompt, sys, self.redactor());
         let flight = InFlight {
             seq,
             state: call.state.to_owned(),
@@ -301,7 +301,7 @@ impl super::RunInfo<'_> {
                 Ok(p) => p.argv_redacted.clone(),
                 Err(e) => e.argv().to_vec(),
             },
-            prompt: self.redactor.redact(&m.prompt).into_owned(),
+            prompt: self.redactor().redact(&m.prompt).into_owned(),
             // Set again as it starts.
             started_at: String::new(),
             process: None,
@@ -568,7 +568,7 @@ impl super::RunInfo<'_> {
             ),
             echo: info
                 .stream
-                .then(|| agent::stderr_echo(&agent.id, &info.redactor)),
+                .then(|| agent::stderr_echo(&agent.id, info.redactor())),
             rules: agent.binding.shell().map(|s| info.rules(s)),
         }
     }

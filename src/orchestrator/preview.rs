@@ -108,7 +108,7 @@ pub fn preview(project: &Project, workflow: Workflow, epic: &str) -> Result<Prev
             .replace(&workdir.display().to_string(), WORKSPACE)
     };
     let mut preview = Preview {
-        epic: info.redactor.redact(epic).into_owned(),
+        epic: info.redactor().redact(epic).into_owned(),
         workflow: machine.id().to_owned(),
         workflow_version: machine.version().to_string(),
         states: Vec::new(),
@@ -143,11 +143,9 @@ fn preview_info<'p>(
 ) -> RunInfo<'p> {
     let machine = std::sync::Arc::clone(&workflow.machine);
     let now = crate::store::now();
-    let redactor = agent::redactor(&project.config);
     RunInfo {
         project,
-        texts: super::context::StoredTexts::new(redactor.clone()),
-        redactor,
+        texts: super::context::StoredTexts::new(agent::redactor(&project.config)),
         workflow,
         run: Run {
             id: PREVIEW_RUN_ID.to_owned(),
@@ -229,12 +227,12 @@ impl Seen<'_, '_> {
             &setup,
             &prompt,
             system_prompt.as_deref(),
-            &info.redactor,
+            info.redactor(),
         );
-        let redacted_prompt = info.redactor.redact(&prompt).into_owned();
+        let redacted_prompt = info.redactor().redact(&prompt).into_owned();
         let redacted_system = system_prompt
             .as_deref()
-            .map(|s| info.redactor.redact(s).into_owned());
+            .map(|s| info.redactor().redact(s).into_owned());
         // The prompts are shown on their own, not inside the command line.
         let in_argv = |arg: &str| {
             let mut arg = arg.to_owned();

@@ -464,11 +464,8 @@ pub async fn run_process(
 ) -> Result<ProcessOutcome, SpawnError> {
     let program = spec.program.clone();
     let before = spec.on_spawn.as_ref().and_then(|_| boot_ns());
-    let spawned = spawn_group(spec);
-    if spawned.is_err() {
-        drop(LAID_ASIDE.take());
-    }
-    let (mut child, pid) = spawned?;
+    // A start that failed has no next process to wait for.
+    let (mut child, pid) = spawn_group(spec).inspect_err(|_| drop(LAID_ASIDE.take()))?;
     super::reaper::started(pid, true);
     let start = Instant::now();
     let mut guard = GroupGuard {

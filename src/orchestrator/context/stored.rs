@@ -105,8 +105,8 @@ impl Serialize for Stored<'_> {
     }
 }
 
-/// The latest outputs, as [`Output`]'s own serialization writes them, each
-/// output a [`Stored`] value.
+/// The latest outputs as a package writes them (`schema`, `seq`, `output`),
+/// each output a [`Stored`] value.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::orchestrator) struct Outputs<'a>(pub &'a BTreeMap<String, Output>);
 
@@ -137,8 +137,8 @@ impl Serialize for OutputView<'_> {
     }
 }
 
-/// The step that brought the run here, as [`CameFrom`]'s own serialization
-/// writes it, its output a [`Stored`] value.
+/// The step that brought the run here as a package writes it (`seq`,
+/// `state`, `event`, `reason`, `output`), its output a [`Stored`] value.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::orchestrator) struct CameFromView<'a>(pub &'a CameFrom);
 
