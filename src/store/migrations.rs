@@ -424,6 +424,15 @@ fn quotes_by_reference(_: &super::Writer<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Version 17: a context package's step part keeps of a feedback that
+/// quotes the output that sent the work back only the line before it
+/// (`package`). Nothing moves, as in version 16; the version tells an older
+/// modix, which would read such a feedback as an object, that this store is
+/// newer than it.
+fn feedback_by_reference(_: &super::Writer<'_>) -> Result<(), StoreError> {
+    Ok(())
+}
+
 /// The CHECK version 9 gave `context_now`.
 const CONTEXT_NOW_CHECK: &str = "CHECK (context_now IS NULL OR json_valid(context_now))";
 
@@ -545,6 +554,7 @@ const VERSIONS: &[&[Migration]] = &[
     &[Migration::Code(in_lists_as_equalities)],
     &[Migration::Code(context_now_unchecked)],
     &[Migration::Code(quotes_by_reference)],
+    &[Migration::Code(feedback_by_reference)],
 ];
 
 /// The schema version this binary writes.

@@ -27,6 +27,15 @@
 //! put back that was not left out. Blobs are never deleted (runs share
 //! them), so the ids stay good; anything that would delete blobs must count
 //! these references as uses.
+//!
+//! Since store v17 the step part also leaves out what its `feedback` quotes
+//! of `came_from.output`: the feedback modix writes when a step sends the
+//! work back is a line saying so, then that output as pretty JSON (as large
+//! as the output, at every step of a loop). When the stored feedback is,
+//! byte for byte, some head, a newline and `came_from.output` printed so,
+//! the step part keeps only the head (`{"quoting_came_from_output": head}`
+//! in the feedback's place) and the reader prints the output again after
+//! it. A package whose feedback is already of that shape is stored whole.
 
 use serde_json::{Map, Value};
 
@@ -56,7 +65,11 @@ pub(super) fn split(context: &Value) -> (Value, Option<Value>) {
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .partition(|(k, _)| STEP_MEMBERS.contains(&k.as_str()));
-    if lacks_a_payload(&step) {
+    if lacks_a_payload(&step)
+        || step
+            .get("feedback")
+            .is_some_and(|f| quoted_head(f).is_some())
+    {
         // Reading it back would put one in.
         return (context.clone(), None);
     }
@@ -83,10 +96,77 @@ pub(super) fn join(frame: Value, step: Option<Value>) -> Value {
                     came_from.insert("output".into(), output);
                 }
             }
+            put_feedback_back(&mut step);
             all.extend(step);
             Value::Object(all)
         }
         (frame, _) => frame,
+    }
+}
+
+/// What a stored step part's `feedback` is when it quotes `came_from.output`.
+const FEEDBACK_QUOTE: &str = "quoting_came_from_output";
+
+/// Leaves out of a step part (redacted, as it is stored) the
+/// `came_from.output` its `feedback` ends with, printed as pretty JSON after
+/// a newline: only the head before it is kept. Called before [`refer`],
+/// while the output is still in the step part.
+pub(super) fn refer_feedback(step: &mut Value) {
+    let Value::Object(step) = step else {
+        return;
+    };
+    let Some(Value::String(feedback)) = step.get("feedback") else {
+        return;
+    };
+    let Some(output) = came_from_output(step) else {
+        return;
+    };
+    let Ok(quoted) = serde_json::to_string_pretty(output) else {
+        return;
+    };
+    let Some(head) = feedback
+        .strip_suffix(quoted.as_str())
+        .and_then(|h| h.strip_suffix('\n'))
+    else {
+        return;
+    };
+    let head = Value::from(head);
+    step.insert(
+        "feedback".into(),
+        Value::Object(Map::from_iter([(FEEDBACK_QUOTE.into(), head)])),
+    );
+}
+
+/// The feedback [`refer_feedback`] cut short, whole again: its head, a
+/// newline, and `came_from.output` (in place by now) as pretty JSON.
+fn put_feedback_back(step: &mut Map<String, Value>) {
+    let Some(head) = step.get("feedback").and_then(quoted_head) else {
+        return;
+    };
+    let Some(output) = step.get("came_from").and_then(|c| c.get("output")) else {
+        return;
+    };
+    let Ok(quoted) = serde_json::to_string_pretty(output) else {
+        return;
+    };
+    let feedback = format!("{head}\n{quoted}");
+    step.insert("feedback".into(), Value::String(feedback));
+}
+
+/// The head a stored `feedback` keeps when it quotes `came_from.output`.
+fn quoted_head(feedback: &Value) -> Option<&str> {
+    match feedback.as_object()? {
+        o if o.len() == 1 => o.get(FEEDBACK_QUOTE)?.as_str(),
+        _ => None,
+    }
+}
+
+/// `came_from.output` of a step part, or the latest output of its state
+/// that stands for it once [`split`] left it out.
+fn came_from_output(step: &Map<String, Value>) -> Option<&Value> {
+    match step.get("came_from")?.get("output") {
+        Some(output) => Some(output),
+        None => latest_output(step),
     }
 }
 
@@ -232,10 +312,15 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::{Value, json};
 
-    use super::{Quote, Quotes, join, put_back, refer, split};
+    use super::{Quote, Quotes, join, put_back, refer, refer_feedback, split};
 
+    /// Stored (as text) and read back, as the store does.
     fn round_trip(package: &Value) -> Value {
-        let (frame, step) = split(package);
+        let (frame, mut step) = split(package);
+        if let Some(step) = &mut step {
+            refer_feedback(step);
+            *step = serde_json::from_str(&step.to_string()).unwrap();
+        }
         join(frame, step)
     }
 
@@ -243,6 +328,7 @@ mod tests {
     fn quoted_round_trip(package: &Value, quotes: &Quotes<'_>, blobs: &[Value]) -> Value {
         let (frame, mut step) = split(package);
         if let Some(step) = &mut step {
+            refer_feedback(step);
             refer(step, quotes);
             let text = step.to_string();
             *step = serde_json::from_str(&text).unwrap();
@@ -346,6 +432,85 @@ mod tests {
         assert_eq!(round_trip(&package), package);
     }
 
+    /// The feedback modix writes when `state`'s step sent the work back.
+    fn feedback(state: &str, output: &Value) -> String {
+        let pretty = serde_json::to_string_pretty(output).unwrap();
+        format!("{state} sent the work back (fail): a reason\n{pretty}")
+    }
+
+    #[test]
+    fn a_feedback_quoting_the_output_keeps_only_its_head() {
+        let output = json!({"passed": false, "failures": ["a", "b"], "summary": "long"});
+        let package = json!({
+            "epic": "e",
+            "came_from": {"seq": 7, "state": "TEST", "event": "fail", "output": output},
+            "outputs": {"TEST": {"schema": "test_result", "seq": 7, "output": output}},
+            "feedback": feedback("TEST", &output),
+        });
+        let (_, step) = split(&package);
+        let mut step = step.unwrap();
+        refer_feedback(&mut step);
+        assert_eq!(
+            step["feedback"],
+            json!({"quoting_came_from_output": "TEST sent the work back (fail): a reason"})
+        );
+        assert_eq!(round_trip(&package), package);
+        // With the output itself stored by reference too.
+        let quotes = Quotes {
+            outputs: vec![Quote {
+                blob: 0,
+                seq: 7,
+                kind: "test_result",
+                state: "TEST",
+                payload: &output,
+            }],
+            history: vec![],
+        };
+        let (_, step) = split(&package);
+        let mut step = step.unwrap();
+        refer_feedback(&mut step);
+        refer(&mut step, &quotes);
+        assert!(step.to_string().len() < 250, "{step}");
+        let blobs = [output.clone()];
+        assert_eq!(quoted_round_trip(&package, &quotes, &blobs), package);
+    }
+
+    #[test]
+    fn a_feedback_that_does_not_quote_the_output_is_kept_whole() {
+        let output = json!({"passed": false});
+        let other = json!({"passed": true});
+        for text in [
+            json!("a note from a person"),
+            json!(feedback("TEST", &other)),
+            // The output without the newline before it.
+            json!(feedback("TEST", &output).replace("reason\n", "reason ")),
+            json!(serde_json::to_string_pretty(&output).unwrap()),
+            json!(null),
+        ] {
+            let package = json!({
+                "came_from": {"seq": 2, "state": "TEST", "event": "fail", "output": output},
+                "outputs": {"TEST": {"schema": "s", "seq": 2, "output": output}},
+                "feedback": text,
+            });
+            let (_, step) = split(&package);
+            let mut step = step.unwrap();
+            refer_feedback(&mut step);
+            assert_eq!(step["feedback"], text);
+            assert_eq!(round_trip(&package), package);
+        }
+    }
+
+    #[test]
+    fn a_feedback_already_in_the_stored_shape_is_stored_whole() {
+        let package = json!({
+            "came_from": {"seq": 2, "state": "TEST", "event": "fail", "output": 1},
+            "outputs": {"TEST": {"schema": "s", "seq": 2, "output": 1}},
+            "feedback": {"quoting_came_from_output": "head"},
+        });
+        assert_eq!(split(&package), (package.clone(), None));
+        assert_eq!(round_trip(&package), package);
+    }
+
     fn json_value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
@@ -381,6 +546,11 @@ mod tests {
             seq in 0u32..3,
             output in json_value(),
             shape in 0u8..4,
+            said in prop_oneof![
+                Just(None),
+                json_value().prop_map(Some),
+                "[a-c\n]{0,3}".prop_map(|head| Some(Value::from(head))),
+            ],
         ) {
             let mut package = json!({"epic": "e", "came_from": came_from, "outputs": outputs});
             // Often the shape modix writes, so the leaving out is exercised.
@@ -393,6 +563,15 @@ mod tests {
                 if shape > 2 {
                     package["outputs"] = json!({ state: {"seq": seq, "output": output} });
                 }
+            }
+            // A feedback: a value of any kind, or a head and (often) the
+            // output as modix quotes it.
+            match said {
+                Some(Value::String(head)) if shape > 1 => {
+                    package["feedback"] = feedback(&head, &output).into();
+                }
+                Some(said) => package["feedback"] = said,
+                None => {}
             }
             prop_assert_eq!(round_trip(&package), package);
         }

@@ -140,6 +140,7 @@ impl InputTexts {
                 Cow::Borrowed(_) => None,
             };
             let mut step = redacted.unwrap_or(step);
+            super::package::refer_feedback(&mut step);
             super::package::refer(&mut step, quotes);
             step
         });

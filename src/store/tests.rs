@@ -1787,6 +1787,68 @@ fn a_package_refers_to_the_messages_it_quotes_and_reads_back_whole() {
 }
 
 #[test]
+fn a_feedback_quoting_the_output_that_sent_the_work_back_is_stored_as_its_first_line() {
+    let secret = "sk-ant-api03-QUOTED-FEEDBACK-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = redacting(&db(&dir), secret);
+    let run = store.create_run(&new_run()).unwrap();
+    let failures: Vec<String> = (0..60)
+        .map(|i| format!("test {i} failed ({secret})"))
+        .collect();
+    let work = json!({"passed": false, "failures": failures, "summary": "many"});
+    store
+        .record_step(&run.id, &output_step("plan", "test", "test", work.clone()))
+        .unwrap();
+    let message = &store.messages(&run.id).unwrap()[0];
+    // As the engine builds it: the output (its secret too) quoted whole,
+    // after a line saying who sent the work back.
+    let pretty = serde_json::to_string_pretty(&work).unwrap();
+    let context = json!({
+        "epic": "e",
+        "attempt": 2,
+        "came_from": {"state": "test", "seq": 1, "event": "go", "reason": secret,
+                      "output": work},
+        "outputs": {"test": {"schema": message.kind, "seq": 1, "output": work}},
+        "feedback": format!("test sent the work back (go): {secret}\n{pretty}"),
+    });
+    let quotes = Quotes {
+        outputs: vec![Quote {
+            blob: message.payload_blob,
+            seq: 1,
+            kind: &message.kind,
+            state: &message.state,
+            payload: &message.payload,
+        }],
+        history: vec![],
+    };
+    let mut inv = new_invocation();
+    inv.context = context.clone();
+    inv.texts = Some(
+        store
+            .input_texts(&inv.argv, &inv.prompt, &context, &quotes)
+            .unwrap(),
+    );
+    let mut s = step("test", "go", "done");
+    s.invocation = Some(inv);
+    store.record_step(&run.id, &s).unwrap();
+
+    let stored: String = store
+        .conn
+        .query_row("SELECT context_now FROM invocations", [], |r| r.get(0))
+        .unwrap();
+    assert!(stored.len() < 400, "{stored}");
+    assert!(!stored.contains(secret), "{stored}");
+    let stored: Value = serde_json::from_str(&stored).unwrap();
+    assert!(stored["feedback"]["quoting_came_from_output"].is_string());
+    // It reads back as the package was written, redacted as it was stored.
+    let read = store.invocation(&run.id, 1).unwrap().context;
+    assert_eq!(read, *store.redactor.redact_json(&context));
+    assert!(!read.to_string().contains(secret));
+    assert_eq!(read["came_from"]["output"], message.payload);
+    assert_intact(&store);
+}
+
+#[test]
 fn texts_made_while_the_agent_runs_are_stored_as_the_commit_would_store_them() {
     let secret = "sk-ant-api03-TEXTS-MADE-APART-0123456789";
     let dir = tempfile::tempdir().unwrap();

@@ -655,6 +655,28 @@ fn every_package_an_agent_reads_is_the_recorded_one_as_pretty_json() {
     assert!(checked >= 9, "{checked} packages checked");
     let last = std::fs::read_to_string(seen.join("CODING-3.json")).unwrap();
     assert!(last.contains("ünïcode"), "{last}");
+    // The judge's output the coder's feedback quotes is stored once: the
+    // record keeps the feedback's first line, and reads it back whole.
+    let read: Value = serde_json::from_str(&last).unwrap();
+    let feedback = read["feedback"].as_str().unwrap();
+    let judged = serde_json::to_string_pretty(&read["came_from"]["output"]).unwrap();
+    assert!(feedback.ends_with(&format!("\n{judged}")), "{feedback}");
+    let db = sb.root().join(".modix/modix.db");
+    let conn =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let quoting: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM invocations \
+             WHERE json_type(context_now, '$.feedback.quoting_came_from_output') = 'text'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        quoting >= 2,
+        "{quoting} feedbacks stored by their first line"
+    );
 }
 
 #[test]
