@@ -140,7 +140,7 @@ pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
     // Run state, not config: written by the engine and usually git-ignored,
     // so a fresh clone may not have it. Checked when present.
     if std::fs::symlink_metadata(paths.file("state.json")).is_ok()
-        && let Some(f) = source::read(&paths.file("state.json"), &paths.shown("state.json"), diags)
+        && let Some(f) = read_own(paths, "state.json", diags)
         && let Some(v) = source::parse_json(&f, diags)
     {
         source::check_schema(&f, "state", &v, diags);
@@ -155,6 +155,25 @@ pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
     }
 }
 
+/// One file of `.modix/` read as text — unless it resolves (through a
+/// symlink) to a place outside `.modix/`: then it is not read at all, as
+/// the FSM files and the files config names are not ([`confine`]), since a
+/// syntax error would quote the other file's first lines.
+fn read_own(
+    paths: &ProjectPaths,
+    name: &str,
+    diags: &mut Diagnostics,
+) -> Option<source::SourceFile> {
+    let shown = paths.shown(name);
+    if let Err(p @ confine::PathProblem::Outside(_)) = confine::resolve(&paths.modix_dir, name) {
+        let d = crate::diagnostics::Diagnostic::error(p.code(), &shown, p.message(&format!("`{shown}`")))
+            .with_help("replace the symlink with a copy of the file: a project's config stays inside its .modix/ folder");
+        diags.push(d);
+        return None;
+    }
+    source::read(&paths.file(name), &shown, diags)
+}
+
 /// One file of `.modix/` read as JSON, with secrets where a variable name
 /// belongs reported and masked before anything quotes them.
 fn read_json(
@@ -163,7 +182,7 @@ fn read_json(
     schema: &str,
     diags: &mut Diagnostics,
 ) -> Option<(source::SourceFile, Value)> {
-    let file = source::read(&paths.file(name), &paths.shown(name), diags)?;
+    let file = read_own(paths, name, diags)?;
     let mut value = source::parse_json(&file, diags)?;
     screen::screen(&file, schema, &mut value, diags);
     Some((file, value))

@@ -690,6 +690,52 @@ fn paths_stay_inside_the_project_and_secrets_are_never_echoed() {
     OUTSIDE.iter().for_each(check);
 }
 
+/// The project's own config files are confined as the files they name are:
+/// one that is a symlink out of `.modix/` is refused unread, so no syntax
+/// error quotes the other file, by `validate` and by `go`.
+#[test]
+fn a_config_file_that_is_a_symlink_out_of_the_project_is_not_read() {
+    let files = [
+        "agents.json",
+        "shells.json",
+        "brains.json",
+        "runtimes.json",
+        "projects.json",
+        "version.json",
+        "state.json",
+    ];
+    for (i, name) in files.into_iter().enumerate() {
+        let sb = gated();
+        let target = match i % 2 {
+            0 => outside_secret(&sb),
+            _ => PathBuf::from("/etc/passwd"),
+        };
+        let link = sb.root().join(".modix").join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        for args in [&["validate"][..], &["go", "Fix it"]] {
+            let out = sb.modix().args(args).output().unwrap();
+            let text = output_text(&out);
+            assert_eq!(out.status.code(), Some(2), "{name} {args:?}:\n{text}");
+            assert!(text.contains("config::outside-project"), "{name}:\n{text}");
+            assert!(
+                text.contains(&format!("`.modix/{name}` resolves to")),
+                "{name}:\n{text}"
+            );
+            for leak in [PASSWD_LINE, "aws_access_key_id", "AKIAIOSFODNN7EXAMPLE"] {
+                assert!(!text.contains(leak), "{name} leaked {leak:?}:\n{text}");
+            }
+        }
+        assert!(!marker(&sb).exists(), "{name}: an agent ran");
+    }
+    // Inside `.modix/`, a symlink is followed as before.
+    let sb = gated();
+    let modix = sb.root().join(".modix");
+    std::fs::rename(modix.join("brains.json"), modix.join("brains.real.json")).unwrap();
+    std::os::unix::fs::symlink("brains.real.json", modix.join("brains.json")).unwrap();
+    sb.modix().arg("validate").assert().success();
+}
+
 const MESSAGES: &[Case] = &[
     Case {
         name: "a misspelled key inside an inline manifest",
