@@ -485,13 +485,17 @@ pub(crate) fn reserved(event: &Text, cx: &mut Ctx) -> bool {
 fn timeout(st: &RawState, cx: &mut Ctx) -> Option<u64> {
     let t = st.timeout_secs.as_ref()?;
     match u64::try_from(*t.get_ref()) {
-        Ok(v) if v > 0 => Some(v),
+        Ok(v) if (1..=super::MAX_TIMEOUT_SECS).contains(&v) => Some(v),
         _ => {
             cx.error(
                 "fsm::invalid-field",
                 t.span(),
-                format!("timeout_secs = {} is not a positive number", t.get_ref()),
-                "give the timeout in whole seconds, at least 1".into(),
+                format!(
+                    "timeout_secs = {} is out of range (1 to {})",
+                    t.get_ref(),
+                    super::MAX_TIMEOUT_SECS
+                ),
+                "give the timeout in whole seconds, at least 1 and at most a year".into(),
             );
             None
         }

@@ -361,7 +361,7 @@ impl Machine {
             .map(|(id, s)| match s.agent() {
                 Some(a) => {
                     let run = timeout(id, a).saturating_mul(a.attempts_per_visit() as u32);
-                    let ms = (run + a.worst_retry_wait()).as_millis();
+                    let ms = run.saturating_add(a.worst_retry_wait()).as_millis();
                     u64::try_from(ms).unwrap_or(u64::MAX)
                 }
                 None => 0,

@@ -46,6 +46,11 @@ pub use machine::{State, Transition};
 #[allow(unused_imports)]
 pub use recovery::{CatchRule, Jitter, MAX_DELAY_SECS, MAX_RETRY_ATTEMPTS, RetryRule};
 
+/// The longest timeout a state may set: a year, as the config files'
+/// durations (`duration_secs` in `schemas/common.schema.json`). Bounded so
+/// that no sum of a workflow's worst case can overflow.
+pub const MAX_TIMEOUT_SECS: u64 = 31_536_000;
+
 /// The event the orchestrator raises when an agent state's invocation made
 /// no progress (an executor that changed nothing, the same test failure
 /// again). No emit rule produces it; a state that does not handle it never

@@ -178,7 +178,9 @@ pub fn ceiling(project: &Project, workflow: &Workflow) -> Ceiling {
     let machine = &workflow.machine;
     let grace = Duration::from_secs(runtimes.timeouts.kill_grace_secs);
     let wall = machine.worst_wall_time(|state, spec| match workflow.agent(state) {
-        Some(agent) => worst_timeout(runtimes, agent, spec, &machine.state(state).name) + grace,
+        Some(agent) => {
+            worst_timeout(runtimes, agent, spec, &machine.state(state).name).saturating_add(grace)
+        }
         None => Duration::ZERO,
     });
     let budget = &runtimes.budget;

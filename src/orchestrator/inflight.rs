@@ -119,7 +119,10 @@ pub(super) fn stop_orphan(process: ProcessIds, grace: Duration) -> bool {
         "stopping the agent a crashed modix left running"
     );
     let _ = killpg(group, Signal::SIGTERM);
-    let deadline = Instant::now() + grace;
+    let now = Instant::now();
+    let deadline = now
+        .checked_add(grace)
+        .unwrap_or(now + Duration::from_secs(86_400));
     while Instant::now() < deadline && killpg(group, None).is_ok() {
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -690,6 +690,86 @@ fn paths_stay_inside_the_project_and_secrets_are_never_echoed() {
     OUTSIDE.iter().for_each(check);
 }
 
+/// A duration no machine could wait out (and whose sums would overflow):
+/// refused where it is written, before any command adds it up.
+const DURATIONS: &[Case] = &[
+    Case {
+        name: "a state's timeout of i64::MAX seconds",
+        setup: |sb| {
+            override_workflow(sb, |t| {
+                t.replacen(
+                    "output = \"task_spec\"\n",
+                    "output = \"task_spec\"\ntimeout_secs = 9223372036854775807\n",
+                    1,
+                )
+            })
+        },
+        expect: &[
+            "fsm::invalid-field",
+            "timeout_secs = 9223372036854775807 is out of range (1 to 31536000)",
+        ],
+        never: &["panicked", "overflow"],
+    },
+    Case {
+        name: "a kill grace of u64::MAX seconds",
+        setup: |sb| {
+            sb.edit_json(".modix/runtimes.json", |v| {
+                v["timeouts"]["kill_grace_secs"] = u64::MAX.into()
+            })
+        },
+        expect: &[
+            "config::schema",
+            "18446744073709551615 is greater than the maximum of 31536000",
+            "/timeouts/kill_grace_secs",
+        ],
+        never: &["panicked", "overflow"],
+    },
+    Case {
+        name: "a default timeout of a century",
+        setup: |sb| {
+            sb.edit_json(".modix/runtimes.json", |v| {
+                v["timeouts"]["default_secs"] = 3_153_600_000u64.into()
+            })
+        },
+        expect: &["config::schema", "/timeouts/default_secs"],
+        never: &["panicked"],
+    },
+    Case {
+        name: "an unbounded capture",
+        setup: |sb| {
+            sb.edit_json(".modix/runtimes.json", |v| {
+                v["output"]["max_capture_bytes"] = u64::MAX.into()
+            })
+        },
+        expect: &["config::schema", "/output/max_capture_bytes"],
+        never: &["panicked"],
+    },
+];
+
+#[test]
+fn durations_past_a_year_are_refused_where_they_are_written() {
+    DURATIONS.iter().for_each(check);
+    // The largest allowed, everywhere at once, adds up without overflow.
+    let sb = gated();
+    override_workflow(&sb, |t| {
+        t.replace(
+            "output = \"task_spec\"\n",
+            "output = \"task_spec\"\ntimeout_secs = 31536000\n",
+        )
+    });
+    sb.edit_json(".modix/runtimes.json", |v| {
+        v["timeouts"]["kill_grace_secs"] = 31_536_000.into();
+        v["timeouts"]["default_secs"] = 31_536_000.into();
+    });
+    sb.modix().arg("validate").assert().success();
+    for args in [&["fsm", "check"][..], &["fsm", "show", "plan_execute_test"]] {
+        let out = sb.modix().args(args).output().unwrap();
+        let text = output_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{args:?}\n{text}");
+        assert!(!text.contains("panicked"), "{text}");
+    }
+}
+
 /// The project's own config files are confined as the files they name are:
 /// one that is a symlink out of `.modix/` is refused unread, so no syntax
 /// error quotes the other file, by `validate` and by `go`.
