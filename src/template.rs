@@ -22,6 +22,29 @@ mod only;
 /// The largest prompt template modix reads.
 pub const MAX_BYTES: u64 = 1 << 20;
 
+/// Most operators one tag may chain (`|`, `.`, `[`, `(`, `-`, `not`, …).
+/// minijinja parses, compiles and drops an expression by recursion, one
+/// level per operator, and does not bound most of them: a 20 KB chain of
+/// `-` overflowed the stack and aborted modix. A prompt's tags use a few
+/// each; this many stay a small fraction of any thread's stack (a test
+/// compiles and renders them on a 256 KiB one).
+pub const MAX_OPERATORS: usize = 256;
+
+/// Instructions one rendering may run: loops within loops otherwise render
+/// for as long as their ranges multiply to (minijinja bounds each range,
+/// not the product). Far above any prompt's needs (a few thousand; a
+/// `shared` history of 10,000 messages shown in a loop, a few hundred
+/// thousand), about a second of rendering at most.
+const FUEL: u64 = 30_000_000;
+
+/// The most a rendered prompt may hold: a loop over a long value repeats
+/// it into memory as fast as it can write.
+pub const MAX_RENDERED: usize = 32 << 20;
+
+/// Nested macro calls at most (minijinja's default is 500): each is a
+/// level of the engine's recursion on the rendering thread's stack.
+const RECURSION: usize = 100;
+
 /// The environment every prompt is checked and rendered in. Names are
 /// checked statically against the context package ([`check`]); below them
 /// the free-form fields (`task_spec`, `previous_result`, `brain.params`)
@@ -30,8 +53,78 @@ pub const MAX_BYTES: u64 = 1 << 20;
 pub fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Chainable);
+    env.set_fuel(Some(FUEL));
+    env.set_recursion_limit(RECURSION);
     env.add_filter("tojson", tojson);
     env
+}
+
+/// A tag that chains more than [`MAX_OPERATORS`] operators: refused before
+/// minijinja sees the template (see there).
+fn too_deep(source: &str) -> Option<Problem> {
+    const WORDS: [&str; 7] = ["not", "and", "or", "is", "in", "if", "else"];
+    for tag in tags(source) {
+        let code = without_strings(tag.text(source));
+        let symbols = code
+            .bytes()
+            .filter(|b| b"|.[(-+*/%~<>=!".contains(b))
+            .count();
+        let words = code
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| WORDS.contains(w))
+            .count();
+        if symbols + words > MAX_OPERATORS {
+            return Some(Problem {
+                code: "template::too-deep",
+                message: format!(
+                    "this tag chains {} operators; a tag may chain at most {MAX_OPERATORS}",
+                    symbols + words
+                ),
+                help: "split the expression over several `{% set %}` tags, or move the work out of the template".into(),
+                span: Some(tag.inner.clone()),
+            });
+        }
+    }
+    None
+}
+
+/// Renders `template` into at most [`MAX_RENDERED`] bytes.
+fn render_capped(
+    template: &minijinja::Template<'_, '_>,
+    ctx: impl Into<minijinja::Value>,
+) -> Result<String, minijinja::Error> {
+    struct Capped(Vec<u8>);
+    impl std::io::Write for Capped {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if self.0.len() + b.len() > MAX_RENDERED {
+                return Err(std::io::Error::other("too large"));
+            }
+            self.0.extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = Capped(Vec::with_capacity(template.source().len() * 2));
+    match template.render_captured_to(ctx, &mut out) {
+        Ok(_) => Ok(String::from_utf8(out.0)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())),
+        Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "rendering ran past {FUEL} steps and was stopped; a loop within a loop over large ranges?"
+            ),
+        )),
+        Err(e) if e.kind() == ErrorKind::WriteFailure => Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "the rendered prompt grows past {} MiB; a prompt that large is a loop gone wrong",
+                MAX_RENDERED >> 20
+            ),
+        )),
+        Err(e) => Err(e),
+    }
 }
 
 /// The built-in `tojson`, with the last text it wrote kept for the same
@@ -97,6 +190,9 @@ pub fn render(name: &str, source: &str, ctx: &impl Serialize) -> Result<String, 
                 *env = environment();
                 reads.clear();
             }
+            if let Some(p) = too_deep(source) {
+                return Err(minijinja::Error::new(ErrorKind::SyntaxError, p.message));
+            }
             env.add_template_owned(name.to_owned(), source.to_owned())?;
             let names = env.get_template(name)?.undeclared_variables(false);
             reads.insert(
@@ -110,8 +206,8 @@ pub fn render(name: &str, source: &str, ctx: &impl Serialize) -> Result<String, 
             .and_then(Option::as_ref)
             .and_then(|names| only::only(ctx, names));
         match part {
-            Some(part) => template.render(part),
-            None => template.render(minijinja::value::Serde(ctx)),
+            Some(part) => render_capped(&template, part),
+            None => render_capped(&template, minijinja::value::Serde(ctx)),
         }
     })
 }
@@ -159,6 +255,9 @@ pub struct Problem {
 
 /// Every problem of the template `source` (named `name` in messages).
 pub fn check(name: &str, source: &str) -> Vec<Problem> {
+    if let Some(p) = too_deep(source) {
+        return vec![p];
+    }
     let env = environment();
     let template = match env.template_from_named_str(name, source) {
         Ok(t) => t,
@@ -787,6 +886,77 @@ mod tests {
 
     fn codes(source: &str) -> Vec<&'static str> {
         check("t.md", source).into_iter().map(|p| p.code).collect()
+    }
+
+    /// A tag at the limit, of every operator minijinja recurses on, is
+    /// compiled, rendered and dropped (or refused by minijinja's own
+    /// bound, for nested brackets) on a thread of a 2 MiB stack, a quarter
+    /// of the main thread's, even unoptimised; one more is refused before
+    /// minijinja parses it.
+    #[test]
+    fn deep_tags_stop_at_the_limit_and_the_limit_fits_the_stack() {
+        let n = MAX_OPERATORS;
+        let at_limit = [
+            format!("{{{{ {}1 }}}}", "-".repeat(n)),
+            format!("{{{{ epic{} }}}}", "|lower".repeat(n)),
+            format!("{{{{ {}true }}}}", "not ".repeat(n)),
+            format!("{{{{ 1{} }}}}", " + 1".repeat(n)),
+            format!("{{{{ task_spec{} }}}}", ".x".repeat(n)),
+            format!("{{% if {}true %}}x{{% endif %}}", "not ".repeat(n - 1)),
+            format!("{{{{ {}1{} }}}}", "(".repeat(n / 2), ")".repeat(n / 2)),
+            format!("{{{{ {}1{} }}}}", "[".repeat(n), "]".repeat(n)),
+        ];
+        let rendered = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                at_limit
+                    .iter()
+                    .map(|t| {
+                        assert!(too_deep(t).is_none(), "{t}");
+                        let problems = check("t.md", t);
+                        let ok = render("deep.md", t, &serde_json::json!({"epic": "E"})).is_ok();
+                        (problems.is_empty(), ok)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .unwrap()
+            .join()
+            .expect("no overflow at the limit");
+        // Brackets nest past minijinja's own bound first: refused by it.
+        assert_eq!(&rendered[6..], [(false, false), (false, false)]);
+        assert!(
+            rendered[..6].iter().all(|r| *r == (true, true)),
+            "{rendered:?}"
+        );
+        for over in [
+            format!("{{{{ {}1 }}}}", "-".repeat(n + 1)),
+            format!("{{{{ epic{} }}}}", "|e".repeat(40_000)),
+            format!("x {{% set a = {}1 %}} y", "not ".repeat(n + 1)),
+        ] {
+            assert_eq!(codes(&over), ["template::too-deep"], "{over}");
+            let e = render("over.md", &over, &serde_json::json!({"epic": "E"})).unwrap_err();
+            assert!(e.to_string().contains("at most 256"), "{e}");
+        }
+        // Operators inside strings are text, not operators.
+        let quoted = format!("{{{{ \"{}\" }}}}", "-|".repeat(1000));
+        assert!(too_deep(&quoted).is_none());
+    }
+
+    #[test]
+    fn rendering_is_bounded_in_steps_and_in_size() {
+        let ctx = serde_json::json!({"epic": "E".repeat(1 << 20)});
+        let endless =
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
+        let t0 = std::time::Instant::now();
+        let e = render("loops.md", endless, &ctx).unwrap_err();
+        assert!(e.to_string().contains("ran past 30000000 steps"), "{e}");
+        assert!(t0.elapsed() < std::time::Duration::from_secs(30));
+        let huge = "{% for i in range(100000) %}{{ epic }}{% endfor %}";
+        let e = render("huge.md", huge, &ctx).unwrap_err();
+        assert!(e.to_string().contains("grows past 32 MiB"), "{e}");
+        // Under both bounds, it renders.
+        let fine = "{% for i in range(31) %}{{ epic }}{% endfor %}";
+        assert_eq!(render("fine.md", fine, &ctx).unwrap().len(), 31 << 20);
     }
 
     #[test]

@@ -224,3 +224,36 @@ fn a_bad_epic_file_is_a_usage_error_naming_it() {
         "nothing recorded"
     );
 }
+
+/// A prompt whose loops multiply past any use passes `validate` (each
+/// range is small enough) but is stopped while it renders, quickly, with
+/// a message saying why; no agent starts, in a dry run or a real one.
+#[test]
+fn a_prompt_that_would_render_forever_is_stopped() {
+    let (sb, marker) = example_with_marker();
+    let prompt = sb.root().join(".modix/prompts/planner.md");
+    std::fs::write(
+        &prompt,
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ epic }}\n",
+    )
+    .unwrap();
+    sb.modix().arg("validate").assert().success();
+    for args in [
+        &["go", "--dry-run", "Fix mean()"][..],
+        &["go", "Fix mean()"],
+    ] {
+        let t0 = std::time::Instant::now();
+        let out = sb.modix().args(args).output().unwrap();
+        let text = output_text(&out);
+        assert_ne!(out.status.code(), Some(0), "{args:?}\n{text}");
+        assert!(
+            text.contains("rendering ran past 30000000 steps"),
+            "{args:?}\n{text}"
+        );
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "{args:?}"
+        );
+    }
+    assert!(!marker.exists(), "an agent started");
+}

@@ -746,6 +746,37 @@ const DURATIONS: &[Case] = &[
     },
 ];
 
+/// Expressions minijinja would recurse on past the stack (it aborted
+/// modix): refused by their length of chain, before minijinja parses them.
+const DEEP: &[Case] = &[
+    Case {
+        name: "a chain of 40,000 filters",
+        setup: |sb| {
+            let text = format!("{{{{ epic{} }}}}\n", "|e".repeat(40_000));
+            std::fs::write(sb.root().join(".modix/prompts/planner.md"), text).unwrap();
+        },
+        expect: &[
+            "template::too-deep",
+            "this tag chains 40000 operators; a tag may chain at most 256",
+        ],
+        never: &["overflowed", "panicked"],
+    },
+    Case {
+        name: "20,000 unary minus",
+        setup: |sb| {
+            let text = format!("Plan it.\n{{% set x = {}1 %}}\n", "-".repeat(20_000));
+            std::fs::write(sb.root().join(".modix/prompts/planner.md"), text).unwrap();
+        },
+        expect: &["template::too-deep", "planner.md:2:"],
+        never: &["overflowed", "panicked"],
+    },
+];
+
+#[test]
+fn a_template_too_deep_for_the_engine_is_refused() {
+    DEEP.iter().for_each(check);
+}
+
 #[test]
 fn durations_past_a_year_are_refused_where_they_are_written() {
     DURATIONS.iter().for_each(check);
