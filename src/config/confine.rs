@@ -157,7 +157,7 @@ pub fn resolve(modix_dir: &Path, rel: &str) -> Result<Resolved, PathProblem> {
 }
 
 /// What a non-regular file is, for messages; `None` for a regular file.
-fn kind_of(t: &std::fs::FileType) -> Option<&'static str> {
+pub(crate) fn kind_of(t: &std::fs::FileType) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt as _;
     if t.is_file() {
         None

@@ -223,6 +223,34 @@ impl fmt::Debug for Store {
     }
 }
 
+/// The database and the files SQLite keeps beside it are regular files, or
+/// absent: SQLite would wait forever for a FIFO to be written, and fail
+/// obscurely on a directory or a device.
+fn files_are_files(path: &Path) -> Result<(), StoreError> {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        let file = PathBuf::from(file);
+        let Ok(meta) = std::fs::metadata(&file) else {
+            continue;
+        };
+        if let Some(kind) = crate::config::confine::kind_of(&meta.file_type()) {
+            let what = match suffix {
+                "" => "it".to_owned(),
+                _ => format!("its `{suffix}` file {}", file.display()),
+            };
+            return Err(StoreError::Invalid {
+                path: path.to_path_buf(),
+                message: format!(
+                    "{what} is {kind}, not a file; move it out of the way (without the \
+                     database modix starts a new record)"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Store {
     /// Open (creating the file if needed) and migrate the database at `path`.
     /// The parent directory must exist: `.modix/` is the caller's business.
@@ -230,6 +258,7 @@ impl Store {
     /// A write is on disk when its call returns, even across power loss;
     /// a step, before anything depends on it (see `durable`).
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        files_are_files(path)?;
         let open_err = |source| StoreError::Open {
             path: path.to_path_buf(),
             source,
@@ -273,6 +302,7 @@ impl Store {
     /// (no write access to the folder), the file is read as immutable.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         use rusqlite::OpenFlags;
+        files_are_files(path)?;
         let open = |uri: String| {
             let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
             let conn = Connection::open_with_flags(uri, flags)?;

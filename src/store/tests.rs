@@ -1897,3 +1897,39 @@ fn texts_made_while_the_agent_runs_are_stored_as_the_commit_would_store_them() {
     assert_eq!(refs[0], refs[1]);
     assert_intact(&store);
 }
+
+/// A FIFO, a directory or a device where the database or its log belongs is
+/// refused at once, by name: SQLite would wait forever to read a FIFO.
+#[test]
+fn what_is_not_a_file_where_the_database_belongs_is_refused_at_once() {
+    use nix::sys::stat::Mode;
+    for (suffix, make) in [("", "fifo"), ("-wal", "fifo"), ("-shm", "dir"), ("", "dir")] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db(&dir);
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        match make {
+            "fifo" => nix::unistd::mkfifo(std::path::Path::new(&file), Mode::S_IRWXU).unwrap(),
+            _ => std::fs::create_dir(&file).unwrap(),
+        }
+        let t0 = std::time::Instant::now();
+        for read_only in [false, true] {
+            let e = match read_only {
+                false => Store::open(&path).unwrap_err(),
+                true => Store::open_read_only(&path).unwrap_err(),
+            };
+            let text = e.to_string();
+            let kind = if make == "fifo" {
+                "a FIFO (named pipe)"
+            } else {
+                "a directory"
+            };
+            assert!(text.contains(&format!("is {kind}, not a file")), "{text}");
+            assert!(
+                suffix.is_empty() || text.contains(&format!("its `{suffix}` file")),
+                "{text}"
+            );
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+    }
+}

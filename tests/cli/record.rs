@@ -1343,3 +1343,36 @@ fn a_context_reads_back_as_its_agent_saw_it_and_stores_each_message_once() {
     assert!(text.contains("modix.db"), "{text}");
     assert!(!text.contains("no invocation"), "{text}");
 }
+
+/// A FIFO where the run database belongs: every command that reads or
+/// writes the record says so at once instead of waiting on it forever.
+#[test]
+fn a_fifo_in_place_of_the_record_is_named_not_waited_on() {
+    let sb = Sandbox::example();
+    let db = sb.root().join(".modix/modix.db");
+    nix::unistd::mkfifo(&db, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    for args in [
+        &["history"][..],
+        &["status"],
+        &["history", "last"],
+        &["go", "Fix mean()"],
+    ] {
+        let t0 = std::time::Instant::now();
+        let out = sb
+            .modix()
+            .args(args)
+            .timeout(std::time::Duration::from_secs(30))
+            .output()
+            .unwrap();
+        let text = output_text(&out);
+        assert!(!out.status.success(), "{args:?}\n{text}");
+        assert!(
+            text.contains("is a FIFO (named pipe), not a file"),
+            "{args:?}\n{text}"
+        );
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "{args:?}"
+        );
+    }
+}
