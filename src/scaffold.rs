@@ -43,9 +43,16 @@ pub enum FileAction {
     Rewritten,
 }
 
+/// Why `--shell NAME` names no shell modix can bind.
 #[derive(Debug, thiserror::Error)]
-#[error("unknown shell `{0}`")]
-pub struct UnknownShell(pub String);
+pub enum UnknownShell {
+    #[error("unknown shell `{0}`")]
+    Unknown(String),
+    /// A file of the project's `.modix/` that says which shells it has
+    /// cannot be read or parsed.
+    #[error("{0}")]
+    Unreadable(String),
+}
 
 /// The brain a preset shell talks to by default.
 fn brain_for(shell: &str) -> &'static str {
@@ -56,15 +63,29 @@ fn brain_for(shell: &str) -> &'static str {
     }
 }
 
-/// A JSON file of the project's existing `.modix/`, if it reads.
-fn existing(root: &Path, name: &str) -> Option<Value> {
-    let text = std::fs::read_to_string(root.join(MODIX_DIR).join(name)).ok()?;
-    serde_json::from_str(&text).ok()
+/// A JSON file of the project's existing `.modix/` (`None`: there is
+/// none), read as `validate` reads it: confined to `.modix/`, a regular
+/// file (a FIFO would block the read forever), of a config file's size.
+fn existing(root: &Path, name: &str) -> Result<Option<Value>, String> {
+    use crate::config::confine::{self, PathProblem};
+    let shown = format!("`.modix/{name}`");
+    let modix_dir = root.join(MODIX_DIR);
+    let text = confine::resolve(&modix_dir, name)
+        .and_then(|r| confine::read_text(&r.path, crate::config::source::MAX_FILE_BYTES));
+    match text {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| format!("{shown} is not valid JSON ({e}); `modix validate` shows where")),
+        Err(PathProblem::Missing) => Ok(None),
+        Err(p) => Err(p.message(&shown)),
+    }
 }
 
 /// The names of the shells the project's existing `shells.json` defines.
 pub fn existing_shells(root: &Path) -> Vec<String> {
     existing(root, "shells.json")
+        .ok()
+        .flatten()
         .and_then(|v| {
             v.get("shells")?
                 .as_object()
@@ -121,9 +142,9 @@ fn custom_binding(
     default_brain: Option<&str>,
     detected: Vec<(String, PathBuf)>,
 ) -> Result<Binding, UnknownShell> {
-    let shells = existing(root, "shells.json");
+    let shells = existing(root, "shells.json").map_err(UnknownShell::Unreadable)?;
     let Some(entry) = shells.as_ref().and_then(|v| v.get("shells")?.get(name)) else {
-        return Err(UnknownShell(name.to_owned()));
+        return Err(UnknownShell::Unknown(name.to_owned()));
     };
     let preset = entry.get("preset").and_then(Value::as_str);
     let binary = entry
@@ -133,6 +154,7 @@ fn custom_binding(
         .or_else(|| preset.and_then(presets::preset).map(|p| p.binary))
         .unwrap_or_else(|| name.to_owned());
     let brains: Vec<String> = existing(root, "brains.json")
+        .map_err(UnknownShell::Unreadable)?
         .and_then(|v| {
             v.get("brains")?
                 .as_object()
@@ -140,7 +162,7 @@ fn custom_binding(
         })
         .unwrap_or_default();
     // The brain the project already pairs with this shell, if any.
-    let paired = existing(root, "agents.json").and_then(|v| {
+    let paired = existing(root, "agents.json").ok().flatten().and_then(|v| {
         v.get("agents")?.as_object()?.values().find_map(|a| {
             (a.get("shell")?.as_str()? == name)
                 .then(|| a.get("brain")?.as_str().map(str::to_owned))?

@@ -35,6 +35,15 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Exit, Error> {
         ctx.settings.default_brain.as_deref(),
     )
     .map_err(|e| {
+        let name = match &e {
+            scaffold::UnknownShell::Unknown(name) => name,
+            scaffold::UnknownShell::Unreadable(why) => {
+                return Error::usage(
+                    why.clone(),
+                    "fix or remove the file (`modix validate` says what is wrong), then run `modix init` again",
+                );
+            }
+        };
         let mut known: Vec<String> = crate::config::presets::PRESET_NAMES
             .iter()
             .map(|s| (*s).to_owned())
@@ -49,7 +58,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Exit, Error> {
             format!(
                 "{} (another one: define it in .modix/shells.json first)",
                 crate::diagnostics::unknown_name_help(
-                    &e.0,
+                    name,
                     "shell",
                     known.iter().map(String::as_str)
                 )

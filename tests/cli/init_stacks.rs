@@ -234,3 +234,43 @@ fn init_shell_accepts_a_shell_the_project_defines() {
         output_text(&out)
     );
 }
+
+/// `init --shell NAME` reads the project's shells as `validate` does: a
+/// FIFO is named (its read would block forever), a symlink out of the
+/// project is not read, and a broken file is said to be broken — never
+/// reported as an unknown shell. Nothing is written.
+#[test]
+fn init_shell_says_why_the_projects_shells_cannot_be_read() {
+    type BreakIt = fn(&std::path::Path);
+    let cases: [(&str, BreakIt); 3] = [
+        ("is a FIFO (named pipe), not a file", |p| {
+            nix::unistd::mkfifo(p, nix::sys::stat::Mode::S_IRWXU).unwrap()
+        }),
+        ("is not valid JSON (EOF while parsing", |p| {
+            std::fs::write(p, r#"{"shells": {"scripted": {"binary": "x""#).unwrap()
+        }),
+        (
+            "outside the project's .modix/ folder (through a symlink)",
+            |p| std::os::unix::fs::symlink("/etc/passwd", p).unwrap(),
+        ),
+    ];
+    for (said, break_it) in cases {
+        let sb = Sandbox::example();
+        let shells = sb.root().join(".modix/shells.json");
+        std::fs::remove_file(&shells).unwrap();
+        break_it(&shells);
+        let agents = sb.read(".modix/agents.json");
+        let out = sb
+            .modix()
+            .args(["init", "--force", "--shell", "scripted"])
+            .timeout(std::time::Duration::from_secs(30))
+            .output()
+            .unwrap();
+        let text = output_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{said}\n{text}");
+        assert!(text.contains(said), "{text}");
+        assert!(!text.contains("unknown shell"), "{text}");
+        assert!(!text.contains("root:x:0:0"), "{text}");
+        assert_eq!(sb.read(".modix/agents.json"), agents, "nothing written");
+    }
+}
