@@ -135,6 +135,26 @@ impl Catalog {
                 project_ids.insert(id, display);
             }
         }
+        self.stems_stand_for_ids(&project_ids);
+    }
+
+    /// A project file whose id could not be read (unreadable, or broken
+    /// before its `id`) stands for the id its name says, unless another
+    /// project file defines that id: `fsm/review.toml` broken must not let
+    /// `fsm show review` show the built-in `review` as if nothing were
+    /// wrong, when it is that file that `go` would refuse.
+    fn stems_stand_for_ids(&mut self, project_ids: &BTreeMap<String, String>) {
+        for (index, e) in self.entries.iter().enumerate() {
+            let (None, Source::File(path)) = (&e.id, &e.source) else {
+                continue;
+            };
+            let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            if !project_ids.contains_key(stem) {
+                self.by_id.insert(stem.to_owned(), index);
+            }
+        }
     }
 
     /// An FSM file that could not be read: reported, and loaded as nothing.

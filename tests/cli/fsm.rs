@@ -546,3 +546,44 @@ fn graph_dot_renders_with_graphviz() {
         Err(_) => eprintln!("note: Graphviz `dot` not on PATH; skipped rendering the dot output"),
     }
 }
+
+/// A project file too broken to say its id stands for the id its name
+/// says: naming that id shows the file's errors, not the built-in it was
+/// meant to replace as if nothing were wrong. A broken file of another
+/// name does not hide a built-in.
+#[test]
+fn a_broken_override_is_what_its_id_shows() {
+    let sb = project(&[("plan_execute_test.toml", "garbage [[[\n")]);
+    for args in [
+        &["fsm", "show", "plan_execute_test"][..],
+        &["fsm", "graph", "plan_execute_test"],
+        &["fsm", "check", "plan_execute_test"],
+    ] {
+        let r = run(&sb, args);
+        assert_eq!(r.code, 2, "{args:?}\n{}\n{}", r.stdout, r.stderr);
+        assert!(
+            r.stderr
+                .contains(".modix/fsm/plan_execute_test.toml:1:9: error[fsm::syntax]"),
+            "{args:?}\n{}",
+            r.stderr
+        );
+    }
+    let r = run(&sb, &["fsm", "show", "plan_execute_test", "--json"]);
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("fsm::syntax"), "{}", r.stdout);
+    let r = run(&sb, &["fsm", "list"]);
+    assert!(!r.stdout.contains("plan_execute_test"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("some FSM files have errors"),
+        "{}",
+        r.stderr
+    );
+
+    let sb = project(&[("mine.toml", "garbage [[[\n")]);
+    let r = run(&sb, &["fsm", "show", "plan_execute_test"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("(built-in)"), "{}", r.stdout);
+    let r = run(&sb, &["fsm", "show", "mine"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("mine.toml:1:9"), "{}", r.stderr);
+}
