@@ -56,7 +56,53 @@ pub fn environment() -> Environment<'static> {
     env.set_fuel(Some(FUEL));
     env.set_recursion_limit(RECURSION);
     env.add_filter("tojson", tojson);
+    env.add_filter("indent", indent);
+    env.add_filter("slice", slice);
     env
+}
+
+/// The largest width, indent or count a filter may be given: the built-in
+/// `indent`, `tojson` and `slice` allocate that much per line or item
+/// before anything could stop them (`indent(100000000)` of 100 lines asked
+/// for 10 GB and aborted modix).
+const MAX_FILTER_SIZE: usize = 1024;
+
+/// `size` as a filter's argument, or an error naming it.
+fn within(filter: &str, what: &str, size: Option<usize>) -> Result<(), minijinja::Error> {
+    match size {
+        Some(n) if n > MAX_FILTER_SIZE => Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!("{filter}: a {what} of {n} is more than {MAX_FILTER_SIZE}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The built-in `indent`, its width bounded ([`MAX_FILTER_SIZE`]).
+fn indent(
+    value: minijinja::value::StringInput<'_>,
+    width: Option<usize>,
+    first: Option<bool>,
+    blank: Option<bool>,
+    kwargs: minijinja::value::Kwargs,
+) -> Result<minijinja::Value, minijinja::Error> {
+    let asked = match width {
+        Some(w) => Some(w),
+        None => kwargs.peek::<Option<usize>>("width")?,
+    };
+    within("indent", "width", asked)?;
+    minijinja::filters::indent(value, width, first, blank, kwargs)
+}
+
+/// The built-in `slice`, its count bounded ([`MAX_FILTER_SIZE`]).
+fn slice(
+    state: &minijinja::State,
+    value: minijinja::Value,
+    count: usize,
+    fill_with: Option<minijinja::Value>,
+) -> Result<minijinja::Value, minijinja::Error> {
+    within("slice", "count", Some(count))?;
+    minijinja::filters::slice(state, value, count, fill_with)
 }
 
 /// A tag that chains more than [`MAX_OPERATORS`] operators: refused before
@@ -157,6 +203,11 @@ fn tojson(
             return Ok(text);
         }
     }
+    let width = match &indent {
+        Some(i) => i.as_usize(),
+        None => args.peek::<Option<usize>>("indent").ok().flatten(),
+    };
+    within("tojson", "indent", width)?;
     let text = minijinja::filters::tojson(value, indent.clone(), args)?;
     if key.is_some() {
         LAST.set(Some((value.clone(), indent, text.clone())));
@@ -940,6 +991,29 @@ mod tests {
         // Operators inside strings are text, not operators.
         let quoted = format!("{{{{ \"{}\" }}}}", "-|".repeat(1000));
         assert!(too_deep(&quoted).is_none());
+    }
+
+    #[test]
+    fn filters_that_allocate_by_their_argument_are_bounded() {
+        let ctx = serde_json::json!({"epic": "a\nb\nc"});
+        for t in [
+            "{{ epic | indent(100000000) }}",
+            "{{ epic | indent(width=100000000) }}",
+            "{{ [1, 2] | slice(100000000) | list }}",
+            "{{ epic | tojson(indent=100000000) }}",
+            "{{ {'a': 1} | tojson(100000000) }}",
+        ] {
+            let e = render("big.md", t, &ctx).unwrap_err();
+            assert!(e.to_string().contains("is more than 1024"), "{t}: {e}");
+        }
+        for (t, want) in [
+            ("{{ epic | indent(2) }}", "a\n  b\n  c"),
+            ("{{ epic | indent(width=1, first=true) }}", " a\n b\n c"),
+            ("{{ [1, 2, 3] | slice(2) | list }}", "[[1, 2], [3]]"),
+            ("{{ {'a': 1} | tojson(indent=1) }}", "{\n \"a\": 1\n}"),
+        ] {
+            assert_eq!(render("ok.md", t, &ctx).unwrap(), want, "{t}");
+        }
     }
 
     #[test]
