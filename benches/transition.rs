@@ -696,19 +696,29 @@ impl RecordFloor {
         let n = self.seq.get() + 1;
         self.seq.set(n);
         let at = jiff::Timestamp::now().to_string();
-        // What modix's step part of the package holds (~3.9 KB, new at
-        // every step): the attempt, and the step it came from with its answer.
-        let reason = &v["summary"].as_str().expect("summary")[..800];
-        let context_now = format!(
-            r#"{{"attempt":{n},"came_from":{{"event":"again","output":{},"reason":{reason:?}}}}}"#,
-            stdout.trim_end()
-        );
         let [context, argv, lifecycle, changes] = self.same;
         let c = &self.conn;
         c.execute_batch("BEGIN IMMEDIATE").expect("begin");
         // A prompt names its attempt: a new text at every step, as modix's.
         let prompt = self.put(&format!("{prompt}\nThis is attempt {n}."));
         let output = self.put(&stdout);
+        // What modix's step part of the package holds (~0.9 KB, new at
+        // every step, since store v17): the attempt, the step it came from
+        // and the feedback's first line (the answer both quote is the
+        // output's blob), the outputs by their blobs.
+        let reason = format!(
+            "tests passed: {}…",
+            &v["summary"].as_str().expect("summary")[..300]
+        );
+        let feedback = format!("WORK sent the work back (again): {reason}");
+        let context_now = serde_json::json!({
+            "attempt": n, "next_task": null, "notes": [], "pending": [], "previous_result": null,
+            "came_from": {"event": "again", "reason": reason, "seq": n, "state": "WORK"},
+            "feedback": {"quoting_came_from_output": feedback},
+            "outputs": {"PLAN": {"output_blob": argv, "schema": "task_spec", "seq": 1},
+                        "WORK": {"output_blob": output, "schema": "test_result", "seq": n}},
+        })
+        .to_string();
         c.prepare_cached(
             "INSERT INTO invocations (run_id, n, state, agent, attempt, lifecycle_fsm, lifecycle, \
              argv, prompt, context, started_at, ended_at, status, outcome, exit_code, \
