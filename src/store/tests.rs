@@ -1713,6 +1713,30 @@ fn output_step(from: &str, to: &str, state: &str, payload: Value) -> Step {
     s
 }
 
+/// Records the step `test -go-> done` with an invocation that read
+/// `context` (its texts made with `quotes`, as the engine makes them), and
+/// returns the package's step part as the store keeps it.
+fn record_package(store: &mut Store, run_id: &str, context: &Value, quotes: &Quotes<'_>) -> String {
+    let mut inv = new_invocation();
+    inv.context = context.clone();
+    inv.texts = Some(
+        store
+            .input_texts(&inv.argv, &inv.prompt, context, quotes)
+            .unwrap(),
+    );
+    let mut s = step("test", "go", "done");
+    s.invocation = Some(inv);
+    store.record_step(run_id, &s).unwrap();
+    store
+        .conn
+        .query_row(
+            "SELECT context_now FROM invocations ORDER BY id DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
 #[test]
 fn a_package_refers_to_the_messages_it_quotes_and_reads_back_whole() {
     let secret = "sk-ant-api03-QUOTED-PAYLOAD-0123456789";
@@ -1759,22 +1783,9 @@ fn a_package_refers_to_the_messages_it_quotes_and_reads_back_whole() {
         outputs: messages.iter().map(quote).collect(),
         history: messages.iter().map(quote).collect(),
     };
-    let mut inv = new_invocation();
-    inv.context = context.clone();
-    inv.texts = Some(
-        store
-            .input_texts(&inv.argv, &inv.prompt, &context, &quotes)
-            .unwrap(),
-    );
-    let mut s = step("test", "go", "done");
-    s.invocation = Some(inv);
-    store.record_step(&run.id, &s).unwrap();
+    let stored = record_package(&mut store, &run.id, &context, &quotes);
 
     assert_eq!(store.invocation(&run.id, 1).unwrap().context, context);
-    let stored: String = store
-        .conn
-        .query_row("SELECT context_now FROM invocations", [], |r| r.get(0))
-        .unwrap();
     let stored: Value = serde_json::from_str(&stored).unwrap();
     let blob = |i: usize| json!(messages[i].payload_blob);
     assert_eq!(stored["outputs"]["plan"].get("output"), None, "{stored}");
@@ -1821,21 +1832,8 @@ fn a_feedback_quoting_the_output_that_sent_the_work_back_is_stored_as_its_first_
         }],
         history: vec![],
     };
-    let mut inv = new_invocation();
-    inv.context = context.clone();
-    inv.texts = Some(
-        store
-            .input_texts(&inv.argv, &inv.prompt, &context, &quotes)
-            .unwrap(),
-    );
-    let mut s = step("test", "go", "done");
-    s.invocation = Some(inv);
-    store.record_step(&run.id, &s).unwrap();
+    let stored = record_package(&mut store, &run.id, &context, &quotes);
 
-    let stored: String = store
-        .conn
-        .query_row("SELECT context_now FROM invocations", [], |r| r.get(0))
-        .unwrap();
     assert!(stored.len() < 400, "{stored}");
     assert!(!stored.contains(secret), "{stored}");
     let stored: Value = serde_json::from_str(&stored).unwrap();
