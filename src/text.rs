@@ -57,6 +57,39 @@ pub fn escape_controls(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// [`escape_controls`], except that colour sequences (`ESC [ digits ; … m`,
+/// which only set colours and attributes) are kept: for text a colouring
+/// tool wrote (`git diff --color`). Every other escape — a cursor move, a
+/// screen clear, a title or clipboard write — is made visible.
+pub fn escape_controls_but_colour(s: &str) -> Cow<'_, str> {
+    if !s.contains('\u{1b}') {
+        return escape_controls(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut rest = s;
+    while let Some(at) = rest.find('\u{1b}') {
+        out.push_str(&escape_controls(&rest[..at]));
+        let after = &rest[at + 1..];
+        let params = after.strip_prefix('[').map(|p| {
+            p.len()
+                - p.trim_start_matches(|c: char| c.is_ascii_digit() || c == ';')
+                    .len()
+        });
+        match params {
+            Some(n) if after[1 + n..].starts_with('m') => {
+                out.push_str(&rest[at..at + 1 + 1 + n + 1]);
+                rest = &after[1 + n + 1..];
+            }
+            _ => {
+                out.push('\u{241b}');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(&escape_controls(rest));
+    Cow::Owned(out)
+}
+
 /// What [`escape_controls`] escapes.
 fn unsafe_on_terminal(c: char) -> bool {
     match c {
@@ -66,6 +99,23 @@ fn unsafe_on_terminal(c: char) -> bool {
         // what follows on screen ("Trojan source").
         '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => true,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod colour_tests {
+    use super::escape_controls_but_colour as keep;
+
+    #[test]
+    fn colours_stay_and_every_other_escape_is_shown() {
+        assert_eq!(keep("\u{1b}[31mred\u{1b}[0m"), "\u{1b}[31mred\u{1b}[0m");
+        assert_eq!(keep("\u{1b}[1;32m+x\u{1b}[m"), "\u{1b}[1;32m+x\u{1b}[m");
+        assert_eq!(keep("a\u{1b}]0;t\u{7}b"), "a␛]0;t␇b");
+        assert_eq!(keep("\u{1b}[2J\u{1b}[H"), "␛[2J␛[H");
+        assert_eq!(keep("end\u{1b}"), "end␛");
+        assert_eq!(keep("\u{1b}[31"), "␛[31");
+        assert_eq!(keep("\u{9b}31m plain\r\n"), "\\u{9b}31m plain\r\n");
+        assert_eq!(keep("plain\n"), "plain\n");
     }
 }
 

@@ -90,7 +90,7 @@ pub fn diff(ctx: &Ctx, args: &DiffArgs) -> Result<Exit, Error> {
             }
         },
     };
-    let status = workspace::diff(&Git::new(), &record, &range, args.stat)?;
+    let status = workspace::diff(&Git::new(), &record, &range, args.stat, ctx.out.color)?;
     Ok(if status.success() {
         Exit::Ok
     } else {

@@ -66,25 +66,40 @@ pub struct Pruned {
     pub refs_deleted: Vec<String>,
 }
 
-/// Runs `git diff` (optionally `--stat`) for the run or one step, with the
-/// output going straight to the user's terminal: git colours it on a TTY and
-/// prints it plain when piped. No pager.
+/// Runs `git diff` (optionally `--stat`) for the run or one step and prints
+/// it, coloured when `colour`. No pager. The run's files are the agent's:
+/// each line is printed with its control characters made visible (git's
+/// own colours kept), so a file cannot retitle the terminal, write the
+/// clipboard or clear the screen; and no program the repository's config
+/// names (`diff.external`, a textconv driver — an agent may have set one)
+/// is run, nor can one hide the change it was asked to show.
 pub fn diff(
     git: &Git,
     record: &WorkspaceRecord,
     range: &DiffRange,
     stat: bool,
+    colour: bool,
 ) -> Result<ExitStatus> {
     let ctx = reading_ctx(record)?;
     let (a, b) = match range {
         DiffRange::Run => (record.base_commit.as_str(), record.last_commit.as_str()),
         DiffRange::Step { parent, commit } => (parent.as_str(), commit.as_str()),
     };
-    let mut c = git.at(&ctx).arg("diff");
+    let mut c = git
+        .at(&ctx)
+        .args(["diff", "--no-ext-diff", "--no-textconv"]);
+    c = c.arg(if colour {
+        "--color=always"
+    } else {
+        "--no-color"
+    });
     if stat {
         c = c.arg("--stat");
     }
-    c.args([a, b, "--"]).run_inherit()
+    c.args([a, b, "--"]).run_lines(|line| {
+        let line = String::from_utf8_lossy(line);
+        crate::text::escape_controls_but_colour(&line).into_owned()
+    })
 }
 
 /// Every change of the run: its base against its last recorded step.

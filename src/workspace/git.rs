@@ -360,13 +360,32 @@ impl GitCmd {
 
     /// Runs it with stdout and stderr inherited (git colours on a TTY and is
     /// plain when piped); for commands whose output is for the user.
-    pub fn run_inherit(mut self) -> Result<ExitStatus> {
+    /// Runs it with each line of its output, as `show` makes it, printed
+    /// on stdout; stderr goes to the user's.
+    pub fn run_lines(mut self, show: impl Fn(&[u8]) -> String) -> Result<ExitStatus> {
+        use std::io::BufRead as _;
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.cmd
             .stdin(Stdio::null())
-            .stdout(Stdio::inherit())
+            .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        self.cmd.status().map_err(|e| self.spawn_error(e))
+        let mut child = self.cmd.spawn().map_err(|e| self.spawn_error(e))?;
+        let mut lines = std::io::BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut stdout = std::io::stdout().lock();
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match lines.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                // A closed stdout (`| head`) ends the listing, not modix.
+                Ok(_) if stdout.write_all(show(&line).as_bytes()).is_err() => break,
+                Ok(_) => {}
+            }
+        }
+        drop(lines);
+        child
+            .wait()
+            .map_err(|e| WorkspaceError::GitMissing(e.to_string()))
     }
 
     /// A folder that is gone is not a missing git.

@@ -1265,7 +1265,7 @@ fn diff_runs_git_diff_for_the_run_and_a_step() {
     let repo = fx.repo("app");
     let rec = finished_run(&fx, &repo);
     assert!(
-        diff(&fx.git, &rec, &DiffRange::Run, true)
+        diff(&fx.git, &rec, &DiffRange::Run, true, false)
             .unwrap()
             .success()
     );
@@ -1273,7 +1273,7 @@ fn diff_runs_git_diff_for_the_run_and_a_step() {
         parent: rec.base_commit.clone(),
         commit: rec.last_commit.clone(),
     };
-    assert!(diff(&fx.git, &rec, &step, false).unwrap().success());
+    assert!(diff(&fx.git, &rec, &step, false, false).unwrap().success());
 }
 
 #[test]
@@ -1300,7 +1300,7 @@ fn prune_removes_the_worktree_and_optionally_the_refs() {
     assert_eq!(sh(&repo, &["rev-parse", &rec.run_ref]), rec.last_commit);
     // diff still works from the user's repository once the worktree is gone.
     assert!(
-        diff(&fx.git, &rec, &DiffRange::Run, true)
+        diff(&fx.git, &rec, &DiffRange::Run, true, false)
             .unwrap()
             .success()
     );

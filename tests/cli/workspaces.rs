@@ -1256,3 +1256,54 @@ esac
     let calc = git(&root, &["show", "HEAD:calc.py"]);
     assert!(calc.contains("/ len(values)"), "{calc}");
 }
+
+/// The run's files are the agent's, and so is the repository config it can
+/// write: `modix diff` shows the change with its control characters made
+/// visible, and runs no `diff.external` program an agent set (which would
+/// run as the user and could show nothing instead of the change).
+#[test]
+fn diff_shows_an_agents_change_as_it_is_and_runs_none_of_its_programs() {
+    let sb = repo();
+    let marker = sb.dir.path().join("external-ran");
+    let external = sb.dir.path().join("external.sh");
+    std::fs::write(
+        &external,
+        format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &external,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    agent_with_scope(
+        &sb,
+        &["calc.py"],
+        &format!(
+            r#"{FIX}
+    printf '# \033]0;pwned\007\033]52;c;cHduZWQ=\007\033[2J\033[31mred\n' >> calc.py
+    git config diff.external '{}'
+{DONE}"#,
+            external.display()
+        ),
+    );
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}\n{}", reasons(&r), r.stderr);
+    for args in [
+        &["diff", "last"][..],
+        &["--color", "always", "diff", "last"],
+    ] {
+        let out = modix(&sb, args);
+        assert!(out.status.success(), "{}", output_text(&out));
+        let diff = String::from_utf8_lossy(&out.stdout);
+        assert!(diff.contains("return sum(values) / len(values)"), "{diff}");
+        assert!(
+            diff.contains("␛]0;pwned␇␛]52;c;cHduZWQ=␇␛[2J"),
+            "{args:?}: {diff:?}"
+        );
+        for raw in ["\u{1b}]", "\u{7}", "\u{1b}[2J"] {
+            assert!(!diff.contains(raw), "{args:?} passed {raw:?}: {diff:?}");
+        }
+    }
+    assert!(!marker.exists(), "the agent's diff.external ran");
+}
