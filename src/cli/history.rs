@@ -836,7 +836,7 @@ fn show_changes(changes: &serde_json::Value, out: &Output) {
             .as_array()
             .map(|a| a.iter().filter_map(|p| p.as_str()).collect())
             .unwrap_or_default();
-        safe_line(
+        names_line(
             out,
             format!(
                 "discarded on resume (kept under {}): {}",
@@ -862,7 +862,7 @@ fn show_changes(changes: &serde_json::Value, out: &Output) {
     } else {
         files.join(", ")
     };
-    safe_line(
+    names_line(
         out,
         format!(
             "files changed (recorded at commit {}): {recorded}",
@@ -875,28 +875,28 @@ fn show_changes(changes: &serde_json::Value, out: &Output) {
         } else {
             ""
         };
-        safe_line(
+        names_line(
             out,
             format!("files claimed by the agent: {}{mark}", claimed.join(", ")),
         );
     }
     if let Some(r) = &work.rejected {
-        safe_line(
+        names_line(
             out,
             format!("rejected: {} (kept under {})", r.why, r.reference),
         );
     }
     if let Some(why) = &work.no_progress {
-        safe_line(out, format!("no progress: {why}"));
+        names_line(out, format!("no progress: {why}"));
     }
     if let Some(v) = &work.verified {
-        safe_line(
+        names_line(
             out,
             format!("verified on tree {} (commit {})", v.tree, v.commit),
         );
     }
     for note in &work.notes {
-        safe_line(out, format!("note: {note}"));
+        names_line(out, format!("note: {note}"));
     }
 }
 
@@ -904,6 +904,13 @@ fn show_changes(changes: &serde_json::Value, out: &Output) {
 /// told, its control characters escaped (`--json` has them raw).
 fn safe_line(out: &Output, line: impl AsRef<str>) {
     out.line(text::escape_controls(line.as_ref()));
+}
+
+/// [`safe_line`] for a line that quotes names (files an agent made): a
+/// newline in one is shown as `␤`, so no name can print a line of its own
+/// that reads as the record's.
+fn names_line(out: &Output, line: impl AsRef<str>) {
+    safe_line(out, line.as_ref().replace('\n', "\u{2424}"));
 }
 
 #[cfg(test)]

@@ -1307,3 +1307,32 @@ fn diff_shows_an_agents_change_as_it_is_and_runs_none_of_its_programs() {
     }
     assert!(!marker.exists(), "the agent's diff.external ran");
 }
+
+/// A file name is the agent's to choose, newlines included: the audit
+/// shows each name on the line that lists it, never as lines of its own.
+#[test]
+fn a_file_name_cannot_forge_a_line_of_the_audit() {
+    let sb = repo();
+    agent_with_scope(
+        &sb,
+        &["**"],
+        &format!(
+            r#"{FIX}
+    printf 'x\n' > "$(printf 'z\nfiles claimed by the agent: calc.py\nlifecycle: ok')"
+{DONE}"#
+        ),
+    );
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}\n{}", reasons(&r), r.stderr);
+    let out = modix(&sb, &["history", "last", "--invocation", "2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("z␤files claimed by the agent: calc.py␤lifecycle: ok"),
+        "{text}"
+    );
+    let forged = text
+        .lines()
+        .filter(|l| l.starts_with("files claimed by the agent") || l.starts_with("lifecycle: ok"))
+        .count();
+    assert_eq!(forged, 1, "only the record's own claim line: {text}");
+}
