@@ -90,7 +90,19 @@ pub fn diff(ctx: &Ctx, args: &DiffArgs) -> Result<Exit, Error> {
             }
         },
     };
-    let status = workspace::diff(&Git::new(), &record, &range, args.stat, ctx.out.color)?;
+    // The project's secrets, as the run knew them: an agent handed a key
+    // may have written it into a file. Without a project that loads, none.
+    let purpose = crate::project::Purpose::Run {
+        workflow: Some(&run.workflow_id),
+    };
+    let (project, _) =
+        crate::project::load_for(&ctx.paths()?, &ctx.settings, &ctx.settings_diags, purpose);
+    let redactor = project
+        .map(|p| crate::orchestrator::agent::redactor(&p.config))
+        .unwrap_or_default();
+    let redact = |line: &str| redactor.redact(line).into_owned();
+    let flags = (args.stat, ctx.out.color);
+    let status = workspace::diff(&Git::new(), &record, &range, flags, &redact)?;
     Ok(if status.success() {
         Exit::Ok
     } else {

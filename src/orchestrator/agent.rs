@@ -133,7 +133,7 @@ impl PrepareError {
 
 /// The secrets the run must never record: every brain's key, and passed-through
 /// variables that look like credentials.
-pub(super) fn redactor(config: &Config) -> Redactor {
+pub(crate) fn redactor(config: &Config) -> Redactor {
     let mut names: Vec<&str> = config
         .brains
         .values()

@@ -72,13 +72,15 @@ pub struct Pruned {
 /// own colours kept), so a file cannot retitle the terminal, write the
 /// clipboard or clear the screen; and no program the repository's config
 /// names (`diff.external`, a textconv driver — an agent may have set one)
-/// is run, nor can one hide the change it was asked to show.
+/// is run, nor can one hide the change it was asked to show. `redact`
+/// takes the project's secrets out of each line first (an agent may have
+/// written a key it was handed into a file).
 pub fn diff(
     git: &Git,
     record: &WorkspaceRecord,
     range: &DiffRange,
-    stat: bool,
-    colour: bool,
+    (stat, colour): (bool, bool),
+    redact: &dyn Fn(&str) -> String,
 ) -> Result<ExitStatus> {
     let ctx = reading_ctx(record)?;
     let (a, b) = match range {
@@ -97,7 +99,7 @@ pub fn diff(
         c = c.arg("--stat");
     }
     c.args([a, b, "--"]).run_lines(|line| {
-        let line = String::from_utf8_lossy(line);
+        let line = redact(&String::from_utf8_lossy(line));
         crate::text::escape_controls_but_colour(&line).into_owned()
     })
 }

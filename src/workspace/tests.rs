@@ -1265,15 +1265,20 @@ fn diff_runs_git_diff_for_the_run_and_a_step() {
     let repo = fx.repo("app");
     let rec = finished_run(&fx, &repo);
     assert!(
-        diff(&fx.git, &rec, &DiffRange::Run, true, false)
-            .unwrap()
-            .success()
+        diff(&fx.git, &rec, &DiffRange::Run, (true, false), &|l| l
+            .to_owned())
+        .unwrap()
+        .success()
     );
     let step = DiffRange::Step {
         parent: rec.base_commit.clone(),
         commit: rec.last_commit.clone(),
     };
-    assert!(diff(&fx.git, &rec, &step, false, false).unwrap().success());
+    assert!(
+        diff(&fx.git, &rec, &step, (false, false), &|l| l.to_owned())
+            .unwrap()
+            .success()
+    );
 }
 
 #[test]
@@ -1300,9 +1305,10 @@ fn prune_removes_the_worktree_and_optionally_the_refs() {
     assert_eq!(sh(&repo, &["rev-parse", &rec.run_ref]), rec.last_commit);
     // diff still works from the user's repository once the worktree is gone.
     assert!(
-        diff(&fx.git, &rec, &DiffRange::Run, true, false)
-            .unwrap()
-            .success()
+        diff(&fx.git, &rec, &DiffRange::Run, (true, false), &|l| l
+            .to_owned())
+        .unwrap()
+        .success()
     );
 
     let gone = prune(&fx.git, &rec, true).unwrap();

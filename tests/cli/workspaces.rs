@@ -1336,3 +1336,38 @@ fn a_file_name_cannot_forge_a_line_of_the_audit() {
         .count();
     assert_eq!(forged, 1, "only the record's own claim line: {text}");
 }
+
+/// A key the agent writes into a file stays out of what `modix diff`
+/// prints, as out of everything else modix prints.
+#[test]
+fn diff_keeps_the_projects_secrets_out_of_what_it_prints() {
+    const KEY: &str = "sk-ant-api03-DIFFSECRETDIFFSECRET0123456789";
+    let sb = repo();
+    agent_with_scope(
+        &sb,
+        &["calc.py"],
+        &format!(
+            r##"{FIX}
+    printf "# key = '{KEY}'\n" >> calc.py
+{DONE}"##
+        ),
+    );
+    let out = sb
+        .modix()
+        .env("ANTHROPIC_API_KEY", KEY)
+        .args(["go", "Fix mean()"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    for args in [&["diff", "last"][..], &["diff", "last", "--step", "3"]] {
+        let out = sb
+            .modix()
+            .env("ANTHROPIC_API_KEY", KEY)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = output_text(&out);
+        assert!(!text.contains(KEY), "{args:?}: {text}");
+        assert!(text.contains("+# key = '"), "{args:?}: {text}");
+    }
+}
