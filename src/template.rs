@@ -26,8 +26,8 @@ pub const MAX_BYTES: u64 = 1 << 20;
 /// minijinja parses, compiles and drops an expression by recursion, one
 /// level per operator, and does not bound most of them: a 20 KB chain of
 /// `-` overflowed the stack and aborted modix. A prompt's tags use a few
-/// each; this many stay a small fraction of any thread's stack (a test
-/// compiles and renders them on a 256 KiB one).
+/// each; this many fit a 2 MiB stack even unoptimised (a test compiles
+/// and renders them on one; the main thread has 8 MiB).
 pub const MAX_OPERATORS: usize = 256;
 
 /// Instructions one rendering may run: loops within loops otherwise render
@@ -106,11 +106,11 @@ fn slice(
 }
 
 /// A tag that chains more than [`MAX_OPERATORS`] operators: refused before
-/// minijinja sees the template (see there).
-fn too_deep(source: &str) -> Option<Problem> {
+/// minijinja sees the template (see there). `code`: each tag's text
+/// without its string literals.
+fn too_deep(tags: &[Tag], code: &[String]) -> Option<Problem> {
     const WORDS: [&str; 7] = ["not", "and", "or", "is", "in", "if", "else"];
-    for tag in tags(source) {
-        let code = without_strings(tag.text(source));
+    for (tag, code) in tags.iter().zip(code) {
         let symbols = code
             .bytes()
             .filter(|b| b"|.[(-+*/%~<>=!".contains(b))
@@ -132,6 +132,17 @@ fn too_deep(source: &str) -> Option<Problem> {
         }
     }
     None
+}
+
+/// The tags of `source`, and each one's text with its string literals
+/// blanked (same offsets).
+fn tags_and_code(source: &str) -> (Vec<Tag>, Vec<String>) {
+    let tags = tags(source);
+    let code = tags
+        .iter()
+        .map(|t| without_strings(t.text(source)))
+        .collect();
+    (tags, code)
 }
 
 /// Renders `template` into at most [`MAX_RENDERED`] bytes.
@@ -241,7 +252,8 @@ pub fn render(name: &str, source: &str, ctx: &impl Serialize) -> Result<String, 
                 *env = environment();
                 reads.clear();
             }
-            if let Some(p) = too_deep(source) {
+            let (tags, code) = tags_and_code(source);
+            if let Some(p) = too_deep(&tags, &code) {
                 return Err(minijinja::Error::new(ErrorKind::SyntaxError, p.message));
             }
             env.add_template_owned(name.to_owned(), source.to_owned())?;
@@ -306,7 +318,8 @@ pub struct Problem {
 
 /// Every problem of the template `source` (named `name` in messages).
 pub fn check(name: &str, source: &str) -> Vec<Problem> {
-    if let Some(p) = too_deep(source) {
+    let (tags, code) = tags_and_code(source);
+    if let Some(p) = too_deep(&tags, &code) {
         return vec![p];
     }
     let env = environment();
@@ -314,12 +327,6 @@ pub fn check(name: &str, source: &str) -> Vec<Problem> {
         Ok(t) => t,
         Err(e) => return vec![syntax_problem(&e)],
     };
-    let tags = tags(source);
-    // Each tag's text with its string literals blanked, made once.
-    let code: Vec<String> = tags
-        .iter()
-        .map(|t| without_strings(t.text(source)))
-        .collect();
     let mut problems = includes(source, &tags);
     problems.extend(unknown_callables(&env, &tags, &code));
     let globals: Vec<String> = env.globals().map(|(k, _)| k.to_owned()).collect();
@@ -557,7 +564,8 @@ impl Tag {
     }
 }
 
-/// The tags of a template that compiled, skipping comments and raw blocks;
+/// The tags of a template (any text: it runs before minijinja parses it,
+/// [`too_deep`]), skipping comments and raw blocks;
 /// quotes are honoured, so `{{ "}}" }}` is one tag.
 fn tags(source: &str) -> Vec<Tag> {
     let b = source.as_bytes();
@@ -963,7 +971,8 @@ mod tests {
                 at_limit
                     .iter()
                     .map(|t| {
-                        assert!(too_deep(t).is_none(), "{t}");
+                        let (tags, code) = tags_and_code(t);
+                        assert!(too_deep(&tags, &code).is_none(), "{t}");
                         let problems = check("t.md", t);
                         let ok = render("deep.md", t, &serde_json::json!({"epic": "E"})).is_ok();
                         (problems.is_empty(), ok)
@@ -990,7 +999,8 @@ mod tests {
         }
         // Operators inside strings are text, not operators.
         let quoted = format!("{{{{ \"{}\" }}}}", "-|".repeat(1000));
-        assert!(too_deep(&quoted).is_none());
+        let (tags, code) = tags_and_code(&quoted);
+        assert!(too_deep(&tags, &code).is_none());
     }
 
     #[test]

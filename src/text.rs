@@ -102,23 +102,6 @@ fn unsafe_on_terminal(c: char) -> bool {
     }
 }
 
-#[cfg(test)]
-mod colour_tests {
-    use super::escape_controls_but_colour as keep;
-
-    #[test]
-    fn colours_stay_and_every_other_escape_is_shown() {
-        assert_eq!(keep("\u{1b}[31mred\u{1b}[0m"), "\u{1b}[31mred\u{1b}[0m");
-        assert_eq!(keep("\u{1b}[1;32m+x\u{1b}[m"), "\u{1b}[1;32m+x\u{1b}[m");
-        assert_eq!(keep("a\u{1b}]0;t\u{7}b"), "a␛]0;t␇b");
-        assert_eq!(keep("\u{1b}[2J\u{1b}[H"), "␛[2J␛[H");
-        assert_eq!(keep("end\u{1b}"), "end␛");
-        assert_eq!(keep("\u{1b}[31"), "␛[31");
-        assert_eq!(keep("\u{9b}31m plain\r\n"), "\\u{9b}31m plain\r\n");
-        assert_eq!(keep("plain\n"), "plain\n");
-    }
-}
-
 /// `1 task`, `2 tasks`.
 pub fn plural(n: usize, word: &str) -> String {
     if n == 1 {
@@ -281,6 +264,27 @@ mod tests {
             };
             proptest::prop_assert_eq!(truncate(&s, max).into_owned(), counted);
         }
+    }
+
+    #[test]
+    fn colours_stay_and_every_other_escape_is_shown() {
+        assert_eq!(
+            escape_controls_but_colour("\u{1b}[31mred\u{1b}[0m"),
+            "\u{1b}[31mred\u{1b}[0m"
+        );
+        assert_eq!(
+            escape_controls_but_colour("\u{1b}[1;32m+x\u{1b}[m"),
+            "\u{1b}[1;32m+x\u{1b}[m"
+        );
+        assert_eq!(escape_controls_but_colour("a\u{1b}]0;t\u{7}b"), "a␛]0;t␇b");
+        assert_eq!(escape_controls_but_colour("\u{1b}[2J\u{1b}[H"), "␛[2J␛[H");
+        assert_eq!(escape_controls_but_colour("end\u{1b}"), "end␛");
+        assert_eq!(escape_controls_but_colour("\u{1b}[31"), "␛[31");
+        assert_eq!(
+            escape_controls_but_colour("\u{9b}31m plain\r\n"),
+            "\\u{9b}31m plain\r\n"
+        );
+        assert_eq!(escape_controls_but_colour("plain\n"), "plain\n");
     }
 
     #[test]
