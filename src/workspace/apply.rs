@@ -165,6 +165,7 @@ fn apply_to_branch(
             path: record.project_dir.clone(),
         })?;
     let user = Ctx::at(repo);
+    super::publish::publish_all(git, record)?;
     let run_head = run_head(git, &user, record)?;
     let branch_name = short_ref(&record.run_ref);
     let user_head =
@@ -450,6 +451,22 @@ pub fn prune(git: &Git, record: &WorkspaceRecord, delete_refs: bool) -> Result<P
     let _lock = TreeLock::acquire(&record.modix_home, record.lock_tree(), &record.run_id)?;
     let mut pruned = Pruned::default();
     match record.mode {
+        Mode::Worktree if record.borrowed => {
+            // What the run's own repository holds goes with it: the user's
+            // repository keeps the branch and kept steps (unless they go too).
+            let repo = record.repo_root.clone().unwrap_or_default();
+            if delete_refs {
+                if repo.is_dir() {
+                    pruned.refs_deleted = delete_run_refs(git, &Ctx::at(&repo), record)?;
+                }
+            } else {
+                super::publish::publish_all(git, record)?;
+            }
+            if record.root.exists() {
+                remove_dir(&record.root)?;
+                pruned.removed.push(record.root.clone());
+            }
+        }
         Mode::Worktree => {
             let repo = record.repo_root.clone().unwrap_or_default();
             // No repository there: git's own error below says so, as before.
@@ -551,6 +568,15 @@ fn run_head(git: &Git, ctx: &Ctx, record: &WorkspaceRecord) -> Result<String> {
 fn reading_ctx(record: &WorkspaceRecord) -> Result<Ctx> {
     let mut ctx = Ctx::at(&record.root);
     match record.mode {
+        Mode::Worktree if record.borrowed => match super::publish::own_git_dir(record) {
+            Some(gd) => {
+                super::guard::restore(&gd, &record.state_dir)?;
+                ctx.cwd = gd.clone();
+                ctx.git_dir = Some(gd);
+            }
+            // Pruned: what was published is in the user's repository.
+            None => ctx.cwd = record.repo_root.clone().unwrap_or_default(),
+        },
         Mode::Worktree if !record.root.is_dir() => {
             // The worktree was pruned; the objects are in the user's repo.
             ctx.cwd = record.repo_root.clone().unwrap_or_default();
@@ -560,7 +586,14 @@ fn reading_ctx(record: &WorkspaceRecord) -> Result<Ctx> {
                 path: record.root.clone(),
             });
         }
-        _ => ctx.git_dir = record.git_dir.clone(),
+        _ => {
+            if let Some(gd) = &record.git_dir
+                && record.mode == Mode::Copy
+            {
+                super::guard::restore(gd, &record.state_dir)?;
+            }
+            ctx.git_dir = record.git_dir.clone();
+        }
     }
     Ok(ctx)
 }

@@ -1,7 +1,7 @@
 //! Making a run's workspace in one of the three modes, and opening it again
-//! from its record. Whatever fails half-way is undone (a worktree and its
-//! branch removed, a partial copy deleted), so no half workspace is left that
-//! looks complete.
+//! from its record. Whatever fails half-way is undone (a checkout, its
+//! repository and its branch removed, a partial copy deleted), so no half
+//! workspace is left that looks complete.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,7 @@ use super::git::{
     Ctx, Git, MIN_GIT, RepoInfo, commit_tree, dirty_paths, discover, git_paths, is_ancestor, lossy,
     nul_split, read_ref, resolve_commit, tree_of, update_ref,
 };
-use super::lock::{TreeLock, WorktreesLock, hex};
+use super::lock::{TreeLock, hex};
 use super::scan::{ScanPlan, noise_matcher};
 use super::{CreateOptions, Mode, Workspace, WorkspaceRecord, short_id};
 
@@ -100,6 +100,14 @@ impl Workspace {
                 ));
             }
         }
+        // A crash between a step's settle and its publishing left the user's
+        // copy of the run branch behind.
+        if let Err(e) = super::publish::publish_all(git, &record) {
+            notes.push(format!(
+                "the run branch {} in your repository could not be brought up to date ({e})",
+                short_ref(&record.run_ref)
+            ));
+        }
         let ws = Workspace::assemble(git, record, lock, false)?;
         Ok((ws, notes))
     }
@@ -149,6 +157,17 @@ impl Workspace {
             ]);
         }
         let mut fingerprints = git_paths(git, &ctx.without_index(), &names)?;
+        // A change to what the guard keeps sends the settle to git, which
+        // puts it back first (and says so in that step's record).
+        if let Some(gd) = &record.git_dir
+            && record.state_dir.join("guard").is_dir()
+        {
+            for p in super::guard::watched(gd) {
+                if !fingerprints.contains(&p) {
+                    fingerprints.push(p);
+                }
+            }
+        }
         fingerprints.push(record.state_dir.join("exclude"));
         let excludes = vec![fingerprints[0].clone(), record.state_dir.join("exclude")];
         let plan = ScanPlan::new(
@@ -271,7 +290,7 @@ fn create_worktree(
         None => head.clone(),
     };
     let dirty = dirty_paths(git, &info.toplevel, None)?;
-    let mut cleanup = Cleanup::new(git, &info.toplevel);
+    let mut cleanup = Cleanup::new(git);
     create_dir(&state)?;
     cleanup.dirs.push(state.clone());
     super::orphans::write_owner(&state, project, &opts.run_id, Mode::Worktree)?;
@@ -283,30 +302,31 @@ fn create_worktree(
     refuse_unsupported(git, &user, &base)?;
     write_excludes(git, project, &state, &opts.tracking_ignore)?;
 
-    // Only registering the worktree needs the repository's lock; the
-    // checkout, the long part in a big project, runs outside it (what
-    // `git worktree add` itself runs after registering), so runs started
-    // together check out side by side.
-    let added = {
-        let _one_at_a_time = WorktreesLock::acquire(&info.common_dir)?;
-        git.cmd(&info.toplevel)
-            .args(["worktree", "add", "-q", "--no-checkout", "-b"])
-            .arg(format!("modix/{short}"))
-            .arg(&folder)
-            .arg(&base)
-            .run()
+    // The agents' repository is modix's own, borrowing the user's objects:
+    // a `git worktree` would share the user's refs, stash, config, hooks and
+    // info/ with them, so an agent's `git update-ref`, `git stash` or
+    // `git config` would write the user's repository.
+    let own_git_dir = state.join("git");
+    cleanup.dirs.push(folder.clone());
+    borrowing_repo(git, &info, &folder, &own_git_dir, &short)?;
+    let private = Ctx {
+        cwd: folder.clone(),
+        git_dir: Some(own_git_dir.clone()),
+        work_tree: Some(folder.clone()),
+        ..Ctx::default()
     };
-    // Set before looking at the outcome: a failed add may leave a branch.
-    cleanup.worktree = Some((folder.clone(), branch.clone(), info.common_dir.clone()));
-    added?;
-    git.cmd(&folder)
+    update_ref(git, &private, "modix: run base", &branch, &base, None)?;
+    git.at(&private)
         .args(["reset", "-q", "--hard", "--no-recurse-submodules"])
         .run()?;
+    super::guard::keep(&own_git_dir, &state)?;
+    // The run branch the user sees, at the base for now (its objects are the
+    // user's already); it follows the run's steps (see `publish`).
+    update_ref(git, &user, "modix: run base", &branch, &base, None)?;
+    cleanup.refs.push((user.clone(), branch.clone()));
     let folder = canonical(&folder)?;
-    let own_git_dir = absolute_git_dir(git, &folder)?;
-    // The worktree's fresh index (stat data included) seeds the private one.
-    let ws_index = &git_paths(git, &Ctx::at(&folder), &["index"])?[0];
-    copy_file(ws_index, &state.join("index"))?;
+    // The workspace's fresh index (stat data included) seeds the private one.
+    copy_file(&own_git_dir.join("index"), &state.join("index"))?;
     let workdir = folder.join(&info.prefix);
     if !workdir.is_dir() {
         return Err(WorkspaceError::Unsupported {
@@ -329,6 +349,7 @@ fn create_worktree(
         scope: String::new(),
         state_dir: state,
         git_dir: Some(own_git_dir),
+        borrowed: true,
         run_ref: branch,
         base_commit: base.clone(),
         last_commit: base,
@@ -338,6 +359,86 @@ fn create_worktree(
     let ws = Workspace::assemble(git, record, lock, true)?;
     cleanup.disarm();
     Ok((ws, notes))
+}
+
+/// The settings of the user's repository that change what a checkout holds
+/// or what git records, so the agents' repository reads and writes files as
+/// the user's own git does; and the identity the agents' own commits carry.
+/// Not hooks, aliases, remotes, signing or `core.worktree`.
+const BORROWED_CONFIG: &str = "^(user\\.(name|email)|core\\.(autocrlf|eol|safecrlf|precomposeunicode|checkroundtripencoding|bigfilethreshold)|filter\\..*|i18n\\..*)$";
+
+/// Makes the agents' repository for a worktree run: `folder` with its `.git`
+/// a link to `git_dir`, which borrows the user's objects (alternates) and
+/// takes the user's shallow boundary, `info/attributes`, `info/exclude` and
+/// the [`BORROWED_CONFIG`] settings. HEAD is on `modix/<short>`, unborn.
+fn borrowing_repo(
+    git: &Git,
+    info: &RepoInfo,
+    folder: &Path,
+    git_dir: &Path,
+    short: &str,
+) -> Result<()> {
+    let user = Ctx::at(&info.toplevel);
+    let format = git
+        .at(&user)
+        .args(["rev-parse", "--show-object-format"])
+        .run_text()?;
+    git.cmd(folder.parent().unwrap_or(folder))
+        .args(["init", "-q", "--template="])
+        .arg(format!("--object-format={format}"))
+        .arg("-b")
+        .arg(format!("modix/{short}"))
+        .arg("--separate-git-dir")
+        .arg(git_dir)
+        .arg(folder)
+        .run()?;
+    let common = &info.common_dir;
+    let mut alternates = common.join("objects").into_os_string().into_encoded_bytes();
+    alternates.push(b'\n');
+    write_in(git_dir, "objects/info/alternates", &alternates)?;
+    for name in ["shallow", "info/attributes", "info/exclude"] {
+        if let Ok(bytes) = std::fs::read(common.join(name)) {
+            write_in(git_dir, name, &bytes)?;
+        }
+    }
+    let (code, out) = git
+        .at(&user)
+        .args(["config", "--local", "-z", "--get-regexp", BORROWED_CONFIG])
+        .run_codes(&[0, 1])?;
+    let config = git_dir.join("config");
+    let mut settings: Vec<(String, String)> = Vec::new();
+    if code == 0 {
+        for entry in nul_split(&out) {
+            let entry = lossy(entry);
+            let (key, value) = entry.split_once('\n').unwrap_or((&entry, ""));
+            settings.push((key.to_owned(), value.to_owned()));
+        }
+    }
+    if common.join("lfs").is_dir() {
+        // Git LFS keeps file contents beside the objects: the user's store.
+        settings.push((
+            "lfs.storage".into(),
+            common.join("lfs").display().to_string(),
+        ));
+    }
+    for (key, value) in settings {
+        git.cmd(git_dir)
+            .arg("config")
+            .arg("--file")
+            .arg(&config)
+            .args(["--add", &key, &value])
+            .run()?;
+    }
+    Ok(())
+}
+
+/// Writes `name` (a path relative to `dir`), making its folder.
+fn write_in(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        create_dir(parent)?;
+    }
+    std::fs::write(&path, bytes).map_err(|e| WorkspaceError::io("write", &path, e))
 }
 
 fn create_copy(
@@ -356,7 +457,7 @@ fn create_copy(
         // Left by a crash mid-copy: never used, never mistaken for a workspace.
         std::fs::remove_dir_all(&partial).map_err(|e| WorkspaceError::io("remove", &partial, e))?;
     }
-    let mut cleanup = Cleanup::new(git, project);
+    let mut cleanup = Cleanup::new(git);
     cleanup.dirs.push(partial.clone());
     create_dir(&state)?;
     cleanup.dirs.push(state.clone());
@@ -407,6 +508,7 @@ fn create_copy(
     // The agent's `git status` starts clean and fast: same index, stat data included.
     let copy_index = &git_paths(git, &Ctx::at(&partial), &["index"])?[0];
     copy_file(&state.join("index"), copy_index)?;
+    super::guard::keep(&own_git_dir, &state)?;
     std::fs::rename(&partial, &folder).map_err(|e| WorkspaceError::io("rename", &partial, e))?;
     cleanup.dirs.retain(|d| d != &partial);
     cleanup.dirs.push(folder.clone());
@@ -421,6 +523,7 @@ fn create_copy(
         scope: String::new(),
         state_dir: state,
         git_dir: Some(own_git_dir),
+        borrowed: false,
         run_ref: branch,
         base_commit: base.clone(),
         last_commit: base,
@@ -511,7 +614,7 @@ fn create_in_place(
         &run_ref,
         &mut notes,
     )?;
-    let mut cleanup = Cleanup::new(git, top);
+    let mut cleanup = Cleanup::new(git);
     create_dir(&state)?;
     cleanup.dirs.push(state.clone());
     super::orphans::write_owner(&state, project, &opts.run_id, Mode::InPlace)?;
@@ -570,6 +673,7 @@ fn create_in_place(
         scope,
         state_dir: state,
         git_dir,
+        borrowed: false,
         run_ref,
         base_commit: base.clone(),
         last_commit: base,
@@ -663,7 +767,9 @@ fn snapshot_dirty(
 }
 
 /// Submodules (worktrees would leave them empty; filling them needs the
-/// network) and Git LFS without `git lfs` (agents would see pointer files).
+/// network), partial clones (the agents' repository has no remote to fetch
+/// missing files from) and Git LFS without `git lfs` (agents would see
+/// pointer files).
 fn refuse_unsupported(git: &Git, user: &Ctx, base: &str) -> Result<()> {
     let (code, _) = git
         .at(user)
@@ -674,6 +780,16 @@ fn refuse_unsupported(git: &Git, user: &Ctx, base: &str) -> Result<()> {
         return Err(WorkspaceError::Unsupported {
             what: "the project uses git submodules (.gitmodules)".into(),
             advice: "A worktree would leave them empty and filling them needs the network; use workspace: in_place.".into(),
+        });
+    }
+    let (code, _) = git
+        .at(user)
+        .args(["config", "--get", "extensions.partialClone"])
+        .run_codes(&[0, 1])?;
+    if code == 0 {
+        return Err(WorkspaceError::Unsupported {
+            what: "the repository is a partial clone (extensions.partialClone): the files it has not fetched yet cannot be checked out without its remote".into(),
+            advice: "Fetch everything (`git fetch --refetch` with no filter), or use workspace: in_place.".into(),
         });
     }
     let (code, _) = git
@@ -742,15 +858,6 @@ fn user_excludes(git: &Git, dir: &Path) -> Result<Option<PathBuf>> {
     })
 }
 
-/// The git dir of the repository at `dir`, absolute.
-fn absolute_git_dir(git: &Git, dir: &Path) -> Result<PathBuf> {
-    Ok(PathBuf::from(
-        git.cmd(dir)
-            .args(["rev-parse", "--absolute-git-dir"])
-            .run_text()?,
-    ))
-}
-
 fn canonical(p: &Path) -> Result<PathBuf> {
     p.canonicalize()
         .map_err(|e| WorkspaceError::io("find", p, e))
@@ -774,21 +881,16 @@ pub(crate) fn short_ref(name: &str) -> String {
 /// Undoes a half-made workspace unless disarmed.
 struct Cleanup<'a> {
     git: &'a Git,
-    repo: PathBuf,
     dirs: Vec<PathBuf>,
-    /// Folder, branch and the repository's common git directory.
-    worktree: Option<(PathBuf, String, PathBuf)>,
     refs: Vec<(Ctx, String)>,
     armed: bool,
 }
 
 impl<'a> Cleanup<'a> {
-    fn new(git: &'a Git, repo: &Path) -> Self {
+    fn new(git: &'a Git) -> Self {
         Cleanup {
             git,
-            repo: repo.to_path_buf(),
             dirs: Vec::new(),
-            worktree: None,
             refs: Vec::new(),
             armed: true,
         }
@@ -803,22 +905,6 @@ impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
         if !self.armed {
             return;
-        }
-        if let Some((folder, branch, common_dir)) = &self.worktree {
-            let lock = WorktreesLock::acquire(common_dir);
-            let _ = self
-                .git
-                .cmd(&self.repo)
-                .args(["worktree", "remove", "--force"])
-                .arg(folder)
-                .run();
-            let _ = self.git.cmd(&self.repo).args(["worktree", "prune"]).run();
-            drop(lock);
-            let _ = self
-                .git
-                .cmd(&self.repo)
-                .args(["update-ref", "-d", branch])
-                .run();
         }
         for (ctx, r) in &self.refs {
             let _ = self

@@ -1,9 +1,11 @@
 //! Isolated, change-tracked workspaces for runs, driven through the git
 //! command line. The orchestrator holds one [`Workspace`] per run:
 //!
-//! - [`Mode::Worktree`] (git projects): a `git worktree` on a new branch
-//!   `modix/<short-id>`, outside the project; the user's checkout, index and
-//!   branches are never written.
+//! - [`Mode::Worktree`] (git projects): a checkout on a new branch
+//!   `modix/<short-id>`, outside the project, with a repository of its own
+//!   that borrows the user's objects; the user's checkout, index, branches,
+//!   stash and config are never written — modix only publishes the run's
+//!   refs there ([`publish`]).
 //! - [`Mode::Copy`] (folders without git): a copy honouring ignore files, with
 //!   a repository of its own so change tracking works the same.
 //! - [`Mode::InPlace`] (explicit opt-in): the project itself, locked against a
@@ -21,8 +23,10 @@ mod copy;
 mod create;
 mod error;
 mod git;
+mod guard;
 mod lock;
 mod orphans;
+mod publish;
 mod scan;
 mod track;
 mod watch;
@@ -127,11 +131,19 @@ pub struct WorkspaceRecord {
     pub state_dir: PathBuf,
     /// The git dir modix names explicitly, so that an agent removing or
     /// replacing the workspace's `.git` cannot cut the run off from its
-    /// history: the worktree's own (`<common dir>/worktrees/<name>`), the
-    /// copy's (kept in `state_dir`, the copy's `.git` a link to it), or in
-    /// place without git, modix's own. `None` in place in a repository, and
+    /// history: the worktree's or copy's own repository (kept in
+    /// `state_dir`, the workspace's `.git` a link to it; in worktree records
+    /// from before, `<common dir>/worktrees/<name>`), or in place without
+    /// git, modix's own. `None` in place in a repository, and
     /// in worktree and copy records from before (found from the tree).
     pub git_dir: Option<PathBuf>,
+    /// Worktree mode: `git_dir` is a repository of modix's own (under
+    /// `state_dir`) that borrows the user's objects, and the run's refs are
+    /// published to the user's repository as steps are recorded. False in
+    /// records from before, whose workspace is a `git worktree` sharing the
+    /// user's refs and config.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub borrowed: bool,
     /// The ref holding the run's steps: `refs/heads/modix/<id>` (worktree,
     /// copy) or `refs/modix/runs/<id>/head` (in place).
     pub run_ref: String,

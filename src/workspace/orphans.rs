@@ -146,8 +146,12 @@ impl Orphan {
         if let Some(r) = repo {
             let user = Ctx::at(&r.toplevel);
             let _one_at_a_time = WorktreesLock::acquire(&r.common_dir)?;
-            let worktree = self.owner.mode == Some(Mode::Worktree);
-            if worktree && self.folder.join(".git").is_file() {
+            // A workspace made as a `git worktree` (by an older modix) is
+            // unregistered; one with a repository of its own is only removed.
+            let registered = self.owner.mode == Some(Mode::Worktree)
+                && !self.state.join("git").is_dir()
+                && self.folder.join(".git").is_file();
+            if registered {
                 git.cmd(&r.toplevel)
                     .args(["worktree", "remove", "--force"])
                     .arg(&self.folder)

@@ -138,6 +138,18 @@ impl Workspace {
         )))
     }
 
+    /// Puts back what the agent changed of the workspace's own git settings
+    /// (see [`guard`](super::guard)) before modix runs git there; the note
+    /// for the step's record.
+    fn guard(&self) -> Result<Option<String>> {
+        match (self.record.mode, &self.record.git_dir) {
+            (Mode::Worktree | Mode::Copy, Some(gd)) => Ok(super::guard::note(
+                &super::guard::restore(gd, &self.record.state_dir)?,
+            )),
+            _ => Ok(None),
+        }
+    }
+
     fn unchanged(&self, notes: Vec<String>) -> Settled {
         Settled {
             commit: self.record.last_commit.clone(),
@@ -204,10 +216,12 @@ impl Workspace {
     }
 
     fn settle_with_git(&mut self, seq: u64, state: &str, attempt: u32) -> Result<Settled> {
+        let guarded = self.guard()?;
         let last = self.record.last_commit.clone();
         let refs = self.ref_state()?;
         let tree = self.record_tree()?;
         let (parent, mut agent_commits, mut notes) = self.what_the_agent_did(&refs, &last)?;
+        notes.extend(guarded);
         if refs.run_ref.is_none() {
             notes.push(format!(
                 "the run branch {} had been deleted (by the agent?); it is recreated",
@@ -245,6 +259,7 @@ impl Workspace {
                 &commit,
                 refs.run_ref.as_deref(),
             )?;
+            notes.extend(self.publish(None));
         }
         if self.record.follows_head() {
             if !refs.attached {
@@ -306,6 +321,7 @@ impl Workspace {
                 last: commit.to_owned(),
             });
         }
+        self.guard()?;
         self.ensure_recorded()?;
         let rejected_ref = format!("{}/rejected/{seq}", self.record.refs_prefix());
         match read_ref(&self.git, &self.ctx, &rejected_ref)? {
@@ -326,6 +342,9 @@ impl Workspace {
         }
         let paths = self.changed_paths(parent, commit)?;
         self.move_to(parent, commit, &format!("modix: step {seq} rejected"))?;
+        if let Some(failed) = self.publish(Some(&rejected_ref)) {
+            tracing::warn!("{failed}");
+        }
         Ok(Rejected {
             commit: commit.to_owned(),
             rejected_ref,
@@ -338,6 +357,7 @@ impl Workspace {
     /// commit under `refs/modix/runs/<id>/discarded/<n>`, then restores the
     /// files to the last recorded step. `None` when there was nothing.
     pub fn discard_uncommitted(&mut self) -> Result<Option<Discarded>> {
+        self.guard()?;
         let last = self.record.last_commit.clone();
         let tree = self.record_tree()?;
         if tree == self.last_tree {
@@ -381,6 +401,9 @@ impl Workspace {
             self.sync_checkout_index(&last)?;
         }
         self.refresh_plan(true)?;
+        if let Some(failed) = self.publish(Some(&reference)) {
+            tracing::warn!("{failed}");
+        }
         Ok(Some(Discarded {
             commit,
             reference,

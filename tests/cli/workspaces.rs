@@ -891,7 +891,9 @@ fn prune_removes_finished_workspaces_but_never_a_resumable_one() {
         !branches.contains(&done_id) && branches.contains(&stopped_id),
         "{branches}"
     );
-    assert_eq!(git(&sb.root(), &["worktree", "list"]).lines().count(), 2);
+    // Workspaces are never registered in the user's repository.
+    assert_eq!(git(&sb.root(), &["worktree", "list"]).lines().count(), 1);
+    assert!(stopped_root.is_dir() && !done_root.exists());
     // The stopped run resumes in its workspace.
     let r = GoResult::parse(&modix(&sb, &["resume", "--json", &stopped]));
     assert_eq!(r.code, Some(0), "{}", r.stderr);
@@ -1142,9 +1144,19 @@ fn prune_removes_the_workspace_of_a_run_that_was_never_recorded() {
     assert_eq!(out.status.signal(), Some(9), "{}", output_text(&out));
     assert_eq!(sb.runs().as_array().unwrap().len(), 1, "no second run");
     let branches = || git(&root, &["branch", "--format=%(refname:short)"]);
-    let worktrees = || git(&root, &["worktree", "list", "--porcelain"]);
+    // The workspaces' folders (each beside its `<short>.state`).
+    let folders = ws_root(&sb, &kept).parent().unwrap().to_path_buf();
+    let worktrees = || {
+        let mut names: Vec<String> = std::fs::read_dir(&folders)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.ends_with(".state"))
+            .collect();
+        names.sort();
+        names
+    };
     assert_eq!(branches().matches("modix/").count(), 2, "{}", branches());
-    assert_eq!(worktrees().matches("worktree ").count(), 3);
+    assert_eq!(worktrees().len(), 2, "{:?}", worktrees());
 
     let out = modix(&sb, &["prune"]);
     assert!(out.status.success(), "{}", output_text(&out));
@@ -1158,12 +1170,7 @@ fn prune_removes_the_workspace_of_a_run_that_was_never_recorded() {
         .map(str::to_owned)
         .collect();
     assert_eq!(ours, [format!("modix/{short}")]);
-    assert_eq!(
-        worktrees().matches("worktree ").count(),
-        2,
-        "{}",
-        worktrees()
-    );
+    assert_eq!(worktrees(), std::slice::from_ref(&short));
     assert!(ws_root(&sb, &kept).is_dir());
     // Nothing is left to prune, and the kept run still resumes to DONE.
     let out = modix(&sb, &["prune"]);
@@ -1370,4 +1377,137 @@ fn diff_keeps_the_projects_secrets_out_of_what_it_prints() {
         assert!(!text.contains(KEY), "{args:?}: {text}");
         assert!(text.contains("+# key = '"), "{args:?}: {text}");
     }
+}
+
+/// The user's repository as git keeps it beside the checkout: every ref
+/// (modix's own run branch left out), the stash, the config, the hooks and
+/// `info/`.
+fn repository_state(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let refs: String = git(root, &["for-each-ref", "--format=%(objectname) %(refname)"])
+        .lines()
+        .filter(|l| !l.contains(" refs/heads/modix/"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut state = vec![
+        ("refs".to_owned(), refs.into_bytes()),
+        (
+            "stash".to_owned(),
+            git(root, &["stash", "list"]).into_bytes(),
+        ),
+    ];
+    let gd = root.join(".git");
+    state.push(("config".into(), std::fs::read(gd.join("config")).unwrap()));
+    for dir in ["hooks", "info"] {
+        let mut names: Vec<_> = std::fs::read_dir(gd.join(dir))
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        names.sort();
+        for p in names {
+            state.push((
+                p.display().to_string(),
+                std::fs::read(&p).unwrap_or_default(),
+            ));
+        }
+    }
+    state
+}
+
+/// What an agent's ordinary git commands in its workspace did to the user's
+/// repository when the workspace was a `git worktree` (sharing refs, stash,
+/// config, hooks and info/ with it): moved the user's branch, stashed into
+/// the user's stash, added branches and tags, set aliases, a hooks path and
+/// a clean filter that modix's own `git add -A` then ran. Now the workspace's
+/// repository is its own: none of it reaches the user's, and what it planted
+/// in its own is put back before modix runs git there.
+#[test]
+fn an_agents_git_commands_never_reach_the_users_repository() {
+    for sb in [repo(), Sandbox::example()] {
+        let in_git = sb.root().join(".git").is_dir();
+        let ran = sb.dir.path().join("planted-command-ran");
+        let executor = format!(
+            r#"    G="git -c user.name=agent -c user.email=agent@example.com"
+    common=$(git rev-parse --git-common-dir)
+    $G update-ref refs/heads/main $($G commit-tree -m moved HEAD^{{tree}} -p HEAD) 2>/dev/null
+    echo wip > wip.txt && $G stash push -q -u -m agent && $G stash apply -q && rm wip.txt
+    $G branch agent-branch; $G tag agent-tag
+    git config core.hooksPath /nonexistent; git config alias.st '!touch {ran}'
+    mkdir -p "$common/hooks" "$common/info" && printf '#!/bin/sh\ntouch {ran}\n' > "$common/hooks/pre-commit" && chmod +x "$common/hooks/pre-commit"
+    git config filter.ev.clean 'sh -c "touch {ran}; cat"'
+    echo 'calc.py filter=ev' >> "$common/info/attributes"
+{FIX}
+{DONE}"#,
+            ran = ran.display()
+        );
+        scenarios::agent(&sb, &executor);
+        sb.edit_json(".modix/agents.json", |v| {
+            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+        });
+        let before = in_git.then(|| (repository_state(&sb.root()), checkout(&sb.root())));
+        let r = sb.go_json("git everywhere");
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let run = r.run_id();
+        assert!(!ran.exists(), "in_git={in_git}: the planted filter ran");
+        let notes = sb.invocation(&run, 2)["changes"]["notes"].to_string();
+        assert!(
+            notes.contains("config (changed)")
+                && notes.contains("info/attributes (changed)")
+                && notes.contains("hooks (made by the agent, removed)")
+                && notes.contains("nothing it planted ran"),
+            "in_git={in_git}: {notes}"
+        );
+        let out = modix(&sb, &["diff", &run]);
+        assert!(out.status.success(), "{}", output_text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("+    return sum(values) / len(values)")
+        );
+        if let Some((repository, files)) = before {
+            let root = sb.root();
+            assert_eq!(repository_state(&root), repository);
+            assert_eq!(checkout(&root), files);
+            let id = short(&sb, &run);
+            let fixed = git(&root, &["show", &format!("modix/{id}:calc.py")]);
+            assert!(fixed.contains("/ len(values)"), "{fixed}");
+            // The user's own git commands run nothing the agent planted.
+            git(&root, &["status", "--porcelain"]);
+            git(&root, &["commit", "-q", "--allow-empty", "-m", "user"]);
+            assert!(!ran.exists(), "the user's git ran what the agent planted");
+        }
+        assert!(!ran.exists());
+    }
+}
+
+/// An agent's own commits are in its repository's objects; the run branch
+/// the user's repository gets carries them, and keeps them once the
+/// workspace (and its repository) is pruned: the branch still reads, git
+/// finds nothing missing, and the run still applies.
+#[test]
+fn an_agents_own_commits_reach_the_users_repository_with_the_run_branch() {
+    let sb = repo();
+    let root = sb.root();
+    scenarios::agent(
+        &sb,
+        &format!(
+            "{FIX}\n    git -c user.name=agent -c user.email=agent@example.com commit -q -am 'agent: fix mean'\n{DONE}"
+        ),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    git(&root, &["commit", "-q", "-am", "the scripted agents"]);
+    let r = sb.go_json("the agent commits");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let run = r.run_id();
+    let id = short(&sb, &run);
+    let branch = format!("modix/{id}");
+    let subjects = git(&root, &["log", "--format=%s", &branch]);
+    assert!(subjects.contains("agent: fix mean"), "{subjects}");
+    let out = modix(&sb, &["prune"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(!ws_root(&sb, &run).exists());
+    git(&root, &["fsck", "--connectivity-only", "--no-dangling"]);
+    let agents = git(&root, &["log", "--format=%H", "--author=agent", &branch]);
+    assert_eq!(agents.lines().count(), 1, "{agents}");
+    let out = modix(&sb, &["apply", &run]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(sb.read("calc.py").contains("/ len(values)"));
 }
