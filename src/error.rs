@@ -149,6 +149,7 @@ pub(crate) fn workspace_exit(e: &crate::workspace::WorkspaceError) -> Exit {
     use crate::workspace::WorkspaceError as W;
     match e {
         _ if e.is_internal() => Exit::Internal,
+        W::Stopped { .. } => Exit::Interrupted,
         W::Conflict { .. }
         | W::DirtyTarget { .. }
         | W::UntrackedInTheWay { .. }

@@ -69,9 +69,34 @@ pub fn caught() -> bool {
     CAUGHT.load(SeqCst) != 0
 }
 
+/// The process group of a helper modix waits on now (its own git, in a
+/// group of its own so that a stop reaches what git starts too), 0: none.
+/// A stop that ends modix at once passes SIGTERM on to it first: git then
+/// removes its lock files and ends, instead of running on, orphaned.
+static HELPER_GROUP: AtomicI32 = AtomicI32::new(0);
+
+/// Names the helper group a stop must reach while the returned guard lives.
+pub(crate) fn helper_group(pgid: i32) -> HelperGroup {
+    HELPER_GROUP.store(pgid, SeqCst);
+    HelperGroup
+}
+
+pub(crate) struct HelperGroup;
+
+impl Drop for HelperGroup {
+    fn drop(&mut self) {
+        HELPER_GROUP.store(0, SeqCst);
+    }
+}
+
 extern "C" fn note(sig: c_int) {
     CAUGHT.store(sig, SeqCst);
     if !HELD.load(SeqCst) {
+        let group = HELPER_GROUP.load(SeqCst);
+        if group > 0 {
+            // SAFETY: kill is async-signal-safe.
+            unsafe { nix::libc::kill(-group, nix::libc::SIGTERM) };
+        }
         die_of(sig);
     }
 }

@@ -394,7 +394,18 @@ impl super::RunInfo<'_> {
                     agent,
                     task_spec: inputs.task_spec.as_ref(),
                 };
-                Some(work.settle(&facts, &mut verdict)?)
+                match work.settle(&facts, &mut verdict) {
+                    Ok(settled) => Some(settled),
+                    // A stop (Ctrl-C, SIGTERM) arrived while modix's own git
+                    // recorded the step, and ended that git: the step is
+                    // interrupted as its agent would have been, and what it
+                    // left is recorded and discarded when the run resumes.
+                    Err(_) if crate::stops::caught() => {
+                        verdict = Verdict::Cancelled;
+                        None
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         };
         let mut record = self.invocation_record(flight, context, &verdict, ran.out.as_ref());

@@ -41,6 +41,16 @@ impl Workspace {
         reset: bool,
     ) -> Result<(Workspace, Vec<String>)> {
         git.require(MIN_GIT, "modix workspaces")?;
+        // An agent that removed the workspace folder took nothing of the
+        // run (its repository is outside): the folder is made again, and
+        // the resume's discard records and undoes the removal.
+        let mut notes = Vec::new();
+        if matches!(record.mode, Mode::Worktree | Mode::Copy)
+            && record.git_dir.as_ref().is_some_and(|d| d.is_dir())
+            && record.state_dir.join("guard").is_dir()
+        {
+            notes.extend(super::track::remake_root(&record)?);
+        }
         for p in [Some(&record.root), record.git_dir.as_ref()]
             .into_iter()
             .flatten()
@@ -50,8 +60,10 @@ impl Workspace {
             }
         }
         let lock = TreeLock::acquire(&record.modix_home, record.lock_tree(), &record.run_id)?;
+        // A git that was killed (a stop during a settle) may have left the
+        // private index locked; the tree lock says nobody else uses it.
+        let _ = std::fs::remove_file(record.state_dir.join("index.lock"));
         let ctx = record.ctx();
-        let mut notes = Vec::new();
         let actual = read_ref(git, &ctx, &record.run_ref)?;
         if actual.as_deref() != Some(record.last_commit.as_str()) {
             if !reset {

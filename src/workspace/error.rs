@@ -27,6 +27,11 @@ pub enum WorkspaceError {
         stderr: String,
     },
 
+    /// A stop (Ctrl-C, SIGTERM) arrived while the git command ran, and
+    /// ended it.
+    #[error("`git {command}` was stopped (Ctrl-C or SIGTERM)")]
+    Stopped { command: String },
+
     #[error("{} is not inside a git work tree; use workspace: copy (or in_place) for folders without git", path.display())]
     NotAGitRepo { path: PathBuf },
 
@@ -113,6 +118,7 @@ impl WorkspaceError {
             E::GitMissing(_) => "git_missing",
             E::GitTooOld { .. } => "git_too_old",
             E::Git { .. } => "git",
+            E::Stopped { .. } => "stopped",
             E::NotAGitRepo { .. } => "not_a_git_repo",
             E::NoCommits { .. } => "no_commits",
             E::BadBase { .. } => "bad_base",

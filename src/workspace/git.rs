@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -311,7 +312,15 @@ impl GitCmd {
         } else {
             Stdio::null()
         });
+        // A group of its own: a stop reaches git and what it started (a
+        // filter, a hook) together, and the terminal's Ctrl-C reaches modix,
+        // which decides (see `drain`). Its output is piped: it never needs
+        // the terminal.
+        std::os::unix::process::CommandExt::process_group(&mut self.cmd, 0);
+        let stopped_before = crate::stops::caught();
         let mut child = self.cmd.spawn().map_err(|e| self.spawn_error(e))?;
+        let group = child.id() as i32;
+        let _forward = crate::stops::helper_group(group);
         // Written from a thread so a large input cannot deadlock against a
         // large output.
         let writer = match (self.input.take(), child.stdin.take()) {
@@ -320,13 +329,27 @@ impl GitCmd {
             })),
             _ => None,
         };
-        let out = child
-            .wait_with_output()
+        let pipes = [
+            child.stdout.take().map(std::os::fd::OwnedFd::from),
+            child.stderr.take().map(std::os::fd::OwnedFd::from),
+        ];
+        let ([stdout, stderr], stopped) = drain(pipes, group, stopped_before);
+        let status = child
+            .wait()
             .map_err(|e| WorkspaceError::GitMissing(e.to_string()))?;
         if let Some(w) = writer {
             let _ = w.join();
         }
-        Ok(out)
+        if stopped {
+            return Err(WorkspaceError::Stopped {
+                command: self.described(),
+            });
+        }
+        Ok(Output {
+            status,
+            stdout,
+            stderr,
+        })
     }
 
     /// Runs it; a non-zero exit is [`WorkspaceError::Git`] with git's stderr.
@@ -398,6 +421,74 @@ impl GitCmd {
             }
         }
     }
+}
+
+/// How long git has, once told to stop, to remove its lock files and end
+/// (then its group is killed), and how long modix then still reads what a
+/// process that left the group holds open.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// Reads both pipes to their end, as `wait_with_output` does, but wakes
+/// every 100 ms to see whether a stop (Ctrl-C, SIGTERM) arrived since git
+/// started: then git's group gets SIGTERM, SIGKILL after [`STOP_GRACE`],
+/// and the pipes are let go after another. modix's own git is never what
+/// keeps a stop waiting — a clean filter or a 10 GB file included. A stop
+/// that came before git started is the run winding down: its git runs on.
+/// Also says whether git was told to stop.
+fn drain(
+    mut pipes: [Option<std::os::fd::OwnedFd>; 2],
+    group: i32,
+    stopped_before: bool,
+) -> ([Vec<u8>; 2], bool) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use nix::sys::signal::{Signal, killpg};
+    use std::os::fd::AsFd;
+    let mut bufs = [Vec::new(), Vec::new()];
+    let mut told: Option<(std::time::Instant, bool)> = None;
+    let mut chunk = vec![0u8; 64 * 1024];
+    while pipes.iter().any(Option::is_some) {
+        let open: Vec<usize> = (0..2).filter(|&i| pipes[i].is_some()).collect();
+        let readable: Vec<usize> = {
+            let mut fds: Vec<PollFd<'_>> = open
+                .iter()
+                .filter_map(|&i| Some(PollFd::new(pipes[i].as_ref()?.as_fd(), PollFlags::POLLIN)))
+                .collect();
+            match poll(&mut fds, PollTimeout::from(100u16)) {
+                Ok(n) if n > 0 => open
+                    .iter()
+                    .zip(&fds)
+                    .filter(|(_, f)| f.revents().is_some_and(|e| !e.is_empty()))
+                    .map(|(&i, _)| i)
+                    .collect(),
+                _ => Vec::new(),
+            }
+        };
+        for i in readable {
+            let Some(fd) = &pipes[i] else { continue };
+            match nix::unistd::read(fd.as_fd(), &mut chunk) {
+                Ok(n) if n > 0 => bufs[i].extend_from_slice(&chunk[..n]),
+                Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {}
+                Ok(_) | Err(_) => pipes[i] = None,
+            }
+        }
+        if stopped_before || !crate::stops::caught() {
+            continue;
+        }
+        let group = nix::unistd::Pid::from_raw(group);
+        match told {
+            None => {
+                let _ = killpg(group, Signal::SIGTERM);
+                told = Some((std::time::Instant::now(), false));
+            }
+            Some((at, false)) if at.elapsed() >= STOP_GRACE => {
+                let _ = killpg(group, Signal::SIGKILL);
+                told = Some((std::time::Instant::now(), true));
+            }
+            Some((at, true)) if at.elapsed() >= STOP_GRACE => break,
+            Some(_) => {}
+        }
+    }
+    (bufs, told.is_some())
 }
 
 /// A failed command as an error, with the first lines of git's stderr.

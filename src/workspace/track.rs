@@ -97,6 +97,12 @@ impl Workspace {
         if stat.is_some() && stat == self.link_seen {
             return Ok(None);
         }
+        if stat.is_none()
+            && let Some(remade) = remake_root(&self.record)?
+        {
+            self.link_seen = None;
+            return Ok(Some(remade));
+        }
         let checked = std::time::SystemTime::now();
         // A `gitdir:` line with a path; anything longer is not modix's link.
         let points_home = crate::fsutil::read_small(&link, 8192)
@@ -556,6 +562,31 @@ struct RefState {
 
 fn short(id: &str) -> &str {
     &id[..id.len().min(12)]
+}
+
+/// Makes the workspace folder again when the agent removed it (or put
+/// something else in its place), empty: the run's repository is outside it,
+/// so the next settle records the removal of every file — a change the
+/// step's judge sees, and a reject (or a resume's discard) puts the files
+/// back. The note for the step's record; nothing when the folder is there.
+pub(super) fn remake_root(record: &super::WorkspaceRecord) -> Result<Option<String>> {
+    let root = &record.root;
+    let meta = root.symlink_metadata();
+    if meta.as_ref().is_ok_and(|m| m.is_dir()) {
+        return Ok(None);
+    }
+    if meta.is_ok() {
+        std::fs::remove_file(root).map_err(|e| WorkspaceError::io("remove", root, e))?;
+    }
+    std::fs::create_dir_all(root).map_err(|e| WorkspaceError::io("create", root, e))?;
+    if let Some(git_dir) = &record.git_dir {
+        let link = root.join(".git");
+        let text = format!("gitdir: {}\n", git_dir.display());
+        std::fs::write(&link, text).map_err(|e| WorkspaceError::io("write", &link, e))?;
+    }
+    Ok(Some(
+        "the agent removed the workspace folder itself; it is made again (the run's history is kept outside it), and what the agent removed is recorded as such".into(),
+    ))
 }
 
 /// State names go into a commit message: one line, no trailer injection.

@@ -1511,3 +1511,148 @@ fn an_agents_own_commits_reach_the_users_repository_with_the_run_branch() {
     assert!(out.status.success(), "{}", output_text(&out));
     assert!(sb.read("calc.py").contains("/ len(values)"));
 }
+
+/// A stop during modix's own git (here a clean filter of the user's that
+/// takes 30 s and ignores SIGINT and SIGTERM, run by the settle's `git add`)
+/// is not kept waiting: git's group is stopped, the run ends interrupted
+/// with exit 130 at once, and resumes to DONE, the step recorded again.
+#[test]
+fn a_stop_during_modixs_own_git_is_not_kept_waiting() {
+    let sb = repo();
+    let root = sb.root();
+    let started = sb.dir.path().join("filter-started");
+    let home = sb.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // Slow only on the fixed file, once: not on the checkouts before it.
+    let filter = sb.dir.path().join("slow-filter");
+    std::fs::write(
+        &filter,
+        format!(
+            "#!/bin/sh\ntrap '' INT TERM\nf=$(mktemp)\ncat > \"$f\"\n\
+             if grep -q '/ len(values)' \"$f\" && [ ! -e {m} ]; then echo $$ > {m}; sleep 30; fi\n\
+             cat \"$f\"; rm -f \"$f\"\n",
+            m = started.display()
+        ),
+    )
+    .unwrap();
+    make_executable(&filter);
+    std::fs::write(
+        home.join(".gitconfig"),
+        format!("[filter \"slow\"]\n\tclean = {}\n", filter.display()),
+    )
+    .unwrap();
+    sb.write(".gitattributes", "calc.py filter=slow\n");
+    scenarios::agent(&sb, &format!("{FIX}\n{DONE}"));
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    git(&root, &["add", "-A"]);
+    git(
+        &root,
+        &["commit", "-q", "-m", "a slow filter, the scripted agents"],
+    );
+    let child = sb.spawn(&["go", "--json", "slow filter"]);
+    scenarios::wait_for(&started);
+    let pid: i32 = std::fs::read_to_string(&started)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let asked = std::time::Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", output_text(&out));
+    // Far less than the filter's 30 s: a bound, not a measurement.
+    assert!(asked.elapsed() < std::time::Duration::from_secs(15));
+    // Gone, or a zombie no one has reaped yet (in a container, pid 1 may not).
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let running = state
+        .rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with('Z'));
+    assert!(!running, "the filter lives on: {state}");
+    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    let r = GoResult::parse(&modix(&sb, &["resume", "--json", &run]));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.transitions.last().unwrap()["to"], "DONE");
+    let id = short(&sb, &run);
+    let fixed = git(&root, &["show", &format!("modix/{id}:calc.py")]);
+    assert!(fixed.contains("/ len(values)"), "{fixed}");
+}
+
+/// An executor that removes its whole workspace folder (`.git` link and
+/// all) took nothing of the run — its repository is outside — and is judged
+/// like any other change: the folder is made again, the removal recorded and
+/// rejected (protected files among it), the files put back; the next attempt
+/// fixes the bug and the run reaches DONE. Before, `go` ended with exit 3 and
+/// `resume` refused.
+#[test]
+fn an_agent_that_removes_its_workspace_folder_is_judged_and_the_run_goes_on() {
+    for sb in [repo(), Sandbox::example()] {
+        scenarios::agent(
+            &sb,
+            &format!(
+                "    if [ \"$MODIX_ATTEMPT\" = 1 ]; then d=$PWD; cd /; rm -rf \"$d\"; fi\n    cd \"$MODIX_WORKDIR\" 2>/dev/null || true\n{FIX}\n{DONE}"
+            ),
+        );
+        sb.edit_json(".modix/agents.json", |v| {
+            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+        });
+        let r = sb.go_json("remove the workspace");
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let run = r.run_id();
+        let reasons = reasons(&r);
+        assert!(
+            reasons.contains("rejected: changed protected paths"),
+            "{reasons}"
+        );
+        let notes = sb.invocation(&run, 2)["changes"]["notes"].to_string();
+        assert!(
+            notes.contains("removed the workspace folder itself"),
+            "{notes}"
+        );
+        let root = ws_root(&sb, &run);
+        assert!(root.join(".git").is_file());
+        assert!(
+            std::fs::read_to_string(root.join("calc.py"))
+                .unwrap()
+                .contains("/ len(values)")
+        );
+        assert!(root.join("test_calc.py").is_file());
+    }
+}
+
+/// The same, with modix killed while the agent that removed the folder
+/// still runs: `resume` makes the folder again, records the removal as what
+/// the abandoned agent left (discarded), puts the files back and finishes.
+#[test]
+fn a_run_whose_agent_removed_the_workspace_folder_resumes() {
+    let sb = repo();
+    let marker = sb.dir.path().join("removed");
+    let executor = format!(
+        "    if [ ! -e {m} ]; then d=$PWD; cd /; rm -rf \"$d\"; touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+        m = marker.display()
+    );
+    let run = scenarios::crashed_while(&sb, &marker, &executor);
+    assert!(!ws_root(&sb, &run).exists());
+    let out = modix(&sb, &["resume", "--json", &run]);
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.transitions.last().unwrap()["to"], "DONE");
+    let text = output_text(&out);
+    assert!(
+        text.contains("removed the workspace folder itself"),
+        "{text}"
+    );
+    let id = short(&sb, &run);
+    let discarded = git(
+        &sb.root(),
+        &["for-each-ref", &format!("refs/modix/runs/{id}/discarded/")],
+    );
+    assert_eq!(discarded.lines().count(), 1, "{discarded}");
+    let fixed = git(&sb.root(), &["show", &format!("modix/{id}:calc.py")]);
+    assert!(fixed.contains("/ len(values)"), "{fixed}");
+}
