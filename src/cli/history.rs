@@ -883,7 +883,10 @@ fn show_changes(changes: &serde_json::Value, out: &Output) {
     if let Some(r) = &work.rejected {
         names_line(
             out,
-            format!("rejected: {} (kept under {})", r.why, r.reference),
+            match &r.reference {
+                Some(kept) => format!("rejected: {} (kept under {kept})", r.why),
+                None => format!("rejected: {} (not kept)", r.why),
+            },
         );
     }
     if let Some(why) = &work.no_progress {

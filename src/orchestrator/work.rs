@@ -162,8 +162,10 @@ pub struct RejectedWork {
     pub why: String,
     /// The paths that broke the rule (all of the step's, for a failed step).
     pub paths: Vec<String>,
-    /// Where the step's commit is kept for audit.
-    pub reference: String,
+    /// Where the step's commit is kept for audit; none when it held a
+    /// secret.
+    #[serde(default)]
+    pub reference: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -197,6 +199,9 @@ struct Refusal {
     paths: Vec<String>,
     /// What the agent's next attempt is told.
     feedback: String,
+    /// Whether the step's commit may be kept (for audit): not when it
+    /// holds a secret.
+    keep: bool,
 }
 
 /// The workspace and the rules its steps are judged by.
@@ -211,6 +216,8 @@ pub(super) struct Work {
     seen_trees: Vec<String>,
     /// The last failing tests' fingerprint, and how many times in a row.
     streak: Option<(String, u32)>,
+    /// The run's secrets: a step that writes one is rejected.
+    redactor: crate::shell::Redactor,
 }
 
 impl Work {
@@ -241,6 +248,7 @@ impl Work {
             prefix,
             seen_trees: vec![base],
             streak: None,
+            redactor: super::agent::redactor(&project.config),
         })
     }
 
@@ -293,6 +301,7 @@ impl Work {
         verdict: &mut Verdict,
     ) -> Result<StepWork, RunError> {
         let settled = self.ws.settle(step.seq, step.state, step.attempt)?;
+        let moved = settled.moved;
         let mut work = StepWork::new(settled, step.agent, verdict);
         if let Some(claimed) = &work.claimed {
             let seen: Vec<&str> = work.files.iter().map(|c| self.shown(&c.path)).collect();
@@ -301,9 +310,11 @@ impl Work {
                 || seen.iter().any(|s| !claimed.contains(s));
         }
         if work.empty {
+            self.publish(moved, &mut work);
             return Ok(work);
         }
         let refusal = match verdict {
+            _ if let Some(r) = self.secrets_written(&work)? => Some(r),
             Verdict::Output(_) => self.refusal(step, &work.files),
             Verdict::Failed(f) => Some(Refusal {
                 why: format!(
@@ -312,13 +323,66 @@ impl Work {
                 ),
                 paths: work.files.iter().map(|c| c.path.clone()).collect(),
                 feedback: String::new(),
+                keep: true,
             }),
             Verdict::Cancelled => None,
         };
-        if let Some(r) = refusal {
-            self.reject(step.seq, &mut work, r, verdict)?;
+        match refusal {
+            Some(r) => self.reject(step.seq, &mut work, r, verdict)?,
+            None => self.publish(moved, &mut work),
         }
         Ok(work)
+    }
+
+    /// A kept step's run ref goes to the user's repository once judged —
+    /// never before, so a step taken off for a secret is never published.
+    fn publish(&self, moved: bool, work: &mut StepWork) {
+        if moved {
+            work.notes.extend(self.ws.publish_step());
+        }
+    }
+
+    /// A step whose change writes the value of one of the run's secrets
+    /// (into a file, a file's name, or an agent's commit) is refused, and
+    /// its commit not kept: the run's history, the run branch the user's
+    /// repository gets, and `modix apply` never carry a key. Matched across
+    /// the cuts of git's streamed output, so memory stays bounded.
+    fn secrets_written(&self, work: &StepWork) -> Result<Option<Refusal>, RunError> {
+        let longest = self.redactor.longest_configured();
+        if longest == 0 {
+            return Ok(None);
+        }
+        let mut found = std::collections::BTreeSet::new();
+        let mut window: Vec<u8> = Vec::new();
+        self.ws.written(&work.parent, &work.commit, &mut |piece| {
+            window.extend_from_slice(piece);
+            found.extend(
+                self.redactor
+                    .configured_in(&window)
+                    .into_iter()
+                    .map(str::to_owned),
+            );
+            let cut = window.len().saturating_sub(longest - 1);
+            window.drain(..cut);
+        })?;
+        if found.is_empty() {
+            return Ok(None);
+        }
+        let names: Vec<String> = found.into_iter().collect();
+        let paths: Vec<String> = work.files.iter().map(|c| c.path.clone()).collect();
+        Ok(Some(Refusal {
+            why: format!(
+                "the change writes the value of {} into the workspace ({}); a secret is never                  recorded, so the step was taken off and not kept",
+                names.join(", "),
+                list(&paths)
+            ),
+            feedback: format!(
+                "Your previous attempt was rejected and its changes were taken off: it wrote the                  value of the secret {} into a file or commit. Never write a secret into the                  project; code reads it from the environment variable at run time.",
+                names.join(", ")
+            ),
+            paths,
+            keep: false,
+        }))
     }
 
     /// A step whose result would end the run in success must leave the tree
@@ -343,6 +407,7 @@ impl Work {
                     list(&paths)
                 ),
                 paths,
+                keep: true,
             };
             self.reject(seq, work, refusal, verdict)?;
             return Ok(());
@@ -363,7 +428,11 @@ impl Work {
         r: Refusal,
         verdict: &mut Verdict,
     ) -> Result<(), RunError> {
-        let rejected = self.ws.reject(seq, &work.commit, &work.parent)?;
+        let rejected = if r.keep {
+            self.ws.reject(seq, &work.commit, &work.parent)?
+        } else {
+            self.ws.reject_unkept(seq, &work.commit, &work.parent)?
+        };
         if let Verdict::Output(_) = verdict {
             let mut f = Failure::new(FailureClass::InvalidOutput, format!("rejected: {}", r.why));
             f.errors = vec![r.why.clone()];
@@ -399,6 +468,7 @@ impl Work {
                     list(&paths)
                 ),
                 paths,
+                keep: true,
             });
         }
         if !perms.protected {
@@ -422,6 +492,7 @@ impl Work {
                         list(&hit)
                     ),
                     paths: hit,
+                    keep: true,
                 });
             }
         }
@@ -452,6 +523,7 @@ impl Work {
                 scope.listed.join(", ")
             ),
             paths: out,
+            keep: true,
         })
     }
 

@@ -83,6 +83,32 @@ impl Redactor {
         Self { configured }
     }
 
+    /// The names of the configured secrets whose values occur in `bytes`,
+    /// each once. Key shapes are not looked for: a test fixture may look
+    /// like a key; a configured value is the real one.
+    pub fn configured_in(&self, bytes: &[u8]) -> Vec<&str> {
+        let Some(c) = &self.configured else {
+            return Vec::new();
+        };
+        let mut ids: Vec<usize> = c
+            .values
+            .find_iter(bytes)
+            .map(|m| m.pattern().as_usize())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter().map(|i| c.names[i].as_str()).collect()
+    }
+
+    /// The longest configured value, in bytes (0: none): how much of a
+    /// stream [`configured_in`](Self::configured_in) must see again across
+    /// a cut.
+    pub fn longest_configured(&self) -> usize {
+        self.configured
+            .as_ref()
+            .map_or(0, |c| c.values.max_pattern_len())
+    }
+
     /// `s` with secrets replaced; borrowed when nothing matched.
     pub fn redact<'a>(&self, s: &'a str) -> Cow<'a, str> {
         let first = match &self.configured {

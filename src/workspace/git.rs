@@ -262,6 +262,9 @@ impl Ctx {
     }
 }
 
+/// Where a streamed command's stdout goes, piece by piece.
+type Sink<'a> = dyn FnMut(&[u8]) + 'a;
+
 /// One git invocation being built.
 pub(crate) struct GitCmd {
     cmd: Command,
@@ -304,7 +307,13 @@ impl GitCmd {
     }
 
     /// Runs it and returns whatever happened; only a failure to start is an error.
-    pub fn output(mut self) -> Result<Output> {
+    pub fn output(self) -> Result<Output> {
+        self.output_into(None)
+    }
+
+    /// [`output`](Self::output), with stdout handed to `sink` as it comes
+    /// (then the output's stdout is empty).
+    fn output_into(mut self, mut sink: Option<&mut Sink<'_>>) -> Result<Output> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         self.cmd.stdin(if self.input.is_some() {
@@ -333,7 +342,11 @@ impl GitCmd {
             child.stdout.take().map(std::os::fd::OwnedFd::from),
             child.stderr.take().map(std::os::fd::OwnedFd::from),
         ];
-        let ([stdout, stderr], stopped) = drain(pipes, group, stopped_before);
+        let mut stdout = Vec::new();
+        let (stderr, stopped) = drain(pipes, group, stopped_before, &mut |b| match &mut sink {
+            Some(sink) => sink(b),
+            None => stdout.extend_from_slice(b),
+        });
         let status = child
             .wait()
             .map_err(|e| WorkspaceError::GitMissing(e.to_string()))?;
@@ -368,6 +381,19 @@ impl GitCmd {
     pub fn run_text(self) -> Result<String> {
         let out = self.run()?;
         Ok(String::from_utf8_lossy(&out).trim().to_owned())
+    }
+
+    /// Runs it with its stdout streamed to `sink` as it comes (memory stays
+    /// bounded whatever git prints); a non-zero exit is an error.
+    pub fn run_streamed(self, sink: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let command = self.described();
+        let dir = self.cwd.clone();
+        let out = self.output_into(Some(sink))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(failure(command, dir, &out))
+        }
     }
 
     /// Runs it; exit codes in `ok` are answers (returned), others are errors.
@@ -434,16 +460,18 @@ const STOP_GRACE: Duration = Duration::from_secs(1);
 /// and the pipes are let go after another. modix's own git is never what
 /// keeps a stop waiting — a clean filter or a 10 GB file included. A stop
 /// that came before git started is the run winding down: its git runs on.
-/// Also says whether git was told to stop.
+/// Hands stdout to `out` as it comes; returns stderr, and whether git was
+/// told to stop.
 fn drain(
     mut pipes: [Option<std::os::fd::OwnedFd>; 2],
     group: i32,
     stopped_before: bool,
-) -> ([Vec<u8>; 2], bool) {
+    out: &mut dyn FnMut(&[u8]),
+) -> (Vec<u8>, bool) {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     use nix::sys::signal::{Signal, killpg};
     use std::os::fd::AsFd;
-    let mut bufs = [Vec::new(), Vec::new()];
+    let mut stderr = Vec::new();
     let mut told: Option<(std::time::Instant, bool)> = None;
     let mut chunk = vec![0u8; 64 * 1024];
     while pipes.iter().any(Option::is_some) {
@@ -466,7 +494,8 @@ fn drain(
         for i in readable {
             let Some(fd) = &pipes[i] else { continue };
             match nix::unistd::read(fd.as_fd(), &mut chunk) {
-                Ok(n) if n > 0 => bufs[i].extend_from_slice(&chunk[..n]),
+                Ok(n) if n > 0 && i == 0 => out(&chunk[..n]),
+                Ok(n) if n > 0 => stderr.extend_from_slice(&chunk[..n]),
                 Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {}
                 Ok(_) | Err(_) => pipes[i] = None,
             }
@@ -488,7 +517,7 @@ fn drain(
             Some(_) => {}
         }
     }
-    (bufs, told.is_some())
+    (stderr, told.is_some())
 }
 
 /// A failed command as an error, with the first lines of git's stderr.

@@ -680,11 +680,9 @@ fn reject_restores_the_files_and_keeps_the_rejected_commit() {
     let s = ws.settle(3, "execute", 1).unwrap();
     let r = ws.reject(3, &s.commit, &s.parent).unwrap();
     assert_eq!(r.restored_to, ws.base_commit());
-    assert_eq!(
-        r.rejected_ref,
-        format!("refs/modix/runs/{}/rejected/3", ws.record().short_id)
-    );
-    assert_eq!(sh(&root, &["rev-parse", &r.rejected_ref]), s.commit);
+    let kept = format!("refs/modix/runs/{}/rejected/3", ws.record().short_id);
+    assert_eq!(r.rejected_ref.as_deref(), Some(kept.as_str()));
+    assert_eq!(sh(&root, &["rev-parse", &kept]), s.commit);
     assert_eq!(
         sh(&root, &["rev-parse", &ws.record().run_ref]),
         ws.base_commit()
@@ -707,6 +705,50 @@ fn reject_restores_the_files_and_keeps_the_rejected_commit() {
     // Only the last step can be taken off.
     let err = ws.reject(3, &s.commit, &s.parent).unwrap_err();
     assert!(matches!(err, WorkspaceError::NotLastStep { .. }), "{err:?}");
+}
+
+/// The user's repository gets a step once it is judged and kept
+/// (`publish_step`), a rejected step's kept commit with the reject, and a
+/// step taken off unkept (it held a secret) never: none of its objects.
+#[test]
+fn steps_reach_the_users_repository_only_once_judged_and_unkept_ones_never() {
+    let fx = Fixture::new();
+    let repo = fx.repo("app");
+    let (mut ws, _) = fx.create(Mode::Worktree, &repo);
+    let root = ws.record().root.clone();
+    let run_ref = ws.record().run_ref.clone();
+    assert_eq!(sh(&repo, &["rev-parse", &run_ref]), ws.base_commit());
+
+    write(&root, "kept.txt", "kept\n");
+    let s = ws.settle(1, "execute", 1).unwrap();
+    assert!(s.moved);
+    assert_eq!(
+        sh(&repo, &["rev-parse", &run_ref]),
+        ws.base_commit(),
+        "not judged yet"
+    );
+    assert_eq!(ws.publish_step(), None);
+    assert_eq!(sh(&repo, &["rev-parse", &run_ref]), s.commit);
+
+    write(&root, "key.txt", "sk-secret-value\n");
+    let bad = ws.settle(2, "execute", 1).unwrap();
+    let r = ws.reject_unkept(2, &bad.commit, &bad.parent).unwrap();
+    assert_eq!(r.rejected_ref, None);
+    assert!(!root.join("key.txt").exists());
+    assert_eq!(sh(&repo, &["rev-parse", &run_ref]), s.commit);
+    let listed = sh(&repo, &["for-each-ref", "refs/modix/"]);
+    assert_eq!(listed, "", "{listed}");
+    let present = Command::new("git")
+        .args(["cat-file", "-e", &bad.commit])
+        .current_dir(&repo)
+        .status()
+        .unwrap();
+    assert!(
+        !present.success(),
+        "the unkept commit reached the user's objects"
+    );
+    let own = sh(&root, &["for-each-ref", "refs/modix/"]);
+    assert_eq!(own, "", "{own}");
 }
 
 #[test]

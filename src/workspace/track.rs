@@ -37,14 +37,18 @@ pub struct Settled {
     pub notes: Vec<String>,
     /// The stat snapshot showed no change, so no git process ran.
     pub fast_path: bool,
+    /// The run ref moved (a new step, or put back): what
+    /// [`Workspace::publish_step`] publishes once the step is judged.
+    pub moved: bool,
 }
 
 /// A step taken off.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rejected {
-    /// The step's commit, kept under `rejected_ref` for audit.
+    /// The step's commit, kept under `rejected_ref` for audit (not kept
+    /// when it holds a secret).
     pub commit: String,
-    pub rejected_ref: String,
+    pub rejected_ref: Option<String>,
     /// Where the run ref and the files are now.
     pub restored_to: String,
     pub paths: Vec<String>,
@@ -166,6 +170,7 @@ impl Workspace {
             agent_commits: Vec::new(),
             notes,
             fast_path: false,
+            moved: false,
         }
     }
 
@@ -265,7 +270,6 @@ impl Workspace {
                 &commit,
                 refs.run_ref.as_deref(),
             )?;
-            notes.extend(self.publish(None));
         }
         if self.record.follows_head() {
             if !refs.attached {
@@ -286,6 +290,7 @@ impl Workspace {
                 .map(|e| e.change)
                 .collect()
         };
+        let moved = refs.run_ref.as_deref() != Some(commit.as_str());
         let tree_changed = tree != self.last_tree;
         self.record.last_commit = commit.clone();
         self.last_tree = tree.clone();
@@ -299,6 +304,7 @@ impl Workspace {
             agent_commits,
             notes,
             fast_path: false,
+            moved,
         })
     }
 
@@ -307,6 +313,23 @@ impl Workspace {
     /// `parent` (compare-and-swap), and the files go back to `parent`'s tree
     /// (files the step added are removed; ignored files are left alone).
     pub fn reject(&mut self, seq: u64, commit: &str, parent: &str) -> Result<Rejected> {
+        self.take_off(seq, commit, parent, true)
+    }
+
+    /// [`reject`](Self::reject) without keeping the step's commit under a
+    /// ref: a step that wrote a secret. Its objects stay only in the run's
+    /// own repository, unreachable, and are never published.
+    pub fn reject_unkept(&mut self, seq: u64, commit: &str, parent: &str) -> Result<Rejected> {
+        self.take_off(seq, commit, parent, false)
+    }
+
+    /// Publishes the run ref after a step was judged and kept (see
+    /// [`publish`](super::publish)); the note when that failed.
+    pub fn publish_step(&self) -> Option<String> {
+        self.publish(None)
+    }
+
+    fn take_off(&mut self, seq: u64, commit: &str, parent: &str, keep: bool) -> Result<Rejected> {
         if commit != self.record.last_commit {
             return Err(WorkspaceError::NotLastStep {
                 commit: commit.to_owned(),
@@ -337,7 +360,7 @@ impl Workspace {
                     path: rejected_ref.into(),
                 });
             }
-            None => update_ref(
+            None if keep => update_ref(
                 &self.git,
                 &self.ctx,
                 &format!("modix: step {seq} rejected"),
@@ -345,10 +368,12 @@ impl Workspace {
                 commit,
                 None,
             )?,
+            None => {}
         }
+        let rejected_ref = keep.then_some(rejected_ref);
         let paths = self.changed_paths(parent, commit)?;
         self.move_to(parent, commit, &format!("modix: step {seq} rejected"))?;
-        if let Some(failed) = self.publish(Some(&rejected_ref)) {
+        if let Some(failed) = self.publish(rejected_ref.as_deref()) {
             tracing::warn!("{failed}");
         }
         Ok(Rejected {
@@ -482,6 +507,39 @@ impl Workspace {
         self.git.at(&self.ctx).arg("write-tree").run_text()
     }
 
+    /// Hands `sink` what the step `parent..commit` wrote, streamed (memory
+    /// stays bounded whatever it wrote): each line its diff adds (`git diff
+    /// -U0 --text`: binary files as text, the `+++` header with the file's
+    /// name included), then the names and messages of the commits in it
+    /// (the agents' own among them). What a secret scan reads.
+    pub fn written(&self, parent: &str, commit: &str, sink: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let mut added = AddedLines {
+            sink: &mut *sink,
+            at_start: true,
+            keep: false,
+        };
+        self.git
+            .at(&self.ctx)
+            .args([
+                "diff",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--no-color",
+                "--no-renames",
+                "--text",
+                "-U0",
+                parent,
+                commit,
+                "--",
+            ])
+            .run_streamed(&mut |b| added.feed(b))?;
+        self.git
+            .at(&self.ctx)
+            .args(["log", "--format=%an %ae %cn %ce%n%B"])
+            .arg(format!("{parent}..{commit}"))
+            .run_streamed(sink)
+    }
+
     /// Refuses when the files differ from the last recorded step.
     fn ensure_recorded(&mut self) -> Result<()> {
         if let Some(before) = &self.snapshot
@@ -553,6 +611,33 @@ impl Workspace {
     }
 }
 
+/// The added lines of a diff streamed in pieces: passes on the bytes of
+/// every line that starts with `+`, its newline included.
+struct AddedLines<'a> {
+    sink: &'a mut dyn FnMut(&[u8]),
+    at_start: bool,
+    keep: bool,
+}
+
+impl AddedLines<'_> {
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while let Some(&first) = bytes.first() {
+            if self.at_start {
+                self.keep = first == b'+';
+            }
+            let (line, rest) = match bytes.iter().position(|&b| b == b'\n') {
+                Some(i) => bytes.split_at(i + 1),
+                None => (bytes, &[][..]),
+            };
+            if self.keep {
+                (self.sink)(line);
+            }
+            self.at_start = line.ends_with(b"\n");
+            bytes = rest;
+        }
+    }
+}
+
 struct RefState {
     run_ref: Option<String>,
     head: Option<String>,
@@ -592,4 +677,25 @@ pub(super) fn remake_root(record: &super::WorkspaceRecord) -> Result<Option<Stri
 /// State names go into a commit message: one line, no trailer injection.
 fn one_line(s: &str) -> String {
     s.replace(['\n', '\r'], " ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn added_lines_are_passed_on_whole_across_any_cut() {
+        let diff =
+            b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1,2 @@\n-old secret\n+new one\n+and\n";
+        for cut in 0..diff.len() {
+            let mut got = Vec::new();
+            let mut sink = |b: &[u8]| got.extend_from_slice(b);
+            let mut a = super::AddedLines {
+                sink: &mut sink,
+                at_start: true,
+                keep: false,
+            };
+            a.feed(&diff[..cut]);
+            a.feed(&diff[cut..]);
+            assert_eq!(got, b"+++ b/x\n+new one\n+and\n", "cut at {cut}");
+        }
+    }
 }

@@ -1344,8 +1344,10 @@ fn a_file_name_cannot_forge_a_line_of_the_audit() {
     assert_eq!(forged, 1, "only the record's own claim line: {text}");
 }
 
-/// A key the agent writes into a file stays out of what `modix diff`
-/// prints, as out of everything else modix prints.
+/// A key in the run's change stays out of what `modix diff` prints, as out
+/// of everything else modix prints. (A step that writes a key the run knows
+/// is taken off; here the key is the project's only by the time of the
+/// diff — set after the run, as when a key is rotated in.)
 #[test]
 fn diff_keeps_the_projects_secrets_out_of_what_it_prints() {
     const KEY: &str = "sk-ant-api03-DIFFSECRETDIFFSECRET0123456789";
@@ -1359,12 +1361,7 @@ fn diff_keeps_the_projects_secrets_out_of_what_it_prints() {
 {DONE}"##
         ),
     );
-    let out = sb
-        .modix()
-        .env("ANTHROPIC_API_KEY", KEY)
-        .args(["go", "Fix mean()"])
-        .output()
-        .unwrap();
+    let out = sb.modix().args(["go", "Fix mean()"]).output().unwrap();
     assert!(out.status.success(), "{}", output_text(&out));
     for args in [&["diff", "last"][..], &["diff", "last", "--step", "3"]] {
         let out = sb
@@ -1655,4 +1652,67 @@ fn a_run_whose_agent_removed_the_workspace_folder_resumes() {
     assert_eq!(discarded.lines().count(), 1, "{discarded}");
     let fixed = git(&sb.root(), &["show", &format!("modix/{id}:calc.py")]);
     assert!(fixed.contains("/ len(values)"), "{fixed}");
+}
+
+/// An executor that writes the run's key (here the brain's
+/// ANTHROPIC_API_KEY) into a file and into its own commit's author and
+/// message: the step is taken off for it, before anything was published,
+/// and its commit is not kept — the user's repository holds no object with
+/// the key, reachable or not; the next attempt fixes the bug cleanly.
+#[test]
+fn a_step_that_writes_a_secret_is_taken_off_and_never_kept() {
+    let sb = repo();
+    let root = sb.root();
+    let secret = "sk-ant-api03-WRITTEN-INTO-A-FILE-0123456789";
+    scenarios::agent(
+        &sb,
+        &format!(
+            r#"    if [ "$MODIX_ATTEMPT" = 1 ]; then
+        echo "key = '{secret}'" > settings_local.py
+        git add -A && git -c user.name='{secret}' -c user.email=a@example.com commit -q -m "add {secret}"
+    fi
+{FIX}
+{DONE}"#
+        ),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    let out = sb
+        .modix()
+        .env("ANTHROPIC_API_KEY", secret)
+        .args(["go", "--json", "keep the key out"])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.transitions.last().unwrap()["to"], "DONE");
+    let reasons = reasons(&r);
+    assert!(
+        reasons.contains("the change writes the value of ANTHROPIC_API_KEY"),
+        "{reasons}"
+    );
+    assert!(!output_text(&out).contains(secret));
+    let run = r.run_id();
+    let rejected = &sb.invocation(&run, 2)["changes"]["rejected"];
+    assert!(rejected["reference"].is_null(), "{rejected}");
+    // No object of the user's repository holds the key.
+    let all = Command::new("git")
+        .args(["cat-file", "--batch-all-objects", "--batch"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(all.status.success());
+    let text = String::from_utf8_lossy(&all.stdout);
+    assert!(!text.contains(secret), "the key is in the user's objects");
+    let id = short(&sb, &run);
+    assert_eq!(
+        git(&root, &["for-each-ref", &format!("refs/modix/runs/{id}/")]),
+        ""
+    );
+    let fixed = git(&root, &["show", &format!("modix/{id}:calc.py")]);
+    assert!(fixed.contains("/ len(values)"), "{fixed}");
+    let out = modix(&sb, &["history", &run, "--invocation", "2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("(not kept)"), "{text}");
 }
