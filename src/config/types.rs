@@ -611,12 +611,21 @@ pub struct Project {
     /// Never recorded as a change, besides the built-in list.
     #[serde(default)]
     pub ignore: Vec<String>,
+    /// The largest file a step may write (bytes): a bigger one is removed
+    /// before the step is recorded and the step rejected.
+    #[serde(default = "default_max_file_bytes")]
+    pub max_file_bytes: u64,
     #[serde(default)]
     pub commands: Commands,
     #[serde(default)]
     pub stack: Vec<String>,
     #[serde(default)]
     pub conventions: Vec<String>,
+}
+
+/// 100 MiB: GitHub's limit for a file in a repository.
+pub fn default_max_file_bytes() -> u64 {
+    100 * 1024 * 1024
 }
 
 pub fn default_workflow() -> String {

@@ -629,7 +629,7 @@ fn cli_reported_error(stdout: &str, ptr: &str) -> bool {
 }
 
 /// `1.5 MiB`, `800 bytes`.
-fn bytes(n: u64) -> String {
+pub(super) fn bytes(n: u64) -> String {
     match n {
         n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / f64::from(1 << 20)),
         n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / f64::from(1 << 10)),

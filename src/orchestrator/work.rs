@@ -183,6 +183,31 @@ pub struct Verified {
     pub commit: String,
 }
 
+/// A limit as the user wrote it: `100 MiB`, `64 KiB`, `1000000 bytes`.
+fn exact_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// Records the refusal on the step and, for an answer that was valid,
+/// makes the verdict a rejection that tells the agent why.
+fn refuse(work: &mut StepWork, r: Refusal, verdict: &mut Verdict, kept: Option<String>) {
+    if let Verdict::Output(_) = verdict {
+        let mut f = Failure::new(FailureClass::InvalidOutput, format!("rejected: {}", r.why));
+        f.errors = vec![r.why.clone()];
+        f.feedback = Some(r.feedback);
+        *verdict = Verdict::Failed(f);
+    }
+    work.rejected = Some(RejectedWork {
+        why: r.why,
+        paths: r.paths,
+        reference: kept,
+    });
+}
+
 /// The facts of the step being judged.
 pub(super) struct StepFacts<'a> {
     pub seq: u64,
@@ -218,10 +243,13 @@ pub(super) struct Work {
     streak: Option<(String, u32)>,
     /// The run's secrets: a step that writes one is rejected.
     redactor: crate::shell::Redactor,
+    /// `projects.json` `max_file_bytes`.
+    max_file_bytes: u64,
 }
 
 impl Work {
-    pub fn new(ws: Workspace, project: &Project) -> Result<Work, RunError> {
+    pub fn new(mut ws: Workspace, project: &Project) -> Result<Work, RunError> {
+        ws.set_max_file_bytes(Some(project.config.project.max_file_bytes));
         let p = &project.config.project;
         let protected = match &p.protected {
             Some(list) => PathPatterns::new(list.iter().map(String::as_str), false),
@@ -249,6 +277,7 @@ impl Work {
             seen_trees: vec![base],
             streak: None,
             redactor: super::agent::redactor(&project.config),
+            max_file_bytes: project.config.project.max_file_bytes,
         })
     }
 
@@ -302,6 +331,7 @@ impl Work {
     ) -> Result<StepWork, RunError> {
         let settled = self.ws.settle(step.seq, step.state, step.attempt)?;
         let moved = settled.moved;
+        let oversized = settled.oversized.clone();
         let mut work = StepWork::new(settled, step.agent, verdict);
         if let Some(claimed) = &work.claimed {
             let seen: Vec<&str> = work.files.iter().map(|c| self.shown(&c.path)).collect();
@@ -309,12 +339,17 @@ impl Work {
             work.claim_mismatch = claimed.iter().any(|c| !seen.contains(c))
                 || seen.iter().any(|s| !claimed.contains(s));
         }
-        if work.empty {
+        if work.empty && oversized.is_empty() {
             self.publish(moved, &mut work);
             return Ok(work);
         }
+        let secret = match work.empty {
+            true => None,
+            false => self.secrets_written(&work)?,
+        };
         let refusal = match verdict {
-            _ if let Some(r) = self.secrets_written(&work)? => Some(r),
+            _ if secret.is_some() => secret,
+            _ if !oversized.is_empty() => Some(self.oversized(&oversized, &work)),
             Verdict::Output(_) => self.refusal(step, &work.files),
             Verdict::Failed(f) => Some(Refusal {
                 why: format!(
@@ -328,10 +363,42 @@ impl Work {
             Verdict::Cancelled => None,
         };
         match refusal {
+            // Nothing to take off: what broke the rule was removed already.
+            Some(r) if work.empty => refuse(&mut work, r, verdict, None),
             Some(r) => self.reject(step.seq, &mut work, r, verdict)?,
             None => self.publish(moved, &mut work),
         }
         Ok(work)
+    }
+
+    /// Files over `projects.json` `max_file_bytes` the step wrote (removed
+    /// before they were recorded): the step is refused, naming them.
+    fn oversized(&self, files: &[(String, u64)], work: &StepWork) -> Refusal {
+        let named: Vec<String> = files
+            .iter()
+            .map(|(p, n)| format!("{} ({})", self.shown(p), super::agent::bytes(*n)))
+            .collect();
+        let limit = exact_bytes(self.max_file_bytes);
+        let mut paths: Vec<String> = files.iter().map(|(p, _)| p.clone()).collect();
+        paths.extend(work.files.iter().map(|c| c.path.clone()));
+        paths.sort();
+        paths.dedup();
+        Refusal {
+            why: format!(
+                "wrote {} over the limit of {limit} for a file: {} (projects.json \
+                 `max_file_bytes`); removed before recording, and the step taken off",
+                plural(files.len(), "file"),
+                list(&named)
+            ),
+            feedback: format!(
+                "Your previous attempt was rejected and its changes were taken off: it wrote {}, \
+                 over the limit of {limit} for a file in this project. Do not write files that \
+                 large into the project.",
+                list(&named)
+            ),
+            paths,
+            keep: true,
+        }
     }
 
     /// A kept step's run ref goes to the user's repository once judged —
@@ -433,17 +500,7 @@ impl Work {
         } else {
             self.ws.reject_unkept(seq, &work.commit, &work.parent)?
         };
-        if let Verdict::Output(_) = verdict {
-            let mut f = Failure::new(FailureClass::InvalidOutput, format!("rejected: {}", r.why));
-            f.errors = vec![r.why.clone()];
-            f.feedback = Some(r.feedback);
-            *verdict = Verdict::Failed(f);
-        }
-        work.rejected = Some(RejectedWork {
-            why: r.why,
-            paths: r.paths,
-            reference: rejected.rejected_ref,
-        });
+        refuse(work, r, verdict, rejected.rejected_ref);
         Ok(())
     }
 

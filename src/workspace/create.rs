@@ -199,6 +199,7 @@ impl Workspace {
             link_seen: None,
             tracked: Vec::new(),
             last_tree,
+            max_file_bytes: None,
             _lock: lock,
         };
         ws.refresh_plan(true)?;

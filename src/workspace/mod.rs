@@ -205,6 +205,8 @@ pub struct Workspace {
     /// Files in the last recorded tree (absolute), for the plan.
     tracked: Vec<PathBuf>,
     last_tree: String,
+    /// The largest file a step may write (see `track::remove_oversized`).
+    max_file_bytes: Option<u64>,
     /// Held for the workspace's life: one live run per tree.
     _lock: TreeLock,
 }

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::create::short_ref;
 use super::error::{Result, WorkspaceError};
 use super::git::{
-    Change, commit_tree, diff_trees, is_ancestor, lossy, read_ref, tree_of, update_ref,
+    Change, commit_tree, diff_trees, is_ancestor, lossy, nul_split, read_ref, tree_of, update_ref,
 };
 use super::scan::Unchanged;
 use super::{Mode, Workspace};
@@ -40,6 +40,9 @@ pub struct Settled {
     /// The run ref moved (a new step, or put back): what
     /// [`Workspace::publish_step`] publishes once the step is judged.
     pub moved: bool,
+    /// Files the step wrote over the size limit (path, bytes): removed
+    /// before git read them (see [`Workspace::set_max_file_bytes`]).
+    pub oversized: Vec<(String, u64)>,
 }
 
 /// A step taken off.
@@ -171,6 +174,7 @@ impl Workspace {
             notes,
             fast_path: false,
             moved: false,
+            oversized: Vec::new(),
         }
     }
 
@@ -230,6 +234,7 @@ impl Workspace {
         let guarded = self.guard()?;
         let last = self.record.last_commit.clone();
         let refs = self.ref_state()?;
+        let oversized = self.remove_oversized()?;
         let tree = self.record_tree()?;
         let (parent, mut agent_commits, mut notes) = self.what_the_agent_did(&refs, &last)?;
         notes.extend(guarded);
@@ -305,6 +310,7 @@ impl Workspace {
             notes,
             fast_path: false,
             moved,
+            oversized,
         })
     }
 
@@ -538,6 +544,41 @@ impl Workspace {
             .args(["log", "--format=%an %ae %cn %ce%n%B"])
             .arg(format!("{parent}..{commit}"))
             .run_streamed(sink)
+    }
+
+    /// Limits the size of a file a step may write (`None`: no limit).
+    pub fn set_max_file_bytes(&mut self, limit: Option<u64>) {
+        self.max_file_bytes = limit;
+    }
+
+    /// Removes the files of the tracked part that the step made or changed
+    /// (`ls-files -m -o`, as `add -A` would take them) and that are bigger
+    /// than the limit, before git reads them: no object of theirs is ever
+    /// made, so neither the run's repository nor the user's grows by them,
+    /// and hashing them takes no time. Their paths and sizes.
+    fn remove_oversized(&self) -> Result<Vec<(String, u64)>> {
+        use std::os::unix::ffi::OsStrExt;
+        let Some(limit) = self.max_file_bytes else {
+            return Ok(Vec::new());
+        };
+        let out = self
+            .git
+            .at(&self.ctx)
+            .args(["ls-files", "-z", "-m", "-o", "--exclude-standard", "--"])
+            .arg(self.record.scope_pathspec())
+            .run()?;
+        let mut removed = Vec::new();
+        for name in nul_split(&out) {
+            let path = self.record.root.join(std::ffi::OsStr::from_bytes(name));
+            let Ok(meta) = path.symlink_metadata() else {
+                continue;
+            };
+            if meta.is_file() && meta.len() > limit {
+                std::fs::remove_file(&path).map_err(|e| WorkspaceError::io("remove", &path, e))?;
+                removed.push((lossy(name), meta.len()));
+            }
+        }
+        Ok(removed)
     }
 
     /// Refuses when the files differ from the last recorded step.

@@ -1716,3 +1716,56 @@ fn a_step_that_writes_a_secret_is_taken_off_and_never_kept() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("(not kept)"), "{text}");
 }
+
+/// A file over `projects.json` `max_file_bytes` is removed before the step
+/// is recorded — no object of it is made in the run's repository or the
+/// user's — and the step is rejected naming it, whether the step changed
+/// other files too (taken off) or nothing else (refused as it is); the next
+/// attempt that keeps to the limit is recorded.
+#[test]
+fn a_file_over_the_size_limit_is_never_recorded_and_its_step_is_rejected() {
+    let sb = repo();
+    let root = sb.root();
+    let big = "    head -c 3000000 /dev/zero | tr '\\0' x > big.bin";
+    scenarios::agent(
+        &sb,
+        &format!(
+            "    case $MODIX_ATTEMPT in\n    1) {big}\n{FIX} ;;\n    2) {big} ;;\n    *) {FIX} ;;\n    esac\n{DONE}"
+        ),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    sb.edit_json(".modix/projects.json", |v| {
+        v["max_file_bytes"] = 1_000_000.into()
+    });
+    let r = sb.go_json("write a big file");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.transitions.last().unwrap()["to"], "DONE");
+    let reasons = reasons(&r);
+    assert_eq!(
+        reasons
+            .matches("wrote 1 file over the limit of 1000000 bytes for a file: big.bin (2.9 MiB)")
+            .count(),
+        2,
+        "{reasons}"
+    );
+    let run = r.run_id();
+    let ws = ws_root(&sb, &run);
+    assert!(!ws.join("big.bin").exists());
+    // No object of the big file anywhere.
+    let copy = sb.dir.path().join("big-copy.bin");
+    std::fs::write(&copy, "x".repeat(3_000_000)).unwrap();
+    let id = git(&root, &["hash-object", copy.to_str().unwrap()]);
+    for repo in [&root, &ws] {
+        let found = Command::new("git")
+            .args(["cat-file", "-e", id.trim()])
+            .current_dir(repo)
+            .status()
+            .unwrap();
+        assert!(!found.success(), "{} has the big file", repo.display());
+    }
+    let short = short(&sb, &run);
+    let fixed = git(&root, &["show", &format!("modix/{short}:calc.py")]);
+    assert!(fixed.contains("/ len(values)"), "{fixed}");
+}
