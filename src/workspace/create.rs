@@ -414,6 +414,7 @@ fn borrowing_repo(
             write_in(git_dir, name, &bytes)?;
         }
     }
+    copy_refs(git, &user, git_dir)?;
     let (code, out) = git
         .at(&user)
         .args(["config", "--local", "-z", "--get-regexp", BORROWED_CONFIG])
@@ -443,6 +444,33 @@ fn borrowing_repo(
             .run()?;
     }
     Ok(())
+}
+
+/// The user's branches, tags and remote-tracking branches as they are when
+/// the run starts, copied into the agents' repository (one `packed-refs`
+/// file: the objects are the user's already), so an agent's `git diff main`
+/// or `git log origin/main..` works as in a checkout of the user's own.
+/// Copies: what an agent does to them stays in its repository. The run
+/// branches of other runs are left out.
+fn copy_refs(git: &Git, user: &Ctx, git_dir: &Path) -> Result<()> {
+    let out = git
+        .at(user)
+        .args([
+            "for-each-ref",
+            "--format=%(objectname) %(refname)",
+            "refs/heads/",
+            "refs/tags/",
+            "refs/remotes/",
+        ])
+        .run()?;
+    let mut packed = b"# pack-refs with: sorted\n".to_vec();
+    for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        if !line.windows(18).any(|w| w == b" refs/heads/modix/") {
+            packed.extend_from_slice(line);
+            packed.push(b'\n');
+        }
+    }
+    write_in(git_dir, "packed-refs", &packed)
 }
 
 /// Writes `name` (a path relative to `dir`), making its folder.

@@ -1769,3 +1769,34 @@ fn a_file_over_the_size_limit_is_never_recorded_and_its_step_is_rejected() {
     let fixed = git(&root, &["show", &format!("modix/{short}:calc.py")]);
     assert!(fixed.contains("/ len(values)"), "{fixed}");
 }
+
+/// The agents' repository starts with copies of the user's branches and
+/// tags, so the git an agent runs to see where it stands works as in a
+/// checkout of the user's own (`git diff main`, `git log main..`); what the
+/// agent does to those copies stays in its repository.
+#[test]
+fn an_agent_sees_the_users_branches_and_tags_and_moving_them_moves_only_its_copies() {
+    let sb = repo();
+    let root = sb.root();
+    git(&root, &["tag", "v1"]);
+    let main = git(&root, &["rev-parse", "main"]);
+    let seen = sb.dir.path().join("seen");
+    scenarios::agent(
+        &sb,
+        &format!(
+            "{FIX}\n    {{ git rev-parse main v1; git diff --stat main | tail -1; }} > {seen} || exit 3\n    git branch -f main HEAD~0 && git tag -d v1 >/dev/null\n{DONE}",
+            seen = seen.display()
+        ),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    let r = sb.go_json("where do I stand");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let text = std::fs::read_to_string(&seen).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[..2], [main.trim(), main.trim()], "{text}");
+    assert!(lines[2].contains("1 file changed"), "{text}");
+    assert_eq!(git(&root, &["rev-parse", "main"]), main);
+    assert_eq!(git(&root, &["tag", "--list"]), "v1\n");
+}
