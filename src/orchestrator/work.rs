@@ -347,6 +347,10 @@ impl Work {
             true => None,
             false => self.secrets_written(&work)?,
         };
+        let secret = match secret {
+            None if !work.agent_commits.is_empty() => self.big_in_history(&work)?,
+            other => other,
+        };
         let refusal = match verdict {
             _ if secret.is_some() => secret,
             _ if !oversized.is_empty() => Some(self.oversized(&oversized, &work)),
@@ -369,6 +373,38 @@ impl Work {
             None => self.publish(moved, &mut work),
         }
         Ok(work)
+    }
+
+    /// The agents' own commits in the step hold a file over the limit (one
+    /// a later commit removed, so the tree did not show it): the step is
+    /// refused and not kept, so those objects are never published.
+    fn big_in_history(&self, work: &StepWork) -> Result<Option<Refusal>, RunError> {
+        let big = self
+            .ws
+            .big_blobs(&work.parent, &work.commit, self.max_file_bytes)?;
+        if big.is_empty() {
+            return Ok(None);
+        }
+        let limit = exact_bytes(self.max_file_bytes);
+        let named: Vec<String> = big
+            .iter()
+            .map(|(id, n)| format!("blob {} ({})", short(id), super::agent::bytes(*n)))
+            .collect();
+        Ok(Some(Refusal {
+            why: format!(
+                "its own commits hold {} over the limit of {limit} for a file: {} (projects.json \
+                 `max_file_bytes`); the step was taken off and not kept",
+                plural(big.len(), "file"),
+                list(&named)
+            ),
+            feedback: format!(
+                "Your previous attempt was rejected and its changes were taken off: a commit of \
+                 yours held a file over the limit of {limit} for a file in this project. Do not \
+                 write or commit files that large."
+            ),
+            paths: work.files.iter().map(|c| c.path.clone()).collect(),
+            keep: false,
+        }))
     }
 
     /// Files over `projects.json` `max_file_bytes` the step wrote (removed

@@ -514,11 +514,13 @@ impl Workspace {
     }
 
     /// Hands `sink` what the step `parent..commit` wrote, streamed (memory
-    /// stays bounded whatever it wrote): each line its diff adds (`git diff
-    /// -U0 --text`: binary files as text, the `+++` header with the file's
-    /// name included), then the names and messages of the commits in it
-    /// (the agents' own among them). What a secret scan reads.
+    /// stays bounded whatever it wrote): each line each of its commits adds
+    /// (`git log -p -U0 --text`, first parents: binary files as text, the
+    /// `+++` header with the file's name included — an agent's own commit
+    /// that added a key and a later one that removed it both count), then
+    /// the names and messages of those commits. What a secret scan reads.
     pub fn written(&self, parent: &str, commit: &str, sink: &mut dyn FnMut(&[u8])) -> Result<()> {
+        let range = format!("{parent}..{commit}");
         let mut added = AddedLines {
             sink: &mut *sink,
             at_start: true,
@@ -527,23 +529,61 @@ impl Workspace {
         self.git
             .at(&self.ctx)
             .args([
-                "diff",
+                "log",
+                "-p",
+                "-m",
+                "--first-parent",
+                "--format=",
                 "--no-ext-diff",
                 "--no-textconv",
                 "--no-color",
                 "--no-renames",
                 "--text",
                 "-U0",
-                parent,
-                commit,
+                &range,
                 "--",
             ])
             .run_streamed(&mut |b| added.feed(b))?;
         self.git
             .at(&self.ctx)
-            .args(["log", "--format=%an %ae %cn %ce%n%B"])
-            .arg(format!("{parent}..{commit}"))
+            .args(["log", "--format=%an %ae %cn %ce%n%B", &range])
             .run_streamed(sink)
+    }
+
+    /// The blobs bigger than `limit` in the commits of `parent..commit`
+    /// (the agents' own commits may hold a file their last one removed),
+    /// with their sizes: `rev-list --filter` walks the objects without
+    /// reading a blob's content.
+    pub fn big_blobs(&self, parent: &str, commit: &str, limit: u64) -> Result<Vec<(String, u64)>> {
+        let out = self
+            .git
+            .at(&self.ctx)
+            .args([
+                "rev-list",
+                "--objects",
+                "--no-object-names",
+                "--filter-print-omitted",
+            ])
+            .arg(format!("--filter=blob:limit={}", limit.saturating_add(1)))
+            .arg(format!("{parent}..{commit}"))
+            .run_text()?;
+        let omitted: Vec<&str> = out.lines().filter_map(|l| l.strip_prefix('~')).collect();
+        if omitted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sizes = self
+            .git
+            .at(&self.ctx)
+            .args(["cat-file", "--batch-check=%(objectname) %(objectsize)"])
+            .input(omitted.join("\n").into_bytes())
+            .run_text()?;
+        Ok(sizes
+            .lines()
+            .filter_map(|l| {
+                let (id, n) = l.split_once(' ')?;
+                Some((id.to_owned(), n.parse().ok()?))
+            })
+            .collect())
     }
 
     /// Limits the size of a file a step may write (`None`: no limit).

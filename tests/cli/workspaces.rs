@@ -1800,3 +1800,83 @@ fn an_agent_sees_the_users_branches_and_tags_and_moving_them_moves_only_its_copi
     assert_eq!(git(&root, &["rev-parse", "main"]), main);
     assert_eq!(git(&root, &["tag", "--list"]), "v1\n");
 }
+
+/// What an agent committed and removed again in a later commit of its own
+/// is in the step's history though not in its tree: a key or an oversized
+/// file there refuses the step just the same, and it is not kept — none of
+/// its objects reaches the user's repository.
+#[test]
+fn a_key_or_a_big_file_committed_and_removed_again_is_caught_in_the_history() {
+    let secret = "sk-ant-api03-COMMITTED-THEN-REMOVED-0123456789";
+    let commit = "git add -A && git -c user.name=agent -c user.email=a@example.com commit -q -m";
+    let cases = [
+        (
+            format!("echo 'k = \"{secret}\"' > k.py"),
+            "k.py",
+            "the change writes the value of ANTHROPIC_API_KEY",
+        ),
+        (
+            "head -c 3000000 /dev/zero | tr '\\0' x > big.bin".to_owned(),
+            "big.bin",
+            "its own commits hold 1 file over the limit of 1000000 bytes",
+        ),
+    ];
+    for (write, name, why) in cases {
+        let sb = repo();
+        let root = sb.root();
+        scenarios::agent(
+            &sb,
+            &format!(
+                "    if [ \"$MODIX_ATTEMPT\" = 1 ]; then {write} && {commit} add && git rm -q {name} && {commit} remove; fi\n{FIX}\n{DONE}"
+            ),
+        );
+        sb.edit_json(".modix/agents.json", |v| {
+            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+        });
+        sb.edit_json(".modix/projects.json", |v| {
+            v["max_file_bytes"] = 1_000_000.into()
+        });
+        let out = sb
+            .modix()
+            .env("ANTHROPIC_API_KEY", secret)
+            .args(["go", "--json", "commit and remove"])
+            .output()
+            .unwrap();
+        let r = GoResult::parse(&out);
+        assert_eq!(r.code, Some(0), "{name}: {}", r.stderr);
+        let reasons = reasons(&r);
+        assert!(reasons.contains(why), "{name}: {reasons}");
+        let all = Command::new("git")
+            .args([
+                "cat-file",
+                "--batch-all-objects",
+                "--batch-check=%(objectsize)",
+            ])
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        let biggest = String::from_utf8_lossy(&all.stdout)
+            .lines()
+            .filter_map(|l| l.parse::<u64>().ok())
+            .max()
+            .unwrap();
+        assert!(
+            biggest < 1_000_000,
+            "{name}: a {biggest}-byte object reached the user's repository"
+        );
+        let log = git(&root, &["log", "--all", "--format=%B"]);
+        assert!(
+            !log.contains("remove") && !log.contains(secret),
+            "{name}: {log}"
+        );
+        let contents = Command::new("git")
+            .args(["cat-file", "--batch-all-objects", "--batch"])
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(
+            !String::from_utf8_lossy(&contents.stdout).contains(secret),
+            "{name}"
+        );
+    }
+}
