@@ -87,8 +87,11 @@ impl PathProblem {
             PathProblem::Empty | PathProblem::Missing => {
                 "create the file, or fix the path (relative to .modix/)"
             }
-            PathProblem::Absolute | PathProblem::Climbs | PathProblem::Outside(_) => {
+            PathProblem::Absolute | PathProblem::Climbs => {
                 "put the file inside .modix/ (e.g. .modix/prompts/) and name it relative to .modix/"
+            }
+            PathProblem::Outside(_) => {
+                "replace the symlink with a copy of the file: a project's files stay inside its .modix/ folder"
             }
             PathProblem::SymlinkLoop => {
                 "point the symlink at a real file, or replace it with the file"
@@ -104,6 +107,25 @@ impl PathProblem {
             }
             PathProblem::NotUtf8(..) => "save the file as UTF-8 text",
         }
+    }
+}
+
+/// A file modix reads from its own place in `.modix/` (`rel`: a config
+/// file, an FSM file) that resolves, through a symlink, outside it: the
+/// error saying it was not read — a syntax error would quote its text.
+/// `None` when it stays inside, or cannot be resolved (its reader says why).
+pub fn symlinked_out(
+    modix_dir: &Path,
+    rel: &str,
+    display: &str,
+    what: &str,
+) -> Option<crate::diagnostics::Diagnostic> {
+    match resolve(modix_dir, rel) {
+        Err(p @ PathProblem::Outside(_)) => Some(
+            crate::diagnostics::Diagnostic::error(p.code(), display, p.message(what))
+                .with_help(p.help()),
+        ),
+        _ => None,
     }
 }
 

@@ -165,9 +165,7 @@ fn read_own(
     diags: &mut Diagnostics,
 ) -> Option<source::SourceFile> {
     let shown = paths.shown(name);
-    if let Err(p @ confine::PathProblem::Outside(_)) = confine::resolve(&paths.modix_dir, name) {
-        let d = crate::diagnostics::Diagnostic::error(p.code(), &shown, p.message(&format!("`{shown}`")))
-            .with_help("replace the symlink with a copy of the file: a project's config stays inside its .modix/ folder");
+    if let Some(d) = confine::symlinked_out(&paths.modix_dir, name, &shown, &format!("`{shown}`")) {
         diags.push(d);
         return None;
     }

@@ -95,12 +95,14 @@ impl Catalog {
             let display = format!("{shown}/{name}");
             // A file that is a symlink out of the project is not read at
             // all: its contents would show in a syntax error's snippet.
-            if let Some(modix_dir) = dir.parent()
-                && let Err(p @ crate::config::confine::PathProblem::Outside(_)) =
-                    crate::config::confine::resolve(modix_dir, &format!("fsm/{name}"))
-            {
-                let what = format!("FSM file `{display}`");
-                let d = Diagnostic::error(p.code(), &display, p.message(&what)).with_help(p.help());
+            if let Some(d) = dir.parent().and_then(|modix_dir| {
+                crate::config::confine::symlinked_out(
+                    modix_dir,
+                    &format!("fsm/{name}"),
+                    &display,
+                    &format!("FSM file `{display}`"),
+                )
+            }) {
                 self.push_unreadable(path, display, d);
                 continue;
             }
