@@ -475,12 +475,15 @@ impl Work {
         let paths: Vec<String> = work.files.iter().map(|c| c.path.clone()).collect();
         Ok(Some(Refusal {
             why: format!(
-                "the change writes the value of {} into the workspace ({}); a secret is never                  recorded, so the step was taken off and not kept",
+                "the change writes the value of {} into the workspace ({}); a secret is never \
+                 recorded, so the step was taken off and not kept",
                 names.join(", "),
                 list(&paths)
             ),
             feedback: format!(
-                "Your previous attempt was rejected and its changes were taken off: it wrote the                  value of the secret {} into a file or commit. Never write a secret into the                  project; code reads it from the environment variable at run time.",
+                "Your previous attempt was rejected and its changes were taken off: it wrote the \
+                 value of the secret {} into a file or commit. Never write a secret into the \
+                 project; code reads it from the environment variable at run time.",
                 names.join(", ")
             ),
             paths,

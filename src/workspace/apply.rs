@@ -569,13 +569,15 @@ fn reading_ctx(record: &WorkspaceRecord) -> Result<Ctx> {
     let mut ctx = Ctx::at(&record.root);
     match record.mode {
         Mode::Worktree if record.borrowed => match super::publish::own_git_dir(record) {
-            Some(gd) => {
-                super::guard::restore(&gd, &record.state_dir)?;
+            // Its settings as modix made them: read there.
+            Some(gd) if super::guard::restore_for(record).is_ok() => {
                 ctx.cwd = gd.clone();
                 ctx.git_dir = Some(gd);
             }
-            // Pruned: what was published is in the user's repository.
-            None => ctx.cwd = record.repo_root.clone().unwrap_or_default(),
+            // Pruned, or its kept settings changed behind modix's back: what
+            // was published (the run branch, the kept steps) is in the
+            // user's repository.
+            _ => ctx.cwd = record.repo_root.clone().unwrap_or_default(),
         },
         Mode::Worktree if !record.root.is_dir() => {
             // The worktree was pruned; the objects are in the user's repo.
@@ -587,10 +589,8 @@ fn reading_ctx(record: &WorkspaceRecord) -> Result<Ctx> {
             });
         }
         _ => {
-            if let Some(gd) = &record.git_dir
-                && record.mode == Mode::Copy
-            {
-                super::guard::restore(gd, &record.state_dir)?;
+            if record.mode == Mode::Copy {
+                super::guard::restore_for(record)?;
             }
             ctx.git_dir = record.git_dir.clone();
         }

@@ -47,7 +47,7 @@ impl Workspace {
         let mut notes = Vec::new();
         if matches!(record.mode, Mode::Worktree | Mode::Copy)
             && record.git_dir.as_ref().is_some_and(|d| d.is_dir())
-            && record.state_dir.join("guard").is_dir()
+            && record.guard.is_some()
         {
             notes.extend(super::track::remake_root(&record)?);
         }
@@ -172,7 +172,7 @@ impl Workspace {
         // A change to what the guard keeps sends the settle to git, which
         // puts it back first (and says so in that step's record).
         if let Some(gd) = &record.git_dir
-            && record.state_dir.join("guard").is_dir()
+            && record.guard.is_some()
         {
             for p in super::guard::watched(gd) {
                 if !fingerprints.contains(&p) {
@@ -190,6 +190,12 @@ impl Workspace {
             excludes,
         )?;
         let last_tree = tree_of(git, &ctx, &record.last_commit)?;
+        let kept = match (&record.guard, &record.git_dir) {
+            (Some(digest), Some(gd)) => {
+                Some(super::guard::Kept::load(gd, &record.state_dir, digest)?)
+            }
+            _ => None,
+        };
         let mut ws = Workspace {
             git: git.clone(),
             record,
@@ -199,6 +205,7 @@ impl Workspace {
             link_seen: None,
             tracked: Vec::new(),
             last_tree,
+            kept,
             max_file_bytes: None,
             _lock: lock,
         };
@@ -332,7 +339,7 @@ fn create_worktree(
     git.at(&private)
         .args(["reset", "-q", "--hard", "--no-recurse-submodules"])
         .run()?;
-    super::guard::keep(&own_git_dir, &state)?;
+    let kept = super::guard::Kept::take(&own_git_dir, &state)?;
     // The run branch the user sees, at the base for now (its objects are the
     // user's already); it follows the run's steps (see `publish`).
     update_ref(git, &user, "modix: run base", &branch, &base, None)?;
@@ -363,6 +370,7 @@ fn create_worktree(
         state_dir: state,
         git_dir: Some(own_git_dir),
         borrowed: true,
+        guard: Some(kept.digest()),
         run_ref: branch,
         base_commit: base.clone(),
         last_commit: base,
@@ -549,7 +557,7 @@ fn create_copy(
     // The agent's `git status` starts clean and fast: same index, stat data included.
     let copy_index = &git_paths(git, &Ctx::at(&partial), &["index"])?[0];
     copy_file(&state.join("index"), copy_index)?;
-    super::guard::keep(&own_git_dir, &state)?;
+    let kept = super::guard::Kept::take(&own_git_dir, &state)?;
     std::fs::rename(&partial, &folder).map_err(|e| WorkspaceError::io("rename", &partial, e))?;
     cleanup.dirs.retain(|d| d != &partial);
     cleanup.dirs.push(folder.clone());
@@ -565,6 +573,7 @@ fn create_copy(
         state_dir: state,
         git_dir: Some(own_git_dir),
         borrowed: false,
+        guard: Some(kept.digest()),
         run_ref: branch,
         base_commit: base.clone(),
         last_commit: base,
@@ -715,6 +724,7 @@ fn create_in_place(
         state_dir: state,
         git_dir,
         borrowed: false,
+        guard: None,
         run_ref,
         base_commit: base.clone(),
         last_commit: base,

@@ -27,6 +27,9 @@ pub enum WorkspaceError {
         stderr: String,
     },
 
+    #[error("modix's kept copy of the workspace's git settings in {} was changed (not by modix); the workspace's repository can no longer be trusted", path.display())]
+    Tampered { path: PathBuf },
+
     /// A stop (Ctrl-C, SIGTERM) arrived while the git command ran, and
     /// ended it.
     #[error("`git {command}` was stopped (Ctrl-C or SIGTERM)")]
@@ -119,6 +122,7 @@ impl WorkspaceError {
             E::GitTooOld { .. } => "git_too_old",
             E::Git { .. } => "git",
             E::Stopped { .. } => "stopped",
+            E::Tampered { .. } => "tampered",
             E::NotAGitRepo { .. } => "not_a_git_repo",
             E::NoCommits { .. } => "no_commits",
             E::BadBase { .. } => "bad_base",

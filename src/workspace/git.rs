@@ -181,7 +181,11 @@ impl Git {
             // Read-only commands (status, diff) must not refresh and rewrite
             // the user's index behind their back.
             .env("GIT_OPTIONAL_LOCKS", "0")
-            .env("GIT_ADVICE", "0");
+            .env("GIT_ADVICE", "0")
+            // `refs/replace/` would let an agent show modix (the judge, the
+            // secret scan, `modix diff`) another tree than the one recorded,
+            // published and applied: objects are read as they are.
+            .env("GIT_NO_REPLACE_OBJECTS", "1");
         for (k, v) in &self.env {
             cmd.env(k, v);
         }

@@ -144,6 +144,10 @@ pub struct WorkspaceRecord {
     /// user's refs and config.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub borrowed: bool,
+    /// The digest of what the guard keeps of the run's own repository (see
+    /// `guard`); `None` in records from before the guard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<String>,
     /// The ref holding the run's steps: `refs/heads/modix/<id>` (worktree,
     /// copy) or `refs/modix/runs/<id>/head` (in place).
     pub run_ref: String,
@@ -205,6 +209,9 @@ pub struct Workspace {
     /// Files in the last recorded tree (absolute), for the plan.
     tracked: Vec<PathBuf>,
     last_tree: String,
+    /// What the guard puts back before modix runs git in the run's own
+    /// repository.
+    kept: Option<guard::Kept>,
     /// The largest file a step may write (see `track::remove_oversized`).
     max_file_bytes: Option<u64>,
     /// Held for the workspace's life: one live run per tree.

@@ -24,7 +24,7 @@ impl Workspace {
         }
         let mut refs = vec![self.record.run_ref.clone()];
         refs.extend(kept.map(str::to_owned));
-        fetch(&self.git, &self.record, &refs).err().map(|e| {
+        fetch(&self.git, &self.record, &refs, self.kept.as_ref()).err().map(|e| {
             format!(
                 "the run branch {} in your repository could not follow this step ({e}); the run's own repository has it",
                 super::create::short_ref(&self.record.run_ref)
@@ -33,30 +33,39 @@ impl Workspace {
     }
 }
 
-/// Publishes every ref of the run modix made: the run ref and the kept
-/// steps. Nothing for a record whose repository is the user's, or whose own
-/// repository is gone (pruned: what it published stays).
+/// Publishes the run branch again, at the last recorded step (`resume`,
+/// `apply` and `prune` call it: a crash or a failed fetch may have left the
+/// user's copy behind). Only when the run's own branch is at that step: a
+/// branch an agent moved since is not published (`apply` then refuses, as
+/// the user's copy is not at the recorded step). The kept steps were
+/// published as they were made, right after modix made them; their refs in
+/// the run's repository are not trusted later (an agent may have made or
+/// moved one), so none is published from there. Nothing for a record whose
+/// repository is the user's, or whose own repository is gone.
 pub(crate) fn publish_all(git: &Git, record: &WorkspaceRecord) -> Result<()> {
-    let Some(git_dir) = own_git_dir(record) else {
+    let (Some(git_dir), Some(repo)) = (own_git_dir(record), record.repo_root.as_ref()) else {
         return Ok(());
     };
-    let listed = git
-        .at(&Ctx {
-            cwd: git_dir.clone(),
-            git_dir: Some(git_dir),
-            ..Ctx::default()
-        })
-        .args(["for-each-ref", "--format=%(refname)"])
-        .arg(format!("{}/", record.refs_prefix()))
-        .run_text()?;
-    let mut refs = vec![record.run_ref.clone()];
-    refs.extend(
-        listed
-            .lines()
-            .filter(|r| is_kept_step(record, r))
-            .map(str::to_owned),
-    );
-    fetch(git, record, &refs)
+    if !repo.is_dir() {
+        return Ok(());
+    }
+    // Nearly always published already, with the step: nothing to read in
+    // the run's repository.
+    let users = super::git::read_ref(git, &Ctx::at(repo), &record.run_ref)?;
+    if users.as_deref() == Some(record.last_commit.as_str()) {
+        return Ok(());
+    }
+    let own = Ctx {
+        cwd: git_dir.clone(),
+        git_dir: Some(git_dir),
+        ..Ctx::default()
+    };
+    match super::git::read_ref(git, &own, &record.run_ref)? {
+        Some(at) if at == record.last_commit => {
+            fetch(git, record, std::slice::from_ref(&record.run_ref), None)
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The agents' repository of a worktree run, while it exists.
@@ -67,31 +76,23 @@ pub(crate) fn own_git_dir(record: &WorkspaceRecord) -> Option<PathBuf> {
         .filter(|d| record.borrowed && d.is_dir())
 }
 
-/// `refs/modix/runs/<short>/rejected/<n>` or `…/discarded/<n>`: the names
-/// modix gives the steps it keeps.
-fn is_kept_step(record: &WorkspaceRecord, name: &str) -> bool {
-    let Some(rest) = name
-        .strip_prefix(&record.refs_prefix())
-        .and_then(|r| r.strip_prefix('/'))
-    else {
-        return false;
-    };
-    let Some((kind, n)) = rest.split_once('/') else {
-        return false;
-    };
-    matches!(kind, "rejected" | "discarded")
-        && !n.is_empty()
-        && n.bytes().all(|b| b.is_ascii_digit())
-}
-
 /// The user's git fetches `refs` from the run's repository, forced (a
 /// rejected step moves the run branch back). The guard puts modix's
-/// settings back first: git's `upload-pack` reads that repository's config.
-fn fetch(git: &Git, record: &WorkspaceRecord, refs: &[String]) -> Result<()> {
+/// settings back first — what the workspace holds, or else the record's
+/// kept copy: git's `upload-pack` reads that repository's config.
+fn fetch(
+    git: &Git,
+    record: &WorkspaceRecord,
+    refs: &[String],
+    kept: Option<&guard::Kept>,
+) -> Result<()> {
     let (Some(git_dir), Some(repo)) = (own_git_dir(record), record.repo_root.as_ref()) else {
         return Ok(());
     };
-    guard::restore(&git_dir, &record.state_dir)?;
+    match kept {
+        Some(kept) => drop(kept.restore()?),
+        None => guard::restore_for(record)?,
+    }
     if !repo.is_dir() {
         return Err(WorkspaceError::Missing { path: repo.clone() });
     }
@@ -110,34 +111,4 @@ fn fetch(git: &Git, record: &WorkspaceRecord, refs: &[String]) -> Result<()> {
         .args(refs.iter().map(|r| format!("+{r}:{r}")))
         .run()
         .map(drop)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_steps_modix_keeps_are_published() {
-        let record: WorkspaceRecord = serde_json::from_value(serde_json::json!({
-            "mode": "worktree", "run_id": "R", "short_id": "abcd1234",
-            "project_dir": "/p", "repo_root": "/p", "root": "/w", "workdir": "/w",
-            "scope": "", "state_dir": "/s", "git_dir": "/s/git", "borrowed": true,
-            "run_ref": "refs/heads/modix/abcd1234", "base_commit": "b", "last_commit": "b",
-            "tracking_ignore": [], "modix_home": "/h"
-        }))
-        .unwrap();
-        let p = "refs/modix/runs/abcd1234";
-        assert!(is_kept_step(&record, &format!("{p}/rejected/3")));
-        assert!(is_kept_step(&record, &format!("{p}/discarded/12")));
-        for other in [
-            format!("{p}/rejected/x"),
-            format!("{p}/rejected/"),
-            format!("{p}/agent/1"),
-            format!("{p}/rejected/3/more"),
-            format!("{p}x/rejected/3"),
-            "refs/heads/main".to_owned(),
-        ] {
-            assert!(!is_kept_step(&record, &other), "{other}");
-        }
-    }
 }

@@ -155,11 +155,9 @@ impl Workspace {
     /// (see [`guard`](super::guard)) before modix runs git there; the note
     /// for the step's record.
     fn guard(&self) -> Result<Option<String>> {
-        match (self.record.mode, &self.record.git_dir) {
-            (Mode::Worktree | Mode::Copy, Some(gd)) => Ok(super::guard::note(
-                &super::guard::restore(gd, &self.record.state_dir)?,
-            )),
-            _ => Ok(None),
+        match &self.kept {
+            Some(kept) => Ok(super::guard::note(&kept.restore()?)),
+            None => Ok(None),
         }
     }
 
@@ -515,16 +513,20 @@ impl Workspace {
 
     /// Hands `sink` what the step `parent..commit` wrote, streamed (memory
     /// stays bounded whatever it wrote): each line each of its commits adds
-    /// (`git log -p -U0 --text`, first parents: binary files as text, the
-    /// `+++` header with the file's name included — an agent's own commit
-    /// that added a key and a later one that removed it both count), then
-    /// the names and messages of those commits. What a secret scan reads.
+    /// (`git log -p -m -U0 --text`: every commit, a side branch's merged in
+    /// included, merges against each parent; binary files as text; the
+    /// `diff --git` and `+++` headers with the files' names, so an empty
+    /// file's name counts — an agent's own commit that added a key and a
+    /// later one that removed it both count), then those commits as stored
+    /// (`--format=raw`: every header, any the agent added, and the message).
+    /// What a secret scan reads.
     pub fn written(&self, parent: &str, commit: &str, sink: &mut dyn FnMut(&[u8])) -> Result<()> {
         let range = format!("{parent}..{commit}");
         let mut added = AddedLines {
             sink: &mut *sink,
             at_start: true,
             keep: false,
+            pending: Vec::new(),
         };
         self.git
             .at(&self.ctx)
@@ -532,7 +534,6 @@ impl Workspace {
                 "log",
                 "-p",
                 "-m",
-                "--first-parent",
                 "--format=",
                 "--no-ext-diff",
                 "--no-textconv",
@@ -546,7 +547,7 @@ impl Workspace {
             .run_streamed(&mut |b| added.feed(b))?;
         self.git
             .at(&self.ctx)
-            .args(["log", "--format=%an %ae %cn %ce%n%B", &range])
+            .args(["log", "--format=raw", &range])
             .run_streamed(sink)
     }
 
@@ -693,18 +694,35 @@ impl Workspace {
 }
 
 /// The added lines of a diff streamed in pieces: passes on the bytes of
-/// every line that starts with `+`, its newline included.
+/// every line that starts with `+` or is a `diff --git` header (the files'
+/// names), its newline included. A piece that ends inside the first bytes
+/// of a line, before they say which it is, waits for the next.
 struct AddedLines<'a> {
     sink: &'a mut dyn FnMut(&[u8]),
     at_start: bool,
     keep: bool,
+    pending: Vec<u8>,
 }
 
 impl AddedLines<'_> {
-    fn feed(&mut self, mut bytes: &[u8]) {
+    const HEADER: &'static [u8] = b"diff --git ";
+
+    fn feed(&mut self, piece: &[u8]) {
+        let joined;
+        let mut bytes = piece;
+        if !self.pending.is_empty() {
+            let mut j = std::mem::take(&mut self.pending);
+            j.extend_from_slice(piece);
+            joined = j;
+            bytes = &joined;
+        }
         while let Some(&first) = bytes.first() {
             if self.at_start {
-                self.keep = first == b'+';
+                if bytes.len() < Self::HEADER.len() && Self::HEADER.starts_with(bytes) {
+                    self.pending = bytes.to_vec();
+                    return;
+                }
+                self.keep = first == b'+' || bytes.starts_with(Self::HEADER);
             }
             let (line, rest) = match bytes.iter().position(|&b| b == b'\n') {
                 Some(i) => bytes.split_at(i + 1),
@@ -773,10 +791,14 @@ mod tests {
                 sink: &mut sink,
                 at_start: true,
                 keep: false,
+                pending: Vec::new(),
             };
             a.feed(&diff[..cut]);
             a.feed(&diff[cut..]);
-            assert_eq!(got, b"+++ b/x\n+new one\n+and\n", "cut at {cut}");
+            assert_eq!(
+                got, b"diff --git a/x b/x\n+++ b/x\n+new one\n+and\n",
+                "cut at {cut}"
+            );
         }
     }
 }
