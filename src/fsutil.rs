@@ -15,7 +15,14 @@ use std::path::Path;
 /// and so is a file longer than `max` bytes (read no further: an agent can
 /// put anything where such a file is expected).
 pub fn read_small(path: &Path, max: usize) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Non-blocking: a FIFO put where a file is expected (an agent's `.git`)
+    // opens at once and reads as empty, instead of waiting for a writer
+    // forever; a regular file or `/proc` reads as without the flag.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
     // Read on the stack first: a 4 KiB heap buffer is a "large" request to
     // glibc's malloc, which then consolidates its free lists — at every step.
     let mut first = [0u8; 4096];
@@ -197,6 +204,14 @@ mod tests {
 
     /// A stat is remembered only once its last change is a tick old, and
     /// tells a change of ctime alone (the mtime put back) from no change.
+    #[test]
+    fn a_fifo_reads_as_empty_at_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("fifo");
+        nix::unistd::mkfifo(&p, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(read_small(&p, 100).unwrap(), "");
+    }
+
     #[test]
     fn a_stat_is_remembered_once_settled_and_tells_a_ctime_change() {
         let dir = tempfile::tempdir().unwrap();

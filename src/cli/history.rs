@@ -839,8 +839,11 @@ fn show_changes(changes: &serde_json::Value, out: &Output) {
         names_line(
             out,
             format!(
-                "discarded on resume (kept under {}): {}",
-                d["reference"].as_str().unwrap_or("?"),
+                "discarded on resume ({}): {}",
+                match d["reference"].as_str() {
+                    Some(kept) => format!("kept under {kept}"),
+                    None => "not kept".to_owned(),
+                },
                 paths.join(", ")
             ),
         );

@@ -392,13 +392,17 @@ fn recover(
         });
     };
     let abandoned = store.last_invocation_if_abandoned(&run.id)?;
-    let (ws, mut notes, discarded) = work::reopen(record, opts.reset, abandoned.is_some())?;
+    let redactor = super::agent::redactor(&project.config);
+    let (ws, mut notes, discarded) =
+        work::reopen(record, opts.reset, abandoned.is_some(), &redactor)?;
     if let Some(d) = &discarded {
-        notes.push(format!(
-            "what the interrupted step left uncommitted ({}) was recorded under {} and removed",
-            crate::text::plural(d.paths.len(), "file"),
-            d.reference
-        ));
+        let files = crate::text::plural(d.paths.len(), "file");
+        notes.push(match &d.reference {
+            Some(kept) => format!(
+                "what the interrupted step left uncommitted ({files}) was recorded under {kept} and removed"
+            ),
+            None => format!("what the interrupted step left uncommitted ({files}) was removed"),
+        });
         if let Some(n) = abandoned {
             let changes = serde_json::json!({ "discarded": d });
             store.set_invocation_changes(&run.id, n, &changes)?;

@@ -107,6 +107,7 @@ pub(super) fn reopen(
     record: &Value,
     reset: bool,
     abandoned: bool,
+    redactor: &crate::shell::Redactor,
 ) -> Result<(Workspace, Vec<String>, Option<Discarded>), RunError> {
     let record: WorkspaceRecord = serde_json::from_value(record.clone())
         .map_err(|e| RunError::Replay(format!("the run's workspace record is unreadable: {e}")))?;
@@ -115,9 +116,53 @@ pub(super) fn reopen(
         || (abandoned
             && record.root.is_dir()
             && Workspace::moved_by_unrecorded_step(&git, &record)?);
-    let (mut ws, notes) = Workspace::reopen(&git, record, reset)?;
-    let discarded = ws.discard_uncommitted()?;
+    let (mut ws, mut notes) = Workspace::reopen(&git, record, reset)?;
+    let last = ws.last_commit().to_owned();
+    let mut discarded = ws.discard_uncommitted()?;
+    // What the abandoned step left is judged for secrets like any step:
+    // one that wrote a key is not kept, and never published.
+    if let Some(d) = &mut discarded {
+        let found = secrets_in(&ws, redactor, &last, &d.commit)?;
+        if found.is_empty() {
+            notes.extend(ws.publish_discarded(d));
+        } else {
+            ws.unkeep(d)?;
+            notes.push(format!(
+                "what the interrupted step left wrote the value of {}: it is not kept",
+                found.join(", ")
+            ));
+        }
+    }
     Ok((ws, notes, discarded))
+}
+
+/// The names of the run's secrets whose values the commits
+/// `parent..commit` write (see [`Workspace::written`]), matched across the
+/// cuts of git's streamed output, so memory stays bounded.
+fn secrets_in(
+    ws: &Workspace,
+    redactor: &crate::shell::Redactor,
+    parent: &str,
+    commit: &str,
+) -> Result<Vec<String>, RunError> {
+    let longest = redactor.longest_configured();
+    if longest == 0 {
+        return Ok(Vec::new());
+    }
+    let mut found = std::collections::BTreeSet::new();
+    let mut window: Vec<u8> = Vec::new();
+    ws.written(parent, commit, &mut |piece| {
+        window.extend_from_slice(piece);
+        found.extend(
+            redactor
+                .configured_in(&window)
+                .into_iter()
+                .map(str::to_owned),
+        );
+        let cut = window.len().saturating_sub(longest - 1);
+        window.drain(..cut);
+    })?;
+    Ok(found.into_iter().collect())
 }
 
 /// What one agent step did to the workspace, as recorded with its
@@ -451,27 +496,10 @@ impl Work {
     /// repository gets, and `modix apply` never carry a key. Matched across
     /// the cuts of git's streamed output, so memory stays bounded.
     fn secrets_written(&self, work: &StepWork) -> Result<Option<Refusal>, RunError> {
-        let longest = self.redactor.longest_configured();
-        if longest == 0 {
+        let names = secrets_in(&self.ws, &self.redactor, &work.parent, &work.commit)?;
+        if names.is_empty() {
             return Ok(None);
         }
-        let mut found = std::collections::BTreeSet::new();
-        let mut window: Vec<u8> = Vec::new();
-        self.ws.written(&work.parent, &work.commit, &mut |piece| {
-            window.extend_from_slice(piece);
-            found.extend(
-                self.redactor
-                    .configured_in(&window)
-                    .into_iter()
-                    .map(str::to_owned),
-            );
-            let cut = window.len().saturating_sub(longest - 1);
-            window.drain(..cut);
-        })?;
-        if found.is_empty() {
-            return Ok(None);
-        }
-        let names: Vec<String> = found.into_iter().collect();
         let paths: Vec<String> = work.files.iter().map(|c| c.path.clone()).collect();
         Ok(Some(Refusal {
             why: format!(

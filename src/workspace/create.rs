@@ -120,7 +120,8 @@ impl Workspace {
                 short_ref(&record.run_ref)
             ));
         }
-        let ws = Workspace::assemble(git, record, lock, false)?;
+        let mut ws = Workspace::assemble(git, record, lock, false)?;
+        notes.extend(ws.special_note(Vec::new()));
         Ok((ws, notes))
     }
 

@@ -160,6 +160,9 @@ pub(crate) struct ScanPlan {
     watch: Option<Watch>,
     /// False once a watch was refused or gave up: the plan stats from then on.
     watching: bool,
+    /// Special files removed where git reads its rules (see
+    /// [`special_git_files`]), not yet told.
+    removed: Vec<PathBuf>,
 }
 
 /// How a tree was found unchanged.
@@ -199,6 +202,7 @@ impl ScanPlan {
             generation: 0,
             watch: None,
             watching: true,
+            removed: Vec::new(),
         })
     }
 
@@ -242,7 +246,11 @@ impl ScanPlan {
         let mut files = self.fingerprints.clone();
         files.extend_from_slice(tracked);
         // Walked first: a failed walk leaves the plan as it was.
-        let dirs = self.walk_dirs()?;
+        let (mut dirs, poisoned) = self.walk_dirs()?;
+        if !poisoned.is_empty() {
+            self.removed.extend(remove_special(&poisoned)?);
+            dirs = self.walk_dirs()?.0;
+        }
         // The files still listed keep what they held (a full scan checks it
         // is still their inode before it is trusted).
         let held = std::mem::take(&mut self.held);
@@ -310,9 +318,15 @@ impl ScanPlan {
     }
 
     /// The non-ignored folders in scope, the scope's own folder included.
-    fn walk_dirs(&self) -> Result<Vec<PathBuf>> {
+    /// The folders the walker does not skip, and the special files (see
+    /// [`special_git_files`]) it found where git reads its rules: their
+    /// folders are not walked into (the walker would wait on them), and
+    /// [`ScanPlan::refresh`] removes them and walks again.
+    fn walk_dirs(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
         let root = self.root.clone();
         let scope = self.scope.clone();
+        let poisoned = std::sync::Arc::new(std::sync::Mutex::new(special_git_files(&self.root)));
+        let found = poisoned.clone();
         let mut walk = WalkBuilder::new(&self.root);
         walk.standard_filters(false)
             .hidden(false)
@@ -330,19 +344,57 @@ impl ScanPlan {
                 }
                 let rel = e.path().strip_prefix(&root).unwrap_or(e.path());
                 // Ancestors of the scope are walked through, nothing else.
-                rel.starts_with(&scope) || scope.starts_with(rel)
+                if !(rel.starts_with(&scope) || scope.starts_with(rel)) {
+                    return false;
+                }
+                let special = special_git_files(e.path());
+                let safe = special.is_empty();
+                if let Ok(mut list) = found.lock() {
+                    list.extend(special);
+                }
+                safe
             });
         let mut dirs = Vec::new();
-        for item in walk.build() {
-            let e = item.map_err(|e| {
-                WorkspaceError::io("walk", &self.root, std::io::Error::other(e.to_string()))
-            })?;
-            let rel = e.path().strip_prefix(&self.root).unwrap_or(e.path());
-            if rel.starts_with(&self.scope) {
-                dirs.push(e.into_path());
+        let root_safe = poisoned.lock().map(|l| l.is_empty()).unwrap_or(false);
+        if root_safe {
+            for item in walk.build() {
+                let e = item.map_err(|e| {
+                    WorkspaceError::io("walk", &self.root, std::io::Error::other(e.to_string()))
+                })?;
+                let rel = e.path().strip_prefix(&self.root).unwrap_or(e.path());
+                if rel.starts_with(&self.scope) {
+                    dirs.push(e.into_path());
+                }
             }
         }
-        Ok(dirs)
+        let poisoned = poisoned.lock().map(|l| l.clone()).unwrap_or_default();
+        Ok((dirs, poisoned))
+    }
+
+    /// The special files found where git reads its rules, before git runs,
+    /// so that a settle that removes them first never has git wait on one:
+    /// in the folders the plan knows (the root included; two `lstat`s a
+    /// folder), and in the folders made since `before` under one whose
+    /// stat moved (walked by name, up to [`NEW_DIRS_MAX`] folders).
+    pub fn special_since(&self, before: Option<&Snapshot>) -> Vec<PathBuf> {
+        let mut found = special_git_files(&self.root);
+        let known: HashSet<&Path> = self.dirs().iter().map(PathBuf::as_path).collect();
+        let mut budget = NEW_DIRS_MAX;
+        for (i, d) in self.dirs().iter().enumerate() {
+            found.extend(special_git_files(d));
+            let moved = before
+                .and_then(|b| b.dirs.get(i))
+                .is_none_or(|then| lstat(d) != *then);
+            if moved {
+                new_dirs_special(d, &known, &mut budget, &mut found);
+            }
+        }
+        found
+    }
+
+    /// The special files removed since this was last asked, for a note.
+    pub fn take_removed(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.removed)
     }
 
     /// Stats every path of the plan, folders first (see [`Held`]), and,
@@ -759,6 +811,73 @@ fn hash_file(path: &Path, stat: &Stat) -> Option<[u8; 32]> {
         std::fs::read(path).ok()?
     };
     Some(Sha256::digest(&bytes).into())
+}
+
+/// The names in a folder that git opens and reads as it walks it.
+const GIT_READS: [&str; 2] = [".gitignore", ".gitattributes"];
+
+/// The files in `dir` named as git's rules (`.gitignore`, `.gitattributes`)
+/// that are not regular files, even through a symlink: a FIFO there makes
+/// git — and the walker, which reads `.gitignore` too — wait forever for a
+/// writer; a socket or device is no rule either. git records none of them.
+pub(crate) fn special_git_files(dir: &Path) -> Vec<PathBuf> {
+    GIT_READS
+        .iter()
+        .map(|n| dir.join(n))
+        .filter(|p| match p.symlink_metadata() {
+            Ok(m) if m.is_file() => false,
+            Ok(m) if m.is_symlink() => std::fs::metadata(p).is_ok_and(|t| !t.is_file()),
+            Ok(_) => true,
+            Err(_) => false,
+        })
+        .collect()
+}
+
+/// How many folders made in one step [`ScanPlan::special_since`] looks
+/// into: a step that made more (an install) is past what it guards against.
+const NEW_DIRS_MAX: usize = 2_000;
+
+/// The special files where git reads its rules in the folders under `dir`
+/// that are not `known` (made since the plan was built), by name.
+fn new_dirs_special(
+    dir: &Path,
+    known: &HashSet<&Path>,
+    budget: &mut usize,
+    found: &mut Vec<PathBuf>,
+) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if *budget == 0 {
+            return;
+        }
+        let path = e.path();
+        if e.file_name() == ".git"
+            || !e.file_type().is_ok_and(|t| t.is_dir())
+            || known.contains(path.as_path())
+        {
+            continue;
+        }
+        *budget -= 1;
+        found.extend(special_git_files(&path));
+        new_dirs_special(&path, known, budget, found);
+    }
+}
+
+/// Removes what [`special_git_files`] found (a symlink, not its target).
+pub(crate) fn remove_special(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    for p in paths {
+        let gone = match p.symlink_metadata() {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+            Ok(_) => std::fs::remove_file(p),
+            Err(_) => continue,
+        };
+        gone.map_err(|e| WorkspaceError::io("remove", p, e))?;
+        removed.push(p.clone());
+    }
+    Ok(removed)
 }
 
 /// The tracking-ignore list as `ignore` overrides (`!glob` = skip), matched
@@ -1243,6 +1362,27 @@ mod tests {
         let s = p.scan();
         p.refresh(&[]).unwrap();
         assert!(p.unchanged_since(&s).is_none());
+    }
+
+    #[test]
+    fn special_files_where_git_reads_its_rules_are_found_and_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let fifo = nix::sys::stat::Mode::S_IRWXU;
+        nix::unistd::mkfifo(&d.join("target-fifo"), fifo).unwrap();
+        std::fs::write(d.join("real"), "*.o\n").unwrap();
+        nix::unistd::mkfifo(&d.join(".gitignore"), fifo).unwrap();
+        std::os::unix::fs::symlink(d.join("target-fifo"), d.join(".gitattributes")).unwrap();
+        assert_eq!(
+            special_git_files(d),
+            [d.join(".gitignore"), d.join(".gitattributes")]
+        );
+        let removed = remove_special(&special_git_files(d)).unwrap();
+        assert_eq!(removed.len(), 2);
+        assert!(d.join("target-fifo").exists(), "the link's target is left");
+        std::os::unix::fs::symlink(d.join("real"), d.join(".gitignore")).unwrap();
+        std::fs::write(d.join(".gitattributes"), "* text\n").unwrap();
+        assert!(special_git_files(d).is_empty());
     }
 
     #[test]

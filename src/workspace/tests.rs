@@ -794,9 +794,12 @@ fn resume_discards_what_an_abandoned_agent_left() {
     assert_eq!(paths, ["scratch.txt", "src/app.py"]);
     assert_eq!(
         d.reference,
-        format!("refs/modix/runs/{}/discarded/1", record.short_id)
+        Some(format!("refs/modix/runs/{}/discarded/1", record.short_id))
     );
-    assert_eq!(sh(&root, &["rev-parse", &d.reference]), d.commit);
+    assert_eq!(
+        sh(&root, &["rev-parse", d.reference.as_deref().unwrap()]),
+        d.commit
+    );
     assert_eq!(
         sh(&root, &["rev-parse", &format!("{}^", d.commit)]),
         record.last_commit

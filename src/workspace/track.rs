@@ -8,6 +8,8 @@
 //! does not ignore (`.gitignore`, `info/exclude`, the user's global excludes,
 //! the tracking-ignore list), plus files already in the last recorded tree.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
 use super::create::short_ref;
@@ -62,7 +64,9 @@ pub struct Rejected {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Discarded {
     pub commit: String,
-    pub reference: String,
+    /// Where it is kept; none when it held a secret ([`Workspace::unkeep`]).
+    #[serde(default)]
+    pub reference: Option<String>,
     pub paths: Vec<String>,
 }
 
@@ -232,6 +236,8 @@ impl Workspace {
         let guarded = self.guard()?;
         let last = self.record.last_commit.clone();
         let refs = self.ref_state()?;
+        let special =
+            super::scan::remove_special(&self.plan.special_since(self.snapshot.as_ref()))?;
         let oversized = self.remove_oversized()?;
         let tree = self.record_tree()?;
         let (parent, mut agent_commits, mut notes) = self.what_the_agent_did(&refs, &last)?;
@@ -298,6 +304,7 @@ impl Workspace {
         self.record.last_commit = commit.clone();
         self.last_tree = tree.clone();
         self.refresh_plan(tree_changed)?;
+        notes.extend(self.special_note(special));
         Ok(Settled {
             commit: commit.clone(),
             tree,
@@ -325,6 +332,24 @@ impl Workspace {
     /// own repository, unreachable, and are never published.
     pub fn reject_unkept(&mut self, seq: u64, commit: &str, parent: &str) -> Result<Rejected> {
         self.take_off(seq, commit, parent, false)
+    }
+
+    /// A discarded step judged fit to keep goes to the user's repository
+    /// (see [`publish`](super::publish)); the note when that failed.
+    pub fn publish_discarded(&self, d: &Discarded) -> Option<String> {
+        self.publish(d.reference.as_deref())
+    }
+
+    /// Deletes the ref a discarded step was kept under (it held a secret):
+    /// its objects stay, unreachable, only in the run's own repository.
+    pub fn unkeep(&mut self, d: &mut Discarded) -> Result<()> {
+        if let Some(r) = d.reference.take() {
+            self.git
+                .at(&self.ctx.without_index())
+                .args(["update-ref", "-d", &r])
+                .run()?;
+        }
+        Ok(())
     }
 
     /// Publishes the run ref after a step was judged and kept (see
@@ -436,12 +461,9 @@ impl Workspace {
             self.sync_checkout_index(&last)?;
         }
         self.refresh_plan(true)?;
-        if let Some(failed) = self.publish(Some(&reference)) {
-            tracing::warn!("{failed}");
-        }
         Ok(Some(Discarded {
             commit,
-            reference,
+            reference: Some(reference),
             paths,
         }))
     }
@@ -585,6 +607,30 @@ impl Workspace {
                 Some((id.to_owned(), n.parse().ok()?))
             })
             .collect())
+    }
+
+    /// The note for the special files removed where git reads its rules
+    /// (`removed` now, and any the plan's walk removed).
+    pub(crate) fn special_note(&mut self, mut removed: Vec<PathBuf>) -> Option<String> {
+        removed.extend(self.plan.take_removed());
+        if removed.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = removed
+            .iter()
+            .map(|p| {
+                p.strip_prefix(&self.record.root)
+                    .unwrap_or(p)
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        Some(format!(
+            "removed {} the agent left where git reads its rules but that {} not a file (git would wait on a FIFO there forever): {}",
+            if names.len() == 1 { "a path" } else { "paths" },
+            if names.len() == 1 { "is" } else { "are" },
+            names.join(", ")
+        ))
     }
 
     /// Limits the size of a file a step may write (`None`: no limit).

@@ -2041,3 +2041,120 @@ fn a_key_anywhere_in_a_steps_history_is_caught_and_planted_refs_stay_put() {
         assert_eq!(git(&root, &["for-each-ref", "refs/modix/"]), "", "{case}");
     }
 }
+
+/// FIFOs where git (and modix's walk) read their rules — a `.gitignore` in
+/// a folder the step made, a `.gitattributes` at the top — and in place of
+/// the `.git` link: git and modix would wait for a writer forever. They are
+/// removed (git records no FIFO anyway), the step's record says so, and the
+/// run goes on to DONE.
+#[test]
+fn fifos_where_git_reads_its_rules_never_hang_a_run() {
+    let sb = repo();
+    scenarios::agent(
+        &sb,
+        &format!(
+            "{FIX}\n    mkdir -p sub && mkfifo sub/.gitignore && mkfifo .gitattributes && rm .git && mkfifo .git\n{DONE}"
+        ),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    let mut child = sb.spawn(&["go", "--json", "fifos"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("modix hung on a FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let r = GoResult::parse(&child.wait_with_output().unwrap());
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let run = r.run_id();
+    let notes = sb.invocation(&run, 2)["changes"]["notes"].to_string();
+    assert!(
+        notes.contains("sub/.gitignore") && notes.contains(".gitattributes"),
+        "{notes}"
+    );
+    let root = ws_root(&sb, &run);
+    assert!(root.join(".git").is_file());
+}
+
+/// The same FIFO left by an agent whose modix was killed: `resume` walks
+/// the workspace before anything else and removes it, says so, and
+/// finishes the run.
+#[test]
+fn a_fifo_left_by_an_abandoned_agent_never_hangs_resume() {
+    let sb = repo();
+    let marker = sb.dir.path().join("fifo-made");
+    let executor = format!(
+        "    if [ ! -e {m} ]; then mkdir -p sub && mkfifo sub/.gitignore && touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+        m = marker.display()
+    );
+    let run = scenarios::crashed_while(&sb, &marker, &executor);
+    let mut child = sb.spawn(&["resume", "--json", &run]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("resume hung on a FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let text = output_text(&out);
+    assert!(text.contains("sub/.gitignore"), "{text}");
+}
+
+/// What an interrupted step left is judged for secrets when `resume`
+/// discards it: a key there is not kept under `discarded/<n>` and never
+/// reaches the user's repository.
+#[test]
+fn a_key_an_abandoned_agent_left_is_not_kept_on_resume() {
+    let sb = repo();
+    let root = sb.root();
+    let secret = "sk-ant-api03-LEFT-BY-AN-ABANDONED-AGENT-0123";
+    let marker = sb.dir.path().join("key-written");
+    let executor = format!(
+        "    if [ ! -e {m} ]; then echo \"k = '{secret}'\" > leak.py; touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+        m = marker.display()
+    );
+    scenarios::agent(&sb, &executor);
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    let mut child = sb
+        .command(&["go", "--json", "crash mid-step"])
+        .env("ANTHROPIC_API_KEY", secret)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    scenarios::wait_for(&marker);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    let out = sb
+        .modix()
+        .env("ANTHROPIC_API_KEY", secret)
+        .args(["resume", "--json", &run])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let text = output_text(&out);
+    assert!(
+        text.contains("wrote the value of ANTHROPIC_API_KEY: it is not kept"),
+        "{text}"
+    );
+    assert!(!text.contains(secret));
+    assert_eq!(git(&root, &["for-each-ref", "refs/modix/"]), "");
+    let all = Command::new("git")
+        .args(["cat-file", "--batch-all-objects", "--batch"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&all.stdout).contains(secret));
+}
