@@ -118,7 +118,20 @@ pub(super) fn reopen(
             && Workspace::moved_by_unrecorded_step(&git, &record)?);
     let (mut ws, mut notes) = Workspace::reopen(&git, record, reset)?;
     let last = ws.last_commit().to_owned();
-    let mut discarded = ws.discard_uncommitted()?;
+    let mut discarded = match ws.discard_uncommitted() {
+        Ok(d) => d,
+        // What the abandoned agent left cannot be recorded: it goes.
+        Err(e @ crate::workspace::WorkspaceError::Git { .. })
+            if ws.mode() != crate::workspace::Mode::InPlace =>
+        {
+            ws.put_back()?;
+            notes.push(format!(
+                "what the interrupted step left could not be recorded ({e}); the workspace was put back at the last recorded step"
+            ));
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
     // What the abandoned step left is judged for secrets like any step:
     // one that wrote a key is not kept, and never published.
     if let Some(d) = &mut discarded {
@@ -374,7 +387,16 @@ impl Work {
         step: &StepFacts<'_>,
         verdict: &mut Verdict,
     ) -> Result<StepWork, RunError> {
-        let settled = self.ws.settle(step.seq, step.state, step.attempt)?;
+        let settled = match self.ws.settle(step.seq, step.state, step.attempt) {
+            Ok(settled) => settled,
+            // In place the tree is the user's: nothing is cleaned there.
+            Err(e @ crate::workspace::WorkspaceError::Git { .. })
+                if self.ws.mode() != crate::workspace::Mode::InPlace =>
+            {
+                return self.unrecordable(step, e, verdict);
+            }
+            Err(e) => return Err(e.into()),
+        };
         let moved = settled.moved;
         let oversized = settled.oversized.clone();
         let mut work = StepWork::new(settled, step.agent, verdict);
@@ -480,6 +502,45 @@ impl Work {
             paths,
             keep: true,
         }
+    }
+
+    /// A step whose files git could not record (its `add -A` failed: an
+    /// attribute the agent set that git cannot apply, say) is the step's
+    /// fault, not modix's: the files go back to the last recorded step and
+    /// the step is refused with git's words, so the run goes on (and its
+    /// bound ends it if the agent keeps at it).
+    fn unrecordable(
+        &mut self,
+        step: &StepFacts<'_>,
+        e: crate::workspace::WorkspaceError,
+        verdict: &mut Verdict,
+    ) -> Result<StepWork, RunError> {
+        self.ws.put_back()?;
+        let last = self.ws.last_commit().to_owned();
+        let mut work = StepWork {
+            commit: last.clone(),
+            tree: self.ws.last_tree().to_owned(),
+            parent: last,
+            empty: true,
+            write: step.agent.manifest.permissions.write_files,
+            ..StepWork::default()
+        };
+        let why = format!(
+            "its files could not be recorded ({e}); the workspace was put back at the last \
+             recorded step"
+        );
+        let r = Refusal {
+            feedback: format!(
+                "Your previous attempt was rejected and its changes were taken off: git could \
+                 not record its files ({e}). Leave the repository's settings and attributes as \
+                 they are."
+            ),
+            why,
+            paths: Vec::new(),
+            keep: true,
+        };
+        refuse(&mut work, r, verdict, None);
+        Ok(work)
     }
 
     /// A kept step's run ref goes to the user's repository once judged —

@@ -512,6 +512,52 @@ impl Workspace {
             .map(drop)
     }
 
+    /// Puts the files back at the last recorded step without recording
+    /// them: for a step whose files git could not record (an attribute the
+    /// agent set that git refuses to apply, say). The private index is set
+    /// to the last tree, what it does not know (and git does not ignore) is
+    /// cleaned away, every file written again from it; the run ref, HEAD and
+    /// the agent's index go back to the last step.
+    pub fn put_back(&mut self) -> Result<()> {
+        self.guard()?;
+        let last = self.record.last_commit.clone();
+        let scope = self.record.scope_pathspec();
+        self.git
+            .at(&self.ctx)
+            .args(["read-tree", "--reset", &last])
+            .run()?;
+        self.git
+            .at(&self.ctx)
+            .args(["clean", "-f", "-d", "-q", "--"])
+            .arg(&scope)
+            .run()?;
+        self.git
+            .at(&self.ctx)
+            .args(["checkout-index", "-a", "-f", "-q"])
+            .run()?;
+        let refs = self.ref_state()?;
+        if refs.run_ref.as_deref() != Some(last.as_str()) {
+            update_ref(
+                &self.git,
+                &self.ctx,
+                "modix: put back",
+                &self.record.run_ref,
+                &last,
+                refs.run_ref.as_deref(),
+            )?;
+        }
+        if self.record.follows_head() {
+            if !refs.attached {
+                self.git
+                    .at(&self.ctx)
+                    .args(["symbolic-ref", "HEAD", &self.record.run_ref])
+                    .run()?;
+            }
+            self.sync_checkout_index(&last)?;
+        }
+        self.refresh_plan(true)
+    }
+
     /// Makes the workspace's own index (the agent's) match `commit`, keeping
     /// stat data for unchanged entries, so `git status` there is clean.
     fn sync_checkout_index(&self, commit: &str) -> Result<()> {

@@ -2158,3 +2158,38 @@ fn a_key_an_abandoned_agent_left_is_not_kept_on_resume() {
         .unwrap();
     assert!(!String::from_utf8_lossy(&all.stdout).contains(secret));
 }
+
+/// A step whose files git cannot record — here a `.gitattributes` asking
+/// for UTF-16 a plain ASCII file does not have, so `git add` fails — is the
+/// step's fault: the workspace goes back to the last recorded step, the step
+/// is refused with git's words, and the next attempt is recorded. Before,
+/// `go` ended with exit 3 and every `resume` failed the same way.
+#[test]
+fn a_step_git_cannot_record_is_refused_and_put_back() {
+    for sb in [repo(), Sandbox::example()] {
+        scenarios::agent(
+            &sb,
+            &format!(
+                "    if [ \"$MODIX_ATTEMPT\" = 1 ]; then echo 'notes.txt working-tree-encoding=UTF-16' > .gitattributes; echo plain > notes.txt; fi\n{FIX}\n{DONE}"
+            ),
+        );
+        sb.edit_json(".modix/agents.json", |v| {
+            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+        });
+        let r = sb.go_json("unrecordable");
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let reasons = reasons(&r);
+        assert!(
+            reasons.contains("its files could not be recorded"),
+            "{reasons}"
+        );
+        let root = ws_root(&sb, &r.run_id());
+        assert!(!root.join(".gitattributes").exists());
+        assert!(!root.join("notes.txt").exists());
+        assert!(
+            std::fs::read_to_string(root.join("calc.py"))
+                .unwrap()
+                .contains("/ len(values)")
+        );
+    }
+}
