@@ -268,29 +268,8 @@ impl Workspace {
             );
             commit_tree(&self.git, &self.ctx, &tree, &[&parent], &message)?
         };
-        if refs.run_ref.as_deref() != Some(commit.as_str()) {
-            // Compare-and-swap against what was read above: a concurrent
-            // writer makes this fail instead of being overwritten.
-            update_ref(
-                &self.git,
-                &self.ctx,
-                &format!("modix: step {seq}"),
-                &self.record.run_ref,
-                &commit,
-                refs.run_ref.as_deref(),
-            )?;
-        }
-        if self.record.follows_head() {
-            if !refs.attached {
-                self.git
-                    .at(&self.ctx)
-                    .args(["symbolic-ref", "HEAD", &self.record.run_ref])
-                    .run()?;
-            }
-            if !empty || refs.head.as_deref() != Some(last.as_str()) || !refs.attached {
-                self.sync_checkout_index(&commit)?;
-            }
-        }
+        let sync = !empty || refs.head.as_deref() != Some(last.as_str()) || !refs.attached;
+        self.point_run_at(&refs, &commit, &format!("modix: step {seq}"), sync)?;
         let changes = if empty {
             Vec::new()
         } else {
@@ -536,13 +515,23 @@ impl Workspace {
             .args(["checkout-index", "-a", "-f", "-q"])
             .run()?;
         let refs = self.ref_state()?;
-        if refs.run_ref.as_deref() != Some(last.as_str()) {
+        self.point_run_at(&refs, &last, "modix: put back", true)?;
+        self.refresh_plan(true)
+    }
+
+    /// Moves the run ref to `commit` unless it is there, puts the
+    /// workspace's HEAD back on the run ref if the agent left it, and with
+    /// `sync` makes the agent's index match `commit`.
+    fn point_run_at(&self, refs: &RefState, commit: &str, message: &str, sync: bool) -> Result<()> {
+        if refs.run_ref.as_deref() != Some(commit) {
+            // Compare-and-swap against what was read: a concurrent writer
+            // makes this fail instead of being overwritten.
             update_ref(
                 &self.git,
                 &self.ctx,
-                "modix: put back",
+                message,
                 &self.record.run_ref,
-                &last,
+                commit,
                 refs.run_ref.as_deref(),
             )?;
         }
@@ -553,9 +542,11 @@ impl Workspace {
                     .args(["symbolic-ref", "HEAD", &self.record.run_ref])
                     .run()?;
             }
-            self.sync_checkout_index(&last)?;
+            if sync {
+                self.sync_checkout_index(commit)?;
+            }
         }
-        self.refresh_plan(true)
+        Ok(())
     }
 
     /// Makes the workspace's own index (the agent's) match `commit`, keeping
