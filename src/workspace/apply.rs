@@ -181,31 +181,7 @@ fn apply_to_branch(
         return Ok(nothing(branch, "the run recorded no changes"));
     }
     ready_to_apply(git, &user)?;
-    // Conflicts first, with nothing touched: merge-tree works on objects only.
-    let mut c = git.at(&user).args([
-        "merge-tree",
-        "--write-tree",
-        "-z",
-        "--name-only",
-        "--no-messages",
-    ]);
-    if strategy == ApplyStrategy::Squash {
-        // Only the run's own changes (base .. head), as a cherry-pick would:
-        // with --include-dirty the base is a snapshot whose changes are the
-        // user's, not the run's.
-        c = c.arg(format!("--merge-base={}", record.base_commit));
-    }
-    let (code, out) = c.args([&user_head, &run_head]).run_codes(&[0, 1])?;
-    let mut fields = nul_split(&out);
-    let tree = fields.next().map(lossy).unwrap_or_default();
-    if code == 1 {
-        let mut paths: Vec<String> = fields.map(lossy).collect();
-        paths.dedup();
-        return Err(WorkspaceError::Conflict {
-            paths,
-            branch: branch_name,
-        });
-    }
+    let tree = merged_tree(git, &user, record, strategy, (&user_head, &run_head))?;
     if tree == tree_of(git, &user, &user_head)? {
         return Ok(nothing(branch, "your branch already has the run's changes"));
     }
@@ -249,6 +225,42 @@ fn apply_to_branch(
         paths: entries.into_iter().map(|e| e.change.path).collect(),
         notes: Vec::new(),
     })
+}
+
+/// The tree the user's branch gets: the run merged into `user_head`, on
+/// objects only (nothing is touched), or [`WorkspaceError::Conflict`].
+fn merged_tree(
+    git: &Git,
+    user: &Ctx,
+    record: &WorkspaceRecord,
+    strategy: ApplyStrategy,
+    (user_head, run_head): (&str, &str),
+) -> Result<String> {
+    let mut c = git.at(user).args([
+        "merge-tree",
+        "--write-tree",
+        "-z",
+        "--name-only",
+        "--no-messages",
+    ]);
+    if strategy == ApplyStrategy::Squash {
+        // Only the run's own changes (base .. head), as a cherry-pick would:
+        // with --include-dirty the base is a snapshot whose changes are the
+        // user's, not the run's.
+        c = c.arg(format!("--merge-base={}", record.base_commit));
+    }
+    let (code, out) = c.args([user_head, run_head]).run_codes(&[0, 1])?;
+    let mut fields = nul_split(&out);
+    let tree = fields.next().map(lossy).unwrap_or_default();
+    if code == 1 {
+        let mut paths: Vec<String> = fields.map(lossy).collect();
+        paths.dedup();
+        return Err(WorkspaceError::Conflict {
+            paths,
+            branch: short_ref(&record.run_ref),
+        });
+    }
+    Ok(tree)
 }
 
 /// The user's checkout can take a run: nothing uncommitted, no merge,

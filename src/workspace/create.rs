@@ -330,17 +330,7 @@ fn create_worktree(
     let own_git_dir = state.join("git");
     cleanup.dirs.push(folder.clone());
     borrowing_repo(git, &info, &folder, &own_git_dir, &short)?;
-    let private = Ctx {
-        cwd: folder.clone(),
-        git_dir: Some(own_git_dir.clone()),
-        work_tree: Some(folder.clone()),
-        ..Ctx::default()
-    };
-    update_ref(git, &private, "modix: run base", &branch, &base, None)?;
-    git.at(&private)
-        .args(["reset", "-q", "--hard", "--no-recurse-submodules"])
-        .run()?;
-    let kept = super::guard::Kept::take(&own_git_dir, &state)?;
+    let kept = check_out(git, &folder, &own_git_dir, &state, (&branch, &base))?;
     // The run branch the user sees, at the base for now (its objects are the
     // user's already); it follows the run's steps (see `publish`).
     update_ref(git, &user, "modix: run base", &branch, &base, None)?;
@@ -480,6 +470,28 @@ fn copy_refs(git: &Git, user: &Ctx, git_dir: &Path) -> Result<()> {
         }
     }
     write_in(git_dir, "packed-refs", &packed)
+}
+
+/// Puts the agents' repository's branch at `base` and checks it out into
+/// `folder`, then takes what the guard keeps of the repository as made.
+fn check_out(
+    git: &Git,
+    folder: &Path,
+    git_dir: &Path,
+    state: &Path,
+    (branch, base): (&str, &str),
+) -> Result<super::guard::Kept> {
+    let private = Ctx {
+        cwd: folder.to_path_buf(),
+        git_dir: Some(git_dir.to_path_buf()),
+        work_tree: Some(folder.to_path_buf()),
+        ..Ctx::default()
+    };
+    update_ref(git, &private, "modix: run base", branch, base, None)?;
+    git.at(&private)
+        .args(["reset", "-q", "--hard", "--no-recurse-submodules"])
+        .run()?;
+    super::guard::Kept::take(git_dir, state)
 }
 
 /// Writes `name` (a path relative to `dir`), making its folder.
