@@ -146,6 +146,48 @@ impl Kept {
     }
 }
 
+impl Kept {
+    /// Removes the lock files git left in the repository — at its top and
+    /// under `refs/` — and `<state>/index.lock`: an agent killed in the
+    /// middle of its own `git commit` (its timeout) leaves `index.lock`,
+    /// and modix's next git there would fail on it. Only for the workspace
+    /// that runs the step (whose agent is gone, and whose modix runs no
+    /// other git there): never from a command reading a run from its record,
+    /// which could take the lock of a git a live run is running. One line
+    /// per lock removed.
+    pub(crate) fn clear_stale_locks(&self, state_dir: &Path) -> Result<Vec<String>> {
+        let mut locks = vec![state_dir.join("index.lock")];
+        let mut dirs = vec![self.git_dir.clone(), self.git_dir.join("refs")];
+        while let Some(dir) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let path = e.path();
+                let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+                if is_dir && path.starts_with(self.git_dir.join("refs")) {
+                    dirs.push(path);
+                } else if !is_dir && path.extension().is_some_and(|x| x == "lock") {
+                    locks.push(path);
+                }
+            }
+        }
+        let mut removed = Vec::new();
+        for lock in locks {
+            if lock.symlink_metadata().is_ok() {
+                remove(&lock)?;
+                removed.push(
+                    lock.strip_prefix(&self.git_dir)
+                        .unwrap_or(&lock)
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+        Ok(removed)
+    }
+}
+
 /// Every path the guard watches, for the settle's stat snapshot: a change to
 /// one of them sends the settle to git, which puts it back first.
 pub(crate) fn watched(git_dir: &Path) -> impl Iterator<Item = PathBuf> + '_ {

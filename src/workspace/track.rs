@@ -158,11 +158,19 @@ impl Workspace {
     /// Puts back what the agent changed of the workspace's own git settings
     /// (see [`guard`](super::guard)) before modix runs git there; the note
     /// for the step's record.
-    fn guard(&self) -> Result<Option<String>> {
-        match &self.kept {
-            Some(kept) => Ok(super::guard::note(&kept.restore()?)),
-            None => Ok(None),
+    fn guard(&self) -> Result<Vec<String>> {
+        let Some(kept) = &self.kept else {
+            return Ok(Vec::new());
+        };
+        let mut notes: Vec<String> = super::guard::note(&kept.restore()?).into_iter().collect();
+        let locks = kept.clear_stale_locks(&self.record.state_dir)?;
+        if !locks.is_empty() {
+            notes.push(format!(
+                "git locks the agent left behind were removed: {}",
+                locks.join(", ")
+            ));
         }
+        Ok(notes)
     }
 
     fn unchanged(&self, notes: Vec<String>) -> Settled {

@@ -2193,3 +2193,30 @@ fn a_step_git_cannot_record_is_refused_and_put_back() {
         );
     }
 }
+
+/// An agent killed in the middle of its own `git commit` (its timeout)
+/// leaves `index.lock` in its repository; modix's next git there would fail
+/// on it (exit 3, and every resume the same). The agent is gone when modix
+/// records the step, so the lock is stale: it is removed, and said.
+#[test]
+fn git_locks_an_agent_left_behind_are_removed_before_modix_runs_git() {
+    for sb in [repo(), Sandbox::example()] {
+        scenarios::agent(
+            &sb,
+            &format!(
+                "{FIX}\n    GD=$(git rev-parse --absolute-git-dir); touch $GD/index.lock $GD/HEAD.lock $GD/../index.lock\n{DONE}"
+            ),
+        );
+        sb.edit_json(".modix/agents.json", |v| {
+            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+        });
+        let r = sb.go_json("stale locks");
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        let notes = sb.invocation(&r.run_id(), 2)["changes"]["notes"].to_string();
+        assert!(
+            notes.contains("git locks the agent left behind were removed")
+                && notes.contains("index.lock"),
+            "{notes}"
+        );
+    }
+}
