@@ -373,19 +373,22 @@ impl ScanPlan {
 
     /// The special files found where git reads its rules, before git runs,
     /// so that a settle that removes them first never has git wait on one:
-    /// in the folders the plan knows (the root included; two `lstat`s a
-    /// folder), and in the folders made since `before` under one whose
-    /// stat moved (walked by name, up to [`NEW_DIRS_MAX`] folders).
+    /// in the root, in the folders the plan knows whose stat moved since
+    /// `before` (one `lstat` a folder, two more for one that moved), and in
+    /// the folders made under those (walked by name, up to
+    /// [`NEW_DIRS_MAX`] folders).
     pub fn special_since(&self, before: Option<&Snapshot>) -> Vec<PathBuf> {
         let mut found = special_git_files(&self.root);
         let known: HashSet<&Path> = self.dirs().iter().map(PathBuf::as_path).collect();
         let mut budget = NEW_DIRS_MAX;
         for (i, d) in self.dirs().iter().enumerate() {
-            found.extend(special_git_files(d));
+            // A name made, removed or replaced in a folder moves its stat:
+            // a folder whose stat did not move needs no more look.
             let moved = before
                 .and_then(|b| b.dirs.get(i))
                 .is_none_or(|then| lstat(d) != *then);
             if moved {
+                found.extend(special_git_files(d));
                 new_dirs_special(d, &known, &mut budget, &mut found);
             }
         }
@@ -554,6 +557,11 @@ impl ScanPlan {
                 continue;
             }
             let Ok(ft) = e.file_type() else { return false };
+            // A FIFO where git reads its rules is no file git records, but
+            // git would wait on it: the settle must go on to remove it.
+            if GIT_READS.iter().any(|n| name == *n) {
+                return false;
+            }
             let recordable = ft.is_file() || ft.is_dir() || ft.is_symlink();
             if name != ".git" && recordable && !self.ignored(dir, &e.path(), ft.is_dir()) {
                 return false;

@@ -2220,3 +2220,43 @@ fn git_locks_an_agent_left_behind_are_removed_before_modix_runs_git() {
         );
     }
 }
+
+/// A FIFO a step leaves where git reads its rules in a folder git already
+/// knows, while changing nothing git records: that step's settle still
+/// looks (a FIFO there counts as a change to look at), removes it, and the
+/// next step's git never waits on it.
+#[test]
+fn a_fifo_left_by_a_step_that_changed_nothing_else_is_removed_at_once() {
+    let sb = repo();
+    sb.agent_script(&format!(
+        r#"#!/bin/sh
+cat > /dev/null
+case "$MODIX_STATE" in
+  PLANNING)
+    mkfifo agents/.gitignore
+    echo '{{"title":"t","summary":"s","complexity":"low","tasks":[{{"id":"T1","title":"do","files":["calc.py"],"acceptance":["tests pass"]}}]}}'
+    ;;
+  *)
+{FIX}
+{DONE}
+    ;;
+esac
+"#
+    ));
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+    });
+    let mut child = sb.spawn(&["go", "--json", "a quiet fifo"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("modix hung on a FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let r = GoResult::parse(&child.wait_with_output().unwrap());
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let notes = sb.invocation(&r.run_id(), 1)["changes"]["notes"].to_string();
+    assert!(notes.contains("agents/.gitignore"), "{notes}");
+}
