@@ -2260,3 +2260,68 @@ esac
     let notes = sb.invocation(&r.run_id(), 1)["changes"]["notes"].to_string();
     assert!(notes.contains("agents/.gitignore"), "{notes}");
 }
+
+/// The agents' repository borrows the user's objects whatever the user's
+/// repository is like: a shallow clone (its boundary copied), a SHA-256
+/// repository, a project checked out in a linked worktree of the user's own.
+/// Each run reaches DONE, the run branch is published, and applies.
+#[test]
+fn runs_work_and_apply_in_shallow_sha256_and_linked_worktree_repositories() {
+    for layout in ["shallow", "sha256", "linked"] {
+        let sb = Sandbox::example();
+        let root = sb.root();
+        let elsewhere = sb.dir.path().join("elsewhere");
+        let move_to_elsewhere = || {
+            std::fs::rename(&root, &elsewhere).unwrap();
+        };
+        match layout {
+            "shallow" => {
+                move_to_elsewhere();
+                git(&elsewhere, &["init", "-q"]);
+                git(&elsewhere, &["add", "-A"]);
+                git(&elsewhere, &["commit", "-q", "-m", "one"]);
+                std::fs::write(elsewhere.join("notes.md"), "two\n").unwrap();
+                git(&elsewhere, &["add", "-A"]);
+                git(&elsewhere, &["commit", "-q", "-m", "two"]);
+                let url = format!("file://{}", elsewhere.display());
+                git(
+                    sb.dir.path(),
+                    &["clone", "-q", "--depth", "1", &url, "project"],
+                );
+                assert_eq!(
+                    git(&root, &["rev-parse", "--is-shallow-repository"]),
+                    "true\n"
+                );
+            }
+            "sha256" => {
+                git(&root, &["init", "-q", "--object-format=sha256"]);
+                git(&root, &["add", "-A"]);
+                git(&root, &["commit", "-q", "-m", "one"]);
+            }
+            _ => {
+                move_to_elsewhere();
+                git(&elsewhere, &["init", "-q"]);
+                git(&elsewhere, &["add", "-A"]);
+                git(&elsewhere, &["commit", "-q", "-m", "one"]);
+                let project = root.display().to_string();
+                git(
+                    &elsewhere,
+                    &["worktree", "add", "-q", "-b", "feature", &project],
+                );
+            }
+        }
+        scenarios::agent(&sb, &format!("{FIX}\n{DONE}"));
+        sb.edit_json(".modix/agents.json", |v| {
+            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+        });
+        git(&root, &["commit", "-q", "-am", "the scripted agents"]);
+        let r = sb.go_json("fix");
+        assert_eq!(r.code, Some(0), "{layout}: {}", r.stderr);
+        let id = short(&sb, &r.run_id());
+        let fixed = git(&root, &["show", &format!("modix/{id}:calc.py")]);
+        assert!(fixed.contains("/ len(values)"), "{layout}: {fixed}");
+        let out = modix(&sb, &["apply", &r.run_id()]);
+        assert!(out.status.success(), "{layout}: {}", output_text(&out));
+        assert!(sb.read("calc.py").contains("/ len(values)"), "{layout}");
+    }
+}
