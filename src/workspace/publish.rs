@@ -1,5 +1,5 @@
 //! A worktree run's refs live in the agents' own repository (see
-//! `create::borrowing_repo`), out of their reach of the user's. The user's
+//! `create::borrowing_repo`), apart from the user's. The user's
 //! repository gets a copy of the refs people read — the run branch
 //! `modix/<short>` and the steps kept under `refs/modix/runs/<short>/` —
 //! with their objects, fetched by the user's own git from modix's
@@ -16,8 +16,9 @@ impl Workspace {
     /// Publishes the run ref and `kept` (a rejected or discarded step's
     /// ref). A failure (say, the user checked the run branch out) is a note
     /// for the step's record, not an error: the run's own repository holds
-    /// everything, and the next publish, `resume`, `apply` or `prune` tries
-    /// again.
+    /// everything; the next step's publish, or `resume`, `apply` and
+    /// `prune` ([`publish_all`]), bring the run branch up to date (a kept
+    /// step's ref is not published again).
     pub(crate) fn publish(&self, kept: Option<&str>) -> Option<String> {
         if !self.record.borrowed {
             return None;
