@@ -509,6 +509,12 @@ impl Workspace {
         self.guard()?;
         let last = self.record.last_commit.clone();
         let scope = self.record.scope_pathspec();
+        // Both indexes are made again from the tree: one the agent broke
+        // (its own, or modix's private one) is why git failed, often enough.
+        let agents = self.record.git_dir.as_ref().map(|d| d.join("index"));
+        for index in std::iter::once(self.record.state_dir.join("index")).chain(agents) {
+            let _ = std::fs::remove_file(index);
+        }
         self.git
             .at(&self.ctx)
             .args(["read-tree", "--reset", &last])

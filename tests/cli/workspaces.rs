@@ -2325,3 +2325,30 @@ fn runs_work_and_apply_in_shallow_sha256_and_linked_worktree_repositories() {
         assert!(sb.read("calc.py").contains("/ len(values)"), "{layout}");
     }
 }
+
+/// An index broken by the agent — modix's private one beside its
+/// repository, or the agent's own — makes git fail when the step is
+/// recorded; the step is refused and both indexes are made again from the
+/// last recorded step, so the run goes on.
+#[test]
+fn a_broken_index_is_made_again_and_the_run_goes_on() {
+    for which in ["$GD/../index", "$GD/index"] {
+        let sb = repo();
+        scenarios::agent(
+            &sb,
+            &format!(
+                "    GD=$(git rev-parse --absolute-git-dir)\n    if [ \"$MODIX_ATTEMPT\" = 1 ]; then echo garbage > {which}; fi\n{FIX}\n{DONE}"
+            ),
+        );
+        sb.edit_json(".modix/agents.json", |v| {
+            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
+        });
+        let r = sb.go_json("broken index");
+        assert_eq!(r.code, Some(0), "{which}: {}", r.stderr);
+        let reasons = reasons(&r);
+        assert!(
+            reasons.contains("its files could not be recorded"),
+            "{which}: {reasons}"
+        );
+    }
+}
