@@ -27,7 +27,7 @@ pub enum WorkspaceError {
         stderr: String,
     },
 
-    #[error("modix's kept copy of the workspace's git settings in {} was changed (not by modix); the workspace's repository can no longer be trusted", path.display())]
+    #[error("modix's kept copy of the workspace's git settings in {} was changed (not by modix); the workspace's repository can no longer be trusted. Its recorded steps are on the run's branch in your repository: start a new run from there (`modix go --base modix/<short id>`)", path.display())]
     Tampered { path: PathBuf },
 
     /// A stop (Ctrl-C, SIGTERM) arrived while the git command ran, and
