@@ -25,7 +25,9 @@ impl Workspace {
         }
         let mut refs = vec![self.record.run_ref.clone()];
         refs.extend(kept.map(str::to_owned));
-        fetch(&self.git, &self.record, &refs, self.kept.as_ref()).err().map(|e| {
+        // Its callers (a settle, a reject, a resume's discard) put the
+        // repository's settings back as they began, and no agent ran since.
+        fetch(&self.git, &self.record, &refs, false).err().map(|e| {
             format!(
                 "the run branch {} in your repository could not follow this step ({e}); the run's own repository has it",
                 super::create::short_ref(&self.record.run_ref)
@@ -63,7 +65,7 @@ pub(crate) fn publish_all(git: &Git, record: &WorkspaceRecord) -> Result<()> {
     };
     match super::git::read_ref(git, &own, &record.run_ref)? {
         Some(at) if at == record.last_commit => {
-            fetch(git, record, std::slice::from_ref(&record.run_ref), None)
+            fetch(git, record, std::slice::from_ref(&record.run_ref), true)
         }
         _ => Ok(()),
     }
@@ -78,21 +80,15 @@ pub(crate) fn own_git_dir(record: &WorkspaceRecord) -> Option<PathBuf> {
 }
 
 /// The user's git fetches `refs` from the run's repository, forced (a
-/// rejected step moves the run branch back). The guard puts modix's
-/// settings back first — what the workspace holds, or else the record's
-/// kept copy: git's `upload-pack` reads that repository's config.
-fn fetch(
-    git: &Git,
-    record: &WorkspaceRecord,
-    refs: &[String],
-    kept: Option<&guard::Kept>,
-) -> Result<()> {
+/// rejected step moves the run branch back). Git's `upload-pack` reads that
+/// repository's config: with `guard`, the record's kept copy puts modix's
+/// settings back first (a command reading a run from its record).
+fn fetch(git: &Git, record: &WorkspaceRecord, refs: &[String], guard: bool) -> Result<()> {
     let (Some(git_dir), Some(repo)) = (own_git_dir(record), record.repo_root.as_ref()) else {
         return Ok(());
     };
-    match kept {
-        Some(kept) => drop(kept.restore()?),
-        None => guard::restore_for(record)?,
+    if guard {
+        guard::restore_for(record)?;
     }
     if !repo.is_dir() {
         return Err(WorkspaceError::Missing { path: repo.clone() });

@@ -8,7 +8,7 @@
 //! does not ignore (`.gitignore`, `info/exclude`, the user's global excludes,
 //! the tracking-ignore list), plus files already in the last recorded tree.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -148,8 +148,7 @@ impl Workspace {
             }
             Err(_) => "removed the workspace's .git link",
         };
-        let text = format!("gitdir: {}\n", git_dir.display());
-        std::fs::write(&link, text).map_err(|e| WorkspaceError::io("write", &link, e))?;
+        write_link(&link, git_dir)?;
         Ok(Some(format!(
             "the agent {what}; it is put back (the run's history is kept outside the workspace)"
         )))
@@ -862,12 +861,17 @@ pub(super) fn remake_root(record: &super::WorkspaceRecord) -> Result<Option<Stri
     std::fs::create_dir_all(root).map_err(|e| WorkspaceError::io("create", root, e))?;
     if let Some(git_dir) = &record.git_dir {
         let link = root.join(".git");
-        let text = format!("gitdir: {}\n", git_dir.display());
-        std::fs::write(&link, text).map_err(|e| WorkspaceError::io("write", &link, e))?;
+        write_link(&link, git_dir)?;
     }
     Ok(Some(
         "the agent removed the workspace folder itself; it is made again (the run's history is kept outside it), and what the agent removed is recorded as such".into(),
     ))
+}
+
+/// Writes the workspace's `.git` link to `git_dir`.
+fn write_link(link: &Path, git_dir: &Path) -> Result<()> {
+    let text = format!("gitdir: {}\n", git_dir.display());
+    std::fs::write(link, text).map_err(|e| WorkspaceError::io("write", link, e))
 }
 
 /// State names go into a commit message: one line, no trailer injection.
