@@ -32,14 +32,7 @@ esac
     )
 }
 
-use crate::scenarios::EXECUTOR_OK;
-
-/// A tester that always passes (`true`).
-fn passing_tester(sb: &Sandbox) {
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
-}
+use crate::scenarios::{EXECUTOR_OK, passing_tester};
 
 /// A brain keyed by ANTHROPIC_API_KEY and an executor that prints the key to
 /// stderr after `words`, then succeeds.

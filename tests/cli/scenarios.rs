@@ -54,9 +54,29 @@ pub fn slow_first_executor(sb: &Sandbox, marker: &Path) {
             m = marker.display()
         ),
     );
+    passing_tester(sb);
+}
+
+/// A tester that always passes (`true`).
+pub fn passing_tester(sb: &Sandbox) {
     sb.edit_json(".modix/agents.json", |v| {
         v["agents"]["tester"]["command"] = serde_json::json!(["true"])
     });
+}
+
+/// `child`'s output once it ended, or a failure naming `what` when it did
+/// not end within 60 s (then it is killed: a hang fails the test instead of
+/// hanging it).
+pub fn finished_within(mut child: std::process::Child, what: &str) -> std::process::Output {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
 }
 
 /// Waits (at most 30 s) for `marker` to exist.
@@ -76,9 +96,7 @@ pub fn wait_for(marker: &Path) {
 /// whose script `executor` is, has started); the run's id.
 pub fn crashed_while(sb: &Sandbox, marker: &Path, executor: &str) -> String {
     agent(sb, executor);
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    passing_tester(sb);
     killed_once(sb, &["go", "--json", "crash mid-step"], marker)
 }
 

@@ -1031,9 +1031,7 @@ fn executor_counted() -> (Sandbox, PathBuf) {
             c = count.display()
         ),
     );
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    scenarios::passing_tester(&sb);
     (sb, count)
 }
 
@@ -1199,9 +1197,7 @@ fn an_agent_that_destroys_the_workspace_git_takes_nothing_of_the_run() {
         ),
     ] {
         scenarios::agent(&sb, &format!("    {destroy}\n{FIX}\n{DONE}"));
-        sb.edit_json(".modix/agents.json", |v| {
-            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-        });
+        scenarios::passing_tester(&sb);
         let r = sb.go_json("break .git");
         assert_eq!(r.code, Some(0), "{destroy}: {}", r.stderr);
         let run = r.run_id();
@@ -1244,9 +1240,7 @@ case "$MODIX_STATE" in
 esac
 "#
     ));
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    scenarios::passing_tester(&sb);
     let r = sb.go_json("rewrite .git");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let run = r.run_id();
@@ -1436,9 +1430,7 @@ fn an_agents_git_commands_never_reach_the_users_repository() {
             ran = ran.display()
         );
         scenarios::agent(&sb, &executor);
-        sb.edit_json(".modix/agents.json", |v| {
-            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-        });
+        scenarios::passing_tester(&sb);
         let before = in_git.then(|| (repository_state(&sb.root()), checkout(&sb.root())));
         let r = sb.go_json("git everywhere");
         assert_eq!(r.code, Some(0), "{}", r.stderr);
@@ -1487,9 +1479,7 @@ fn an_agents_own_commits_reach_the_users_repository_with_the_run_branch() {
             "{FIX}\n    git -c user.name=agent -c user.email=agent@example.com commit -q -am 'agent: fix mean'\n{DONE}"
         ),
     );
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    scenarios::passing_tester(&sb);
     git(&root, &["commit", "-q", "-am", "the scripted agents"]);
     let r = sb.go_json("the agent commits");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
@@ -1540,9 +1530,7 @@ fn a_stop_during_modixs_own_git_is_not_kept_waiting() {
     .unwrap();
     sb.write(".gitattributes", "calc.py filter=slow\n");
     scenarios::agent(&sb, &format!("{FIX}\n{DONE}"));
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    scenarios::passing_tester(&sb);
     git(&root, &["add", "-A"]);
     git(
         &root,
@@ -1595,9 +1583,7 @@ fn an_agent_that_removes_its_workspace_folder_is_judged_and_the_run_goes_on() {
                 "    if [ \"$MODIX_ATTEMPT\" = 1 ]; then d=$PWD; cd /; rm -rf \"$d\"; fi\n    cd \"$MODIX_WORKDIR\" 2>/dev/null || true\n{FIX}\n{DONE}"
             ),
         );
-        sb.edit_json(".modix/agents.json", |v| {
-            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-        });
+        scenarios::passing_tester(&sb);
         let r = sb.go_json("remove the workspace");
         assert_eq!(r.code, Some(0), "{}", r.stderr);
         let run = r.run_id();
@@ -1675,9 +1661,7 @@ fn a_step_that_writes_a_secret_is_taken_off_and_never_kept() {
 {DONE}"#
         ),
     );
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    scenarios::passing_tester(&sb);
     let out = sb
         .modix()
         .env("ANTHROPIC_API_KEY", secret)
@@ -1733,9 +1717,7 @@ fn a_file_over_the_size_limit_is_never_recorded_and_its_step_is_rejected() {
             "    case $MODIX_ATTEMPT in\n    1) {big}\n{FIX} ;;\n    2) {big} ;;\n    *) {FIX} ;;\n    esac\n{DONE}"
         ),
     );
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    scenarios::passing_tester(&sb);
     sb.edit_json(".modix/projects.json", |v| {
         v["max_file_bytes"] = 1_000_000.into()
     });
@@ -1788,9 +1770,7 @@ fn an_agent_sees_the_users_branches_and_tags_and_moving_them_moves_only_its_copi
             seen = seen.display()
         ),
     );
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    scenarios::passing_tester(&sb);
     let r = sb.go_json("where do I stand");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let text = std::fs::read_to_string(&seen).unwrap();
@@ -1830,9 +1810,7 @@ fn a_key_or_a_big_file_committed_and_removed_again_is_caught_in_the_history() {
                 "    if [ \"$MODIX_ATTEMPT\" = 1 ]; then {write} && {commit} add && git rm -q {name} && {commit} remove; fi\n{FIX}\n{DONE}"
             ),
         );
-        sb.edit_json(".modix/agents.json", |v| {
-            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-        });
+        scenarios::passing_tester(&sb);
         sb.edit_json(".modix/projects.json", |v| {
             v["max_file_bytes"] = 1_000_000.into()
         });
@@ -1907,9 +1885,7 @@ fn what_modix_keeps_beside_the_agents_repository_is_not_trusted_either() {
             ran = ran.display()
         ),
     );
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    scenarios::passing_tester(&sb);
     let r = sb.go_json("tamper with modix's copies");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(!ran.exists(), "the planted filter ran");
@@ -1958,9 +1934,7 @@ fn a_replace_ref_shows_modix_nothing_but_the_real_tree() {
 {DONE}"#
         ),
     );
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    scenarios::passing_tester(&sb);
     let r = sb.go_json("replace");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let reasons = reasons(&r);
@@ -2003,9 +1977,7 @@ fn a_key_anywhere_in_a_steps_history_is_caught_and_planted_refs_stay_put() {
                 "    S=$(basename \"$PWD\"); K1=sk-ant-api03-ANYWHERE\n    if [ \"$MODIX_ATTEMPT\" = 1 ]; then\n{FIX}\n        {case}\n        B=$(echo pla\"nted\"-marker | git hash-object -w --stdin); T=$(printf '100644 blob %s\\tp\\n' $B | git mktree)\n        git update-ref refs/modix/runs/$S/rejected/999 $({gc} commit-tree -m planted $T)\n    else\n{FIX}\n    fi\n{DONE}"
             ),
         );
-        sb.edit_json(".modix/agents.json", |v| {
-            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-        });
+        scenarios::passing_tester(&sb);
         let out = sb
             .modix()
             .env("ANTHROPIC_API_KEY", secret)
@@ -2056,19 +2028,10 @@ fn fifos_where_git_reads_its_rules_never_hang_a_run() {
             "{FIX}\n    mkdir -p sub && mkfifo sub/.gitignore && mkfifo .gitattributes && rm .git && mkfifo .git\n{DONE}"
         ),
     );
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
-    let mut child = sb.spawn(&["go", "--json", "fifos"]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("modix hung on a FIFO");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let r = GoResult::parse(&child.wait_with_output().unwrap());
+    scenarios::passing_tester(&sb);
+    let out =
+        scenarios::finished_within(sb.spawn(&["go", "--json", "fifos"]), "modix hung on a FIFO");
+    let r = GoResult::parse(&out);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let run = r.run_id();
     let notes = sb.invocation(&run, 2)["changes"]["notes"].to_string();
@@ -2092,16 +2055,10 @@ fn a_fifo_left_by_an_abandoned_agent_never_hangs_resume() {
         m = marker.display()
     );
     let run = scenarios::crashed_while(&sb, &marker, &executor);
-    let mut child = sb.spawn(&["resume", "--json", &run]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("resume hung on a FIFO");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = scenarios::finished_within(
+        sb.spawn(&["resume", "--json", &run]),
+        "resume hung on a FIFO",
+    );
     let r = GoResult::parse(&out);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let text = output_text(&out);
@@ -2122,9 +2079,7 @@ fn a_key_an_abandoned_agent_left_is_not_kept_on_resume() {
         m = marker.display()
     );
     scenarios::agent(&sb, &executor);
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
+    scenarios::passing_tester(&sb);
     let mut child = sb
         .command(&["go", "--json", "crash mid-step"])
         .env("ANTHROPIC_API_KEY", secret)
@@ -2173,9 +2128,7 @@ fn a_step_git_cannot_record_is_refused_and_put_back() {
                 "    if [ \"$MODIX_ATTEMPT\" = 1 ]; then echo 'notes.txt working-tree-encoding=UTF-16' > .gitattributes; echo plain > notes.txt; fi\n{FIX}\n{DONE}"
             ),
         );
-        sb.edit_json(".modix/agents.json", |v| {
-            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-        });
+        scenarios::passing_tester(&sb);
         let r = sb.go_json("unrecordable");
         assert_eq!(r.code, Some(0), "{}", r.stderr);
         let reasons = reasons(&r);
@@ -2207,9 +2160,7 @@ fn git_locks_an_agent_left_behind_are_removed_before_modix_runs_git() {
                 "{FIX}\n    GD=$(git rev-parse --absolute-git-dir); touch $GD/index.lock $GD/HEAD.lock $GD/../index.lock\n{DONE}"
             ),
         );
-        sb.edit_json(".modix/agents.json", |v| {
-            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-        });
+        scenarios::passing_tester(&sb);
         let r = sb.go_json("stale locks");
         assert_eq!(r.code, Some(0), "{}", r.stderr);
         let notes = sb.invocation(&r.run_id(), 2)["changes"]["notes"].to_string();
@@ -2243,19 +2194,12 @@ case "$MODIX_STATE" in
 esac
 "#
     ));
-    sb.edit_json(".modix/agents.json", |v| {
-        v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-    });
-    let mut child = sb.spawn(&["go", "--json", "a quiet fifo"]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("modix hung on a FIFO");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let r = GoResult::parse(&child.wait_with_output().unwrap());
+    scenarios::passing_tester(&sb);
+    let out = scenarios::finished_within(
+        sb.spawn(&["go", "--json", "a quiet fifo"]),
+        "modix hung on a FIFO",
+    );
+    let r = GoResult::parse(&out);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let notes = sb.invocation(&r.run_id(), 1)["changes"]["notes"].to_string();
     assert!(notes.contains("agents/.gitignore"), "{notes}");
@@ -2311,9 +2255,7 @@ fn runs_work_and_apply_in_shallow_sha256_and_linked_worktree_repositories() {
             }
         }
         scenarios::agent(&sb, &format!("{FIX}\n{DONE}"));
-        sb.edit_json(".modix/agents.json", |v| {
-            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-        });
+        scenarios::passing_tester(&sb);
         git(&root, &["commit", "-q", "-am", "the scripted agents"]);
         let r = sb.go_json("fix");
         assert_eq!(r.code, Some(0), "{layout}: {}", r.stderr);
@@ -2340,9 +2282,7 @@ fn a_broken_index_is_made_again_and_the_run_goes_on() {
                 "    GD=$(git rev-parse --absolute-git-dir)\n    if [ \"$MODIX_ATTEMPT\" = 1 ]; then echo garbage > {which}; fi\n{FIX}\n{DONE}"
             ),
         );
-        sb.edit_json(".modix/agents.json", |v| {
-            v["agents"]["tester"]["command"] = serde_json::json!(["true"])
-        });
+        scenarios::passing_tester(&sb);
         let r = sb.go_json("broken index");
         assert_eq!(r.code, Some(0), "{which}: {}", r.stderr);
         let reasons = reasons(&r);
@@ -2351,4 +2291,26 @@ fn a_broken_index_is_made_again_and_the_run_goes_on() {
             "{which}: {reasons}"
         );
     }
+}
+
+/// `resume` refuses a workspace whose kept copy of its repository's
+/// settings no longer matches what the store recorded (an agent wrote its
+/// filter there too, then modix was killed), saying where the run's
+/// recorded steps are and how to go on from them.
+#[test]
+fn resume_refuses_a_tampered_kept_copy_and_says_how_to_go_on() {
+    let sb = repo();
+    let marker = sb.dir.path().join("tampered");
+    let executor = format!(
+        "    if [ ! -e {m} ]; then GD=$(git rev-parse --absolute-git-dir); echo '[filter \"x\"]' >> $GD/../guard/config; touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+        m = marker.display()
+    );
+    let run = scenarios::crashed_while(&sb, &marker, &executor);
+    let out = modix(&sb, &["resume", &run]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let text = output_text(&out);
+    assert!(
+        text.contains("was changed (not by modix)") && text.contains("modix go --base modix/"),
+        "{text}"
+    );
 }
