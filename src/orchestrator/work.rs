@@ -112,11 +112,20 @@ pub(super) fn reopen(
     let record: WorkspaceRecord = serde_json::from_value(record.clone())
         .map_err(|e| RunError::Replay(format!("the run's workspace record is unreadable: {e}")))?;
     let git = Git::new();
+    let asked = reset;
     let reset = reset
         || (abandoned
             && record.root.is_dir()
             && Workspace::moved_by_unrecorded_step(&git, &record)?);
     let (mut ws, mut notes) = Workspace::reopen(&git, record, reset)?;
+    // In place, what is there may be the person's own work since: only
+    // taken off when they ask.
+    if ws.mode() == crate::workspace::Mode::InPlace && !asked {
+        let paths = ws.unrecorded_paths()?;
+        if !paths.is_empty() {
+            return Err(crate::workspace::WorkspaceError::LeftInPlace { paths }.into());
+        }
+    }
     let last = ws.last_commit().to_owned();
     let mut discarded = match ws.discard_uncommitted() {
         Ok(d) => d,

@@ -165,7 +165,7 @@ fn apply_to_branch(
             path: record.project_dir.clone(),
         })?;
     let user = Ctx::at(repo);
-    super::publish::publish_all(git, record)?;
+    super::publish::publish_all(git, record, false)?;
     let run_head = run_head(git, &user, record)?;
     let branch_name = short_ref(&record.run_ref);
     let user_head =
@@ -472,7 +472,11 @@ pub fn prune(git: &Git, record: &WorkspaceRecord, delete_refs: bool) -> Result<P
                     pruned.refs_deleted = delete_run_refs(git, &Ctx::at(&repo), record)?;
                 }
             } else {
-                super::publish::publish_all(git, record)?;
+                // A branch holding the user's commits stays as it is.
+                match super::publish::publish_all(git, record, false) {
+                    Ok(_) | Err(WorkspaceError::BranchHasYourCommits { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
             if record.root.exists() {
                 remove_dir(&record.root)?;

@@ -114,11 +114,14 @@ impl Workspace {
         }
         // A crash between a step's settle and its publishing left the user's
         // copy of the run branch behind.
-        if let Err(e) = super::publish::publish_all(git, &record) {
-            notes.push(format!(
+        match super::publish::publish_all(git, &record, reset) {
+            Ok(note) => notes.extend(note),
+            // The user's commits on it: the run does not go on over them.
+            Err(e @ WorkspaceError::BranchHasYourCommits { .. }) => return Err(e),
+            Err(e) => notes.push(format!(
                 "the run branch {} in your repository could not be brought up to date ({e})",
                 short_ref(&record.run_ref)
-            ));
+            )),
         }
         let mut ws = Workspace::assemble(git, record, lock, false)?;
         notes.extend(ws.special_note(Vec::new()));
@@ -132,18 +135,10 @@ impl Workspace {
     /// is the abandoned step's own, not a person's.
     pub fn moved_by_unrecorded_step(git: &Git, record: &WorkspaceRecord) -> Result<bool> {
         let ctx = record.ctx();
-        let Some(tip) = read_ref(git, &ctx, &record.run_ref)? else {
-            return Ok(false);
-        };
-        if tip == record.last_commit || !is_ancestor(git, &ctx, &record.last_commit, &tip)? {
-            return Ok(false);
+        match read_ref(git, &ctx, &record.run_ref)? {
+            Some(tip) => unrecorded_step(git, &ctx, record, &tip),
+            None => Ok(false),
         }
-        let body = git
-            .at(&ctx)
-            .args(["log", "-1", "--format=%B", &tip])
-            .run_text()?;
-        let trailer = format!("Modix-Run: {}", record.run_id);
-        Ok(body.lines().any(|l| l.trim() == trailer))
     }
 
     /// Builds the in-memory side of a workspace from its record.
@@ -938,6 +933,26 @@ fn copy_file(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// `refs/heads/modix/x` → `modix/x`, for messages.
+/// Whether `tip` is a step modix settled for this run past its last
+/// recorded one and never recorded: it builds on that step and carries this
+/// run's `Modix-Run` trailer (read in `ctx`, which must hold both).
+pub(crate) fn unrecorded_step(
+    git: &Git,
+    ctx: &Ctx,
+    record: &WorkspaceRecord,
+    tip: &str,
+) -> Result<bool> {
+    if tip == record.last_commit || !is_ancestor(git, ctx, &record.last_commit, tip)? {
+        return Ok(false);
+    }
+    let body = git
+        .at(ctx)
+        .args(["log", "-1", "--format=%B", tip])
+        .run_text()?;
+    let trailer = format!("Modix-Run: {}", record.run_id);
+    Ok(body.lines().any(|l| l.trim() == trailer))
+}
+
 pub(crate) fn short_ref(name: &str) -> String {
     name.strip_prefix("refs/heads/").unwrap_or(name).to_owned()
 }

@@ -76,6 +76,18 @@ pub enum WorkspaceError {
         actual: Option<String>,
     },
 
+    #[error(
+        "the run branch {branch} in your repository has commits the run did not make: it is at {actual}, the run's last recorded step is {expected}. modix left it as it is. `git merge {branch}` takes the run's steps with your commits; to go on with the run, keep your commits on a branch of your own (`git branch NAME {actual}`) and `modix resume --reset` puts {branch} back at the run's last step"
+    )]
+    BranchHasYourCommits {
+        branch: String,
+        expected: String,
+        actual: String,
+    },
+
+    #[error("the project has changes no recorded step of the run made ({} files: {}): what the interrupted agent left, and whatever you changed since; working in place, modix cannot tell them apart, so it removes nothing unasked. Put yours aside first (`git stash push -u -- <paths>`), then `modix resume --reset` records the rest under refs/modix/runs/<id>/discarded/<n> and removes it", paths.len(), list(paths))]
+    LeftInPlace { paths: Vec<String> },
+
     #[error("the workspace has changes that were not recorded ({} files: {}); record them (settle) or discard them first", paths.len(), list(paths))]
     Unrecorded { paths: Vec<String> },
 
@@ -133,7 +145,9 @@ impl WorkspaceError {
             E::AlreadyExists { .. } => "already_exists",
             E::Missing { .. } => "workspace_missing",
             E::RefMoved { .. } => "ref_moved",
+            E::BranchHasYourCommits { .. } => "branch_has_your_commits",
             E::Unrecorded { .. } => "unrecorded",
+            E::LeftInPlace { .. } => "left_in_place",
             E::NotLastStep { .. } => "not_last_step",
             E::Conflict { .. } => "conflict",
             E::DirtyTarget { .. } => "dirty_target",

@@ -399,6 +399,18 @@ impl Workspace {
         })
     }
 
+    /// The paths [`discard_uncommitted`](Self::discard_uncommitted) would
+    /// take off, without taking them (modix's own index only is written).
+    pub fn unrecorded_paths(&mut self) -> Result<Vec<String>> {
+        self.guard()?;
+        let tree = self.record_tree()?;
+        if tree == self.last_tree {
+            return Ok(Vec::new());
+        }
+        let last = self.last_tree.clone();
+        self.changed_paths(&last, &tree)
+    }
+
     /// Records changes nobody settled (what an abandoned agent left) as a
     /// commit under `refs/modix/runs/<id>/discarded/<n>`, then restores the
     /// files to the last recorded step. `None` when there was nothing.

@@ -818,6 +818,62 @@ fn resume_refuses_a_run_branch_someone_moved_unless_reset() {
 }
 
 #[test]
+fn commits_a_person_made_on_the_run_branch_are_never_overwritten() {
+    let sb = repo();
+    let marker = sb.dir.path().join("executing");
+    let executor = format!(
+        "    if [ ! -e {m} ]; then touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+        m = marker.display()
+    );
+    let run = scenarios::crashed_while(&sb, &marker, &executor);
+    // The person reviews the run branch in their own repository and
+    // commits a fix-up on it.
+    let id = short(&sb, &run);
+    let branch = format!("modix/{id}");
+    let root = sb.root();
+    git(&root, &["checkout", "-q", &branch]);
+    std::fs::write(root.join("mine.txt"), "mine\n").unwrap();
+    git(&root, &["add", "mine.txt"]);
+    git(&root, &["commit", "-q", "-m", "my fix-up"]);
+    let mine = git(&root, &["rev-parse", "HEAD"]).trim().to_owned();
+    git(&root, &["checkout", "-q", "-"]);
+    for args in [vec!["resume", run.as_str()], vec!["apply", run.as_str()]] {
+        let out = modix(&sb, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            output_text(&out)
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "the run branch {branch} in your repository has commits the run did not make: it is at {mine}"
+            )) && err.contains("--reset"),
+            "{err}"
+        );
+        assert_eq!(git(&root, &["rev-parse", &branch]).trim(), mine, "{args:?}");
+    }
+    // `--reset` puts the branch back and keeps the person's commit.
+    let out = modix(&sb, &["resume", "--reset", "--json", &run]);
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let ws = r.events.iter().find(|e| e["type"] == "workspace").unwrap();
+    assert!(
+        ws["notes"].to_string().contains(&format!("{branch}-yours")),
+        "{ws}"
+    );
+    assert_eq!(
+        git(&root, &["rev-parse", &format!("{branch}-yours")]).trim(),
+        mine
+    );
+    let tree = git(&root, &["ls-tree", "--name-only", &branch]);
+    assert!(!tree.contains("mine.txt"), "{tree}");
+    let calc = git(&root, &["show", &format!("{branch}:calc.py")]);
+    assert!(calc.contains("/ len(values)"), "{calc}");
+}
+
+#[test]
 fn in_place_refuses_a_dirty_tree_and_a_second_run_on_the_same_tree() {
     let sb = repo();
     sb.edit_json(".modix/projects.json", |v| {
@@ -859,6 +915,47 @@ fn in_place_refuses_a_dirty_tree_and_a_second_run_on_the_same_tree() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(sb.read("calc.py").contains("/ len(values)"));
     assert_eq!(sb.read("notes.txt"), "wip\n");
+}
+
+#[test]
+fn in_place_resume_removes_nothing_unasked() {
+    let sb = repo();
+    sb.edit_json(".modix/projects.json", |v| {
+        v["workspace"] = "in_place".into()
+    });
+    git(&sb.root(), &["commit", "-q", "-am", "in place"]);
+    let marker = sb.dir.path().join("executing");
+    let executor = format!(
+        "    if [ ! -e {m} ]; then echo half > half.txt; touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+        m = marker.display()
+    );
+    scenarios::agent(&sb, &executor);
+    scenarios::passing_tester(&sb);
+    git(&sb.root(), &["commit", "-q", "-am", "agents"]);
+    let run = scenarios::killed_once(&sb, &["go", "--json", "crash mid-step"], &marker);
+    // The person goes on working in their checkout meanwhile.
+    sb.write("mine.txt", "my work\n");
+    let out = modix(&sb, &["resume", &run]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no recorded step of the run made (2 files: half.txt, mine.txt)")
+            && err.contains("`modix resume --reset`"),
+        "{err}"
+    );
+    assert_eq!(sb.read("mine.txt"), "my work\n");
+    assert_eq!(sb.read("half.txt"), "half\n");
+    // Theirs put aside, `--reset` takes the rest off and the run goes on.
+    std::fs::rename(sb.root().join("mine.txt"), sb.dir.path().join("mine.txt")).unwrap();
+    let r = GoResult::parse(&modix(&sb, &["resume", "--reset", "--json", &run]));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!sb.root().join("half.txt").exists());
+    assert!(sb.read("calc.py").contains("/ len(values)"));
+    let inv = sb.invocation(&run, 2);
+    assert_eq!(
+        inv["changes"]["discarded"]["paths"],
+        serde_json::json!(["half.txt"])
+    );
 }
 
 #[test]
