@@ -358,7 +358,12 @@ fn clap_command(settings: &Settings) -> clap::Command {
 
 /// `--color WHEN` or `--color=WHEN` from the command line, else `MODIX_COLOR`.
 fn peek_color() -> Option<ColorChoice> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `args_os`: an argument that is not UTF-8 is clap's usage error to
+    // report, not a panic here.
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let from_args = args.iter().enumerate().find_map(|(i, a)| {
         a.strip_prefix("--color=")
             .map(str::to_owned)
@@ -383,7 +388,7 @@ fn parse(settings: &Settings) -> Result<Cli, Exit> {
         let _ = err.print();
         return Err(Exit::Ok);
     }
-    if std::env::args().any(|a| a == "--json") {
+    if std::env::args_os().any(|a| a == "--json") {
         let message = err.kind().as_str().map_or_else(
             || {
                 err.to_string()

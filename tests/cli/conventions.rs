@@ -171,3 +171,22 @@ fn every_json_command_fails_with_a_json_error_object() {
         "{v}"
     );
 }
+
+#[test]
+fn an_argument_that_is_not_utf8_is_a_usage_error_not_a_panic() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let sb = Sandbox::initialized();
+    let latin1 = std::ffi::OsStr::from_bytes(b"Fix the caf\xe9 menu");
+    for json in [false, true] {
+        let mut cmd = sb.modix();
+        cmd.args(["go", "--dry-run"]).arg(latin1);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+        let text = output_text(&out);
+        assert!(text.contains("invalid UTF-8"), "{text}");
+        assert!(!text.contains("panicked"), "{text}");
+    }
+}
