@@ -9,7 +9,7 @@
 //! temporary folder, removed at the end; its path is shown as `<run-dir>`
 //! (a run's `.modix/runs/<run id>/`), the workspace's as `<workspace>`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::context::ContextPackage;
@@ -32,7 +32,7 @@ pub const PROMPT: &str = "<prompt>";
 pub const SYSTEM_PROMPT: &str = "<system prompt>";
 
 /// A run's plan, before it is made.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Preview {
     /// The epic, redacted as a run records it.
     pub epic: String,
@@ -47,7 +47,7 @@ pub struct Preview {
 }
 
 /// One agent state's process, as its first visit would start it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct StatePreview {
     pub state: String,
     pub agent: String,
@@ -67,7 +67,7 @@ pub struct StatePreview {
 }
 
 /// How an agent is bound.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum BindingPreview {
     Shell {
@@ -82,7 +82,7 @@ pub enum BindingPreview {
 }
 
 /// The prompts of the first agent state, redacted as a run records them.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct FirstPrompts {
     pub state: String,
     pub agent: String,
@@ -129,7 +129,20 @@ pub fn preview(project: &Project, workflow: Workflow, epic: &str) -> Result<Prev
             preview.first = prompts;
         }
     }
-    Ok(preview)
+    redacted(info.redactor(), preview)
+}
+
+/// The preview with every text in it redacted, in one place: a secret
+/// reaches it through whatever field it was given in (a `--model` given a
+/// key by mistake, a brain's name), and both its views print from this.
+fn redacted(redactor: &crate::shell::Redactor, preview: Preview) -> Result<Preview, RunError> {
+    let value = serde_json::to_value(&preview)
+        .map_err(|e| RunError::Internal(format!("the preview as JSON: {e}")))?;
+    match redactor.redact_json(&value) {
+        std::borrow::Cow::Borrowed(_) => Ok(preview),
+        std::borrow::Cow::Owned(clean) => serde_json::from_value(clean)
+            .map_err(|e| RunError::Internal(format!("the redacted preview: {e}"))),
+    }
 }
 
 /// A run as the preview pretends it is: nothing recorded, its folders in a

@@ -257,3 +257,31 @@ fn a_prompt_that_would_render_forever_is_stopped() {
     }
     assert!(!marker.exists(), "an agent started");
 }
+
+#[test]
+fn a_key_given_in_any_field_of_the_preview_is_redacted_in_both_views() {
+    let (sb, marker) = example_with_marker();
+    let key = "sk-ant-api03-pastedbymistake0123456789";
+    for json in [false, true] {
+        let mut cmd = sb.modix();
+        cmd.env("ANTHROPIC_API_KEY", key).args([
+            "go",
+            "--dry-run",
+            "--model",
+            &format!("executor={key}"),
+            "Fix it",
+        ]);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        let text = output_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        assert!(
+            !text.contains("pastedbymistake"),
+            "the key was printed: {text}"
+        );
+        assert!(text.contains("[REDACTED:ANTHROPIC_API_KEY]"), "{text}");
+    }
+    assert!(!marker.exists(), "an agent was started");
+}
