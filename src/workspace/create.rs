@@ -296,6 +296,14 @@ fn create_worktree(
             path: PathBuf::from(&branch),
         });
     }
+    // git keeps `modix` and `modix/<short>` apart only as a file and a
+    // folder: a branch of the user's named `modix` leaves no room.
+    if read_ref(git, &user, "refs/heads/modix")?.is_some() {
+        return Err(WorkspaceError::Unsupported {
+            what: "your repository has a branch named `modix`, and git cannot make the run's branch `modix/<id>` beside it".into(),
+            advice: "Rename it (`git branch -m modix NEW-NAME`), or use `workspace: copy` in .modix/projects.json".into(),
+        });
+    }
     let lock = TreeLock::acquire(&opts.modix_home, &folder, &opts.run_id)?;
 
     let mut base = match &opts.base {

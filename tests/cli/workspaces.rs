@@ -1033,6 +1033,22 @@ fn a_project_in_a_subfolder_of_a_repository_works_in_that_subfolder() {
 }
 
 #[test]
+fn a_branch_named_modix_is_named_before_anything_is_recorded() {
+    let sb = repo();
+    git(&sb.root(), &["branch", "modix"]);
+    let out = modix(&sb, &["go", "Fix mean()"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "your repository has a branch named `modix`, and git cannot make the run's branch `modix/<id>` beside it; refusing. Rename it (`git branch -m modix NEW-NAME`)"
+        ),
+        "{}",
+        output_text(&out)
+    );
+    assert_eq!(sb.runs().as_array().unwrap().len(), 0);
+}
+
+#[test]
 fn doctor_and_go_name_a_git_too_old_for_workspaces() {
     let sb = repo();
     let out = modix(&sb, &["doctor"]);
