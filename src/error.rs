@@ -165,6 +165,9 @@ pub(crate) fn store_help(e: &StoreError) -> Option<&'static str> {
             "`modix history <run>` shows the run; its invocations are numbered from 1"
         }
         StoreError::Ambiguous { .. } => "give more characters of the id",
+        StoreError::Gone { .. } => {
+            "leave .modix/modix.db and the files beside it alone while a run goes on; put back a copy if you have one, else `modix go` starts a new record"
+        }
         StoreError::Busy { .. } => {
             "wait for that process to finish, or stop it (Ctrl-C in its terminal); then `modix resume`"
         }

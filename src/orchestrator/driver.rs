@@ -259,7 +259,12 @@ pub(super) fn drive(
     let result = engine.runtime.block_on(driver.go());
     // However the drive ended, its last step is said once it is on disk.
     let result = match (result, driver.announce()) {
-        (Ok(report), Ok(())) => Ok(report),
+        // A record nobody can read again is never reported as made.
+        (Ok(report), Ok(())) => driver
+            .store
+            .still_here()
+            .map(|()| report)
+            .map_err(Into::into),
         (Ok(_), Err(e)) | (Err(e), _) => Err(e),
     };
     driver.watcher.abort();

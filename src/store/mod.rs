@@ -111,6 +111,13 @@ pub enum StoreError {
     },
     #[error("run database {path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    /// The file the store opened is no longer at its path: what was
+    /// written since went to a file nobody can open again.
+    #[error(
+        "run database {path} was removed or replaced while this run went on: what the run \
+         recorded went with the file modix had open, and cannot be read again"
+    )]
+    Gone { path: PathBuf },
     /// The write-ahead log could not be synced: a commit may not be on disk.
     #[error("run database log {path}: cannot make a commit durable: {source}")]
     Sync {
@@ -140,6 +147,8 @@ pub struct Store {
     syncing: durable::Syncing,
     /// Its last step of a run (see `record`).
     last_step: Option<record::LastStep>,
+    /// The database file's device and inode when opened (see `still_here`).
+    identity: Option<(u64, u64)>,
 }
 
 impl Drop for Store {
@@ -251,7 +260,26 @@ fn files_are_files(path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A file's device and inode, if it is there.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
 impl Store {
+    /// Whether the database file is still the one opened: one removed or
+    /// replaced behind modix's back (SQLite goes on writing to the file it
+    /// has open) is [`StoreError::Gone`], so a run never reports a record
+    /// that nobody can read.
+    pub fn still_here(&self) -> Result<(), StoreError> {
+        match self.identity {
+            Some(was) if identity(&self.path) != Some(was) => Err(StoreError::Gone {
+                path: self.path.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Open (creating the file if needed) and migrate the database at `path`.
     /// The parent directory must exist: `.modix/` is the caller's business.
     ///
@@ -274,6 +302,7 @@ impl Store {
             blob_ids: Default::default(),
             syncing: durable::Syncing::InCommit,
             last_step: None,
+            identity: identity(path),
         };
         // Refuse a newer schema before changing anything about the file.
         let version = migrations::check_not_newer(&store)?;
@@ -325,6 +354,7 @@ impl Store {
             blob_ids: Default::default(),
             syncing: durable::Syncing::InCommit,
             last_step: None,
+            identity: None,
         };
         store.keep_plans()?;
         let mut version = migrations::check_not_newer(&store)?;

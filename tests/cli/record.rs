@@ -1376,3 +1376,33 @@ fn a_fifo_in_place_of_the_record_is_named_not_waited_on() {
         );
     }
 }
+
+#[test]
+fn a_record_removed_under_a_running_run_is_never_reported_as_made() {
+    let sb = Sandbox::example();
+    let (marker, go_on) = (sb.dir.path().join("executing"), sb.dir.path().join("go-on"));
+    crate::scenarios::agent(
+        &sb,
+        &format!(
+            "    touch {m}\n    for i in $(seq 100); do [ -e {g} ] && break; sleep 0.1; done\n{ok}",
+            m = marker.display(),
+            g = go_on.display(),
+            ok = crate::scenarios::EXECUTOR_OK
+        ),
+    );
+    crate::scenarios::passing_tester(&sb);
+    let child = sb.spawn(&["go", "a run whose record goes"]);
+    crate::scenarios::wait_for(&marker);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(sb.root().join(format!(".modix/modix.db{suffix}")));
+    }
+    std::fs::write(&go_on, "").unwrap();
+    let out = crate::scenarios::finished_within(child, "the run");
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("was removed or replaced while this run went on"),
+        "{}",
+        output_text(&out)
+    );
+}
