@@ -62,6 +62,18 @@ impl Redactor {
             .map(|(n, v)| (n.into(), v.into()))
             .filter(|(_, v)| v.chars().count() >= MIN_SECRET_LEN)
             .collect();
+        // A value with a quote, a backslash or a control character reaches
+        // a record escaped when an agent prints it inside JSON (as every
+        // agent CLI's stream does): that form is the same secret.
+        let escaped: Vec<(String, String)> = pairs
+            .iter()
+            .filter_map(|(n, v)| {
+                let quoted = serde_json::to_string(v).ok()?;
+                let inner = &quoted[1..quoted.len() - 1];
+                (inner != v).then(|| (n.clone(), inner.to_owned()))
+            })
+            .collect();
+        pairs.extend(escaped);
         pairs.sort_by(|a, b| a.1.cmp(&b.1));
         pairs.dedup_by(|a, b| a.1 == b.1);
         let values = AhoCorasick::builder()
@@ -97,7 +109,11 @@ impl Redactor {
             .collect();
         ids.sort_unstable();
         ids.dedup();
-        ids.into_iter().map(|i| c.names[i].as_str()).collect()
+        // A value and its escaped form share a name.
+        let mut names: Vec<&str> = ids.into_iter().map(|i| c.names[i].as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
     }
 
     /// The longest configured value, in bytes (0: none): how much of a
@@ -462,6 +478,25 @@ mod tests {
         let r = Redactor::new([("MY_KEY", "hunter2-secret-value")]);
         let out = r.redact("a=hunter2-secret-value b=hunter2-secret-value");
         assert_eq!(out, "a=[REDACTED:MY_KEY] b=[REDACTED:MY_KEY]");
+    }
+
+    #[test]
+    fn a_value_escaped_inside_json_is_the_same_secret() {
+        let r = Redactor::new([("PASSWORD", "s3cr3t\"pa\\ss-0123456789")]);
+        let line = serde_json::to_string(&json!({"result": "bad key: s3cr3t\"pa\\ss-0123456789"}))
+            .unwrap();
+        assert!(line.contains(r#"s3cr3t\"pa\\ss"#), "{line}");
+        assert_eq!(
+            r.redact(&line),
+            r#"{"result":"bad key: [REDACTED:PASSWORD]"}"#
+        );
+        assert_eq!(r.configured_in(line.as_bytes()), ["PASSWORD"]);
+        assert_eq!(
+            r.redact("raw s3cr3t\"pa\\ss-0123456789"),
+            "raw [REDACTED:PASSWORD]"
+        );
+        let both = format!("{line} raw s3cr3t\"pa\\ss-0123456789");
+        assert_eq!(r.configured_in(both.as_bytes()), ["PASSWORD"]);
     }
 
     #[test]

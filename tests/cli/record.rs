@@ -1406,3 +1406,53 @@ fn a_record_removed_under_a_running_run_is_never_reported_as_made() {
         output_text(&out)
     );
 }
+
+#[test]
+fn a_key_an_agent_prints_escaped_inside_json_is_redacted_too() {
+    let sb = Sandbox::example();
+    keyed(&sb);
+    // A password-like key: JSON escapes its quote and backslash.
+    let key = r#"s3cr3t"pa\ss-0123456789abcdef"#;
+    let escaped = r#"s3cr3t\"pa\\ss-0123456789abcdef"#;
+    sb.agent_script(
+        r#"#!/bin/sh
+cat > /dev/null
+python3 -c 'import json, os; print(json.dumps({"type": "error", "message": "bad key: " + os.environ["ANTHROPIC_API_KEY"]}))'
+exit 1
+"#,
+    );
+    let out = sb
+        .modix()
+        .env("ANTHROPIC_API_KEY", key)
+        .args(["go", "an agent quoting its key"])
+        .output()
+        .unwrap();
+    let printed = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{printed}");
+    let history = output_text(
+        &sb.modix()
+            .env("ANTHROPIC_API_KEY", key)
+            .args(["history", "last", "--invocation", "1", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        history.contains("[REDACTED:ANTHROPIC_API_KEY]"),
+        "{history}"
+    );
+    for (what, text) in [("go", printed.as_bytes()), ("history", history.as_bytes())] {
+        for form in [key, escaped, &escaped[..12]] {
+            assert!(
+                !text.windows(form.len()).any(|w| w == form.as_bytes()),
+                "{what}: {form}"
+            );
+        }
+    }
+    for (path, bytes) in files(&sb.root().join(".modix")) {
+        assert!(
+            !bytes.windows(12).any(|w| w == &escaped.as_bytes()[..12]),
+            "{} holds the escaped key",
+            path.display()
+        );
+    }
+}
