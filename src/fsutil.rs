@@ -15,6 +15,12 @@ use std::path::Path;
 /// and so is a file longer than `max` bytes (read no further: an agent can
 /// put anything where such a file is expected).
 pub fn read_small(path: &Path, max: usize) -> std::io::Result<String> {
+    String::from_utf8(read_small_bytes(path, max)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// [`read_small`] without the UTF-8 check.
+pub fn read_small_bytes(path: &Path, max: usize) -> std::io::Result<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt as _;
     // Non-blocking: a FIFO put where a file is expected (an agent's `.git`)
     // opens at once and reads as empty, instead of waiting for a writer
@@ -46,7 +52,7 @@ pub fn read_small(path: &Path, max: usize) -> std::io::Result<String> {
             }
         }
     }
-    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    Ok(buf)
 }
 
 /// Reads into `buf` until it is full or the file ends; how many bytes.

@@ -264,10 +264,27 @@ pub fn stop(ctx: &Ctx, a: &StopArgs) -> Result<Exit, Error> {
             ));
         }
         RunStatus::Interrupted | RunStatus::Stopped => {
-            out.line(format!(
-                "Run {} is not running ({}); nothing to stop.",
-                run.id, status.label
-            ));
+            // No modix drives it: what its agent left running (a crash
+            // leaves the agent going, spending tokens) is stopped here.
+            let grace = Duration::from_secs(crate::config::Timeouts::default().kill_grace_secs);
+            let stopped = crate::orchestrator::stop_leftovers(&ctx.paths()?, &run.id, grace);
+            if stopped > 0 {
+                out.line(format!(
+                    "Run {} is not running ({}); stopped what its agent left running ({}). `modix resume {}` records the step as abandoned and runs it again.",
+                    run.id,
+                    status.label,
+                    match stopped {
+                        1 => "1 process".to_owned(),
+                        n => format!("{n} processes"),
+                    },
+                    run.id
+                ));
+            } else {
+                out.line(format!(
+                    "Run {} is not running ({}); nothing to stop.",
+                    run.id, status.label
+                ));
+            }
             return Ok(Exit::Ok);
         }
         RunStatus::Waiting => {

@@ -468,20 +468,37 @@ fn open_store(project: &Project) -> Result<Store, RunError> {
     Ok(store.with_redactor(agent::redactor(&project.config)))
 }
 
+/// Stops whatever a run whose modix is gone left running: its agent's
+/// process group (the in-flight record names it), then any process still
+/// carrying the run's `MODIX_RUN_ID` — a daemon an agent started in a
+/// session of its own is in no group of the run's. Only for a run no live
+/// modix owns (its caller checked). Returns how many processes were
+/// signalled.
+pub fn stop_leftovers(
+    paths: &crate::config::ProjectPaths,
+    run_id: &str,
+    grace: std::time::Duration,
+) -> usize {
+    let dir = paths.run_dir(run_id);
+    let flight = inflight::InFlight::read(&inflight::InFlight::path(&dir));
+    let group = flight
+        .and_then(|f| f.process)
+        .is_some_and(|p| inflight::stop_orphan(p, grace));
+    let strays = crate::shell::stop_processes_with_env(&format!("MODIX_RUN_ID={run_id}"), grace);
+    usize::from(group) + strays
+}
+
 /// A crashed run's agent, if one was running: its process group stopped
 /// (so it cannot write next to the re-run), and the invocation recorded as
 /// abandoned — unless its step was committed after all.
 fn recover_in_flight(store: &mut Store, project: &Project, run_id: &str) -> Result<(), RunError> {
+    let grace = std::time::Duration::from_secs(project.config.runtimes.timeouts.kill_grace_secs);
+    stop_leftovers(&project.config.paths, run_id, grace);
     let dir = project.config.paths.run_dir(run_id);
     let path = inflight::InFlight::path(&dir);
     let Some(flight) = inflight::InFlight::read(&path) else {
         return Ok(());
     };
-    if let Some(process) = flight.process {
-        let grace =
-            std::time::Duration::from_secs(project.config.runtimes.timeouts.kill_grace_secs);
-        inflight::stop_orphan(process, grace);
-    }
     if !store.has_transition(run_id, flight.seq)? {
         let lifecycle = project
             .catalog

@@ -38,7 +38,7 @@ pub mod preview;
 mod retry;
 mod work;
 
-pub use begin::{fork, resume, start};
+pub use begin::{fork, resume, start, stop_leftovers};
 pub use budget::{Ceiling, ceiling, usd};
 pub use context::TemplateError;
 pub use events::{ChangeSummary, EventSink, RunEvent, RunReport, SCHEMA_VERSION, Silent};

@@ -219,6 +219,63 @@ pub fn process_start_ticks(pid: u32) -> Option<u64> {
     after_name.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// Processes (other than this one) whose environment holds the exact entry
+/// `entry` (`NAME=value`), found through `/proc`: how a crashed run's
+/// leftovers are found once their process group is no help — a daemon an
+/// agent started in a session of its own keeps the environment it was
+/// given. Only processes this user may read are seen.
+pub fn processes_with_env(entry: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            // An environment is at most a few hundred KiB (ARG_MAX).
+            let path = std::path::PathBuf::from(format!("/proc/{pid}/environ"));
+            crate::fsutil::read_small_bytes(&path, 4 << 20)
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|e| e == entry.as_bytes()))
+        })
+        .collect()
+}
+
+/// Stops every process [`processes_with_env`] finds for `entry`: TERM,
+/// then KILL what is left after `grace`; looked for again after each, as a
+/// dying process may fork. Returns how many were signalled.
+pub fn stop_processes_with_env(entry: &str, grace: std::time::Duration) -> usize {
+    use nix::sys::signal::{Signal, kill};
+    let signal_all = |pids: &[u32], signal| {
+        for &pid in pids {
+            if let Ok(raw) = i32::try_from(pid) {
+                let _ = kill(nix::unistd::Pid::from_raw(raw), signal);
+            }
+        }
+    };
+    let first = processes_with_env(entry);
+    if first.is_empty() {
+        return 0;
+    }
+    signal_all(&first, Signal::SIGTERM);
+    let deadline = std::time::Instant::now() + grace;
+    let mut left = first.clone();
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        left = processes_with_env(entry);
+        signal_all(&left, Signal::SIGTERM);
+    }
+    for _ in 0..3 {
+        if left.is_empty() {
+            break;
+        }
+        signal_all(&left, Signal::SIGKILL);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        left = processes_with_env(entry);
+    }
+    first.len()
+}
+
 /// The boot clock (`CLOCK_BOOTTIME`, ns): what the kernel stamps a new
 /// process's start with.
 fn boot_ns() -> Option<u64> {

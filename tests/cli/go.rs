@@ -1010,6 +1010,47 @@ fn ctrl_c_while_go_reads_its_epic_from_a_pipe_ends_it() {
 }
 
 #[test]
+fn a_daemon_a_crashed_runs_agent_started_is_stopped_by_stop_and_by_resume() {
+    for how in ["stop", "resume"] {
+        let sb = Sandbox::example();
+        let marker = sb.dir.path().join("executing");
+        let daemon_pid = sb.dir.path().join("daemon.pid");
+        // The first executor starts a daemon in a session of its own (in
+        // no process group of the run's), then works on.
+        sb.agent_script(&script(&format!(
+            "    if [ ! -e {m} ]; then setsid sh -c 'echo $$ > {d}; while :; do sleep 0.2; done' </dev/null >/dev/null 2>&1 & \n    while [ ! -s {d} ]; do sleep 0.05; done; touch {m}; sleep 30; fi\n{EXECUTOR_OK}\n",
+            m = marker.display(),
+            d = daemon_pid.display(),
+        )));
+        passing_tester(&sb);
+        let run = crate::scenarios::killed_once(&sb, &["go", "--json", how], &marker);
+        let daemon: i32 = std::fs::read_to_string(&daemon_pid)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(pid_alive(daemon), "{how}: the daemon should run before");
+        if how == "stop" {
+            let out = sb.modix().args(["stop", &run]).output().unwrap();
+            let text = crate::util::output_text(&out);
+            assert_eq!(out.status.code(), Some(0), "{text}");
+            assert!(
+                text.contains("stopped what its agent left running"),
+                "{text}"
+            );
+        } else {
+            let r = sb.resume_json(&run);
+            assert_eq!(r.code, Some(0), "{}", r.stderr);
+        }
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while pid_alive(daemon) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!pid_alive(daemon), "{how} left the daemon {daemon} running");
+    }
+}
+
+#[test]
 fn resume_stops_the_agent_a_crashed_modix_left_running() {
     let sb = Sandbox::example();
     let marker = sb.dir.path().join("executing");
