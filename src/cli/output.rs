@@ -37,6 +37,11 @@ pub struct Output {
     pub width: usize,
 }
 
+/// A stream of JSON lines began on stdout (`go --json`): an error that ends
+/// it is one line too, so a reader of lines can read it. One command runs
+/// per process, so the process's stdout is the command's.
+static STREAMING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// What a piece of text says, and so its colour when colour is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tone {
@@ -135,6 +140,7 @@ impl Output {
 
     /// One compact JSON line on stdout (for streams such as `go --json`).
     pub fn json_line<T: Serialize + ?Sized>(&self, value: &T) {
+        STREAMING.store(true, std::sync::atomic::Ordering::Relaxed);
         let mut out = std::io::stdout().lock();
         let _ = serde_json::to_writer(&mut out, value);
         let _ = writeln!(out);
@@ -227,7 +233,11 @@ impl Output {
     /// as diagnostics and `error: … / help: …` on stderr otherwise.
     pub fn report(&self, e: &Error) {
         if self.json {
-            self.json(&error_json(e));
+            if STREAMING.load(std::sync::atomic::Ordering::Relaxed) {
+                self.json_line(&error_json(e));
+            } else {
+                self.json(&error_json(e));
+            }
             return;
         }
         if let Some(d) = e.diagnostics() {

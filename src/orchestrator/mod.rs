@@ -133,6 +133,9 @@ impl RunError {
                 "fix the cause, then `modix resume <run>` continues from the last recorded state"
             }
             RunError::Internal(_) => "this is a bug in modix; `modix resume <run>` may continue",
+            RunError::Workspace(e) if e.is_environment() => {
+                "mend the machine (free disk space, a quota, a file system mounted read-only), then `modix resume` continues from the last recorded step"
+            }
             // Its message says what to do.
             RunError::Workspace(_) => return None,
         };

@@ -129,9 +129,11 @@ pub(super) fn reopen(
     let last = ws.last_commit().to_owned();
     let mut discarded = match ws.discard_uncommitted() {
         Ok(d) => d,
-        // What the abandoned agent left cannot be recorded: it goes.
+        // What the abandoned agent left cannot be recorded: it goes
+        // (unless the machine is what failed: then resume fails, to be
+        // run again once it is mended).
         Err(e @ crate::workspace::WorkspaceError::Git { .. })
-            if ws.mode() != crate::workspace::Mode::InPlace =>
+            if ws.mode() != crate::workspace::Mode::InPlace && !e.is_environment() =>
         {
             ws.put_back()?;
             notes.push(format!(
@@ -398,9 +400,10 @@ impl Work {
     ) -> Result<StepWork, RunError> {
         let settled = match self.ws.settle(step.seq, step.state, step.attempt) {
             Ok(settled) => settled,
-            // In place the tree is the user's: nothing is cleaned there.
+            // In place the tree is the user's: nothing is cleaned there. A
+            // full disk is the machine's failure: the run stops, resumable.
             Err(e @ crate::workspace::WorkspaceError::Git { .. })
-                if self.ws.mode() != crate::workspace::Mode::InPlace =>
+                if self.ws.mode() != crate::workspace::Mode::InPlace && !e.is_environment() =>
             {
                 return self.unrecordable(step, e, verdict);
             }

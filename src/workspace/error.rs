@@ -169,6 +169,31 @@ impl WorkspaceError {
         )
     }
 
+    /// A git that failed for the machine's sake, not the tree's: the disk
+    /// full, a quota, a read-only or failing file system, memory, file
+    /// handles (git says so in the C library's words). Such a failure is
+    /// modix's to report (exit 3, the run resumable once it is mended),
+    /// never a step's fault.
+    pub fn is_environment(&self) -> bool {
+        const SIGNS: [&str; 7] = [
+            "No space left on device",
+            "Disk quota exceeded",
+            "Read-only file system",
+            "Input/output error",
+            "Cannot allocate memory",
+            "Out of memory",
+            "Too many open files",
+        ];
+        match self {
+            WorkspaceError::Git { stderr, .. } => SIGNS.iter().any(|s| stderr.contains(s)),
+            WorkspaceError::Io { source, .. } => matches!(
+                source.raw_os_error(),
+                Some(nix::libc::ENOSPC | nix::libc::EDQUOT | nix::libc::EROFS | nix::libc::EIO)
+            ),
+            _ => false,
+        }
+    }
+
     pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         WorkspaceError::Io {
             what,

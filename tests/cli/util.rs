@@ -308,6 +308,8 @@ impl GoResult {
                     "ceiling" | "run_started" | "agent_started" | "workspace" | "notice"
                     | "retrying",
                 ) => {}
+                // The error that ended the stream, as one line.
+                None if v.get("error").is_some() => {}
                 _ => panic!("unexpected line {line}"),
             }
             events.push(v);

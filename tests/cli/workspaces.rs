@@ -2260,6 +2260,54 @@ fn a_step_git_cannot_record_is_refused_and_put_back() {
     }
 }
 
+/// A disk that fills while an agent works makes modix's own `git add`
+/// fail: the machine's failure, not the step's — exit 3, the run left
+/// resumable, and the agent's work not refused as its own fault.
+#[test]
+fn a_full_disk_under_modixs_own_git_stops_the_run_resumable() {
+    let sb = repo();
+    let real = which::which("git").unwrap();
+    let full = sb.dir.path().join("disk-full");
+    sb.fake_bin(
+        "git",
+        &format!(
+            "#!/bin/sh\nif [ -e {f} ]; then for a in \"$@\"; do if [ \"$a\" = add ]; then echo 'error: unable to write new index file: No space left on device' >&2; echo 'fatal: adding files failed' >&2; exit 128; fi; done; fi\nexec {g} \"$@\"\n",
+            f = full.display(),
+            g = real.display()
+        ),
+    );
+    scenarios::agent(
+        &sb,
+        &format!(
+            "    if [ ! -e {f}.once ]; then touch {f} {f}.once; fi\n{FIX}\n{DONE}",
+            f = full.display()
+        ),
+    );
+    scenarios::passing_tester(&sb);
+    let r = sb.go_json("the disk fills");
+    assert_eq!(r.code, Some(3), "{}", r.stderr);
+    // The stream's last line is the error, one JSON line like the others.
+    let error = &r.events.last().unwrap()["error"];
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("No space left on device")
+            && error["help"].as_str().unwrap().contains("free disk space"),
+        "{error}"
+    );
+    let run = r.events[1]["run_id"].as_str().unwrap().to_owned();
+    assert!(
+        !reasons(&r).contains("could not be recorded"),
+        "{}",
+        reasons(&r)
+    );
+    assert_eq!(run_record(&sb, &run)["run"]["status"], "interrupted");
+    std::fs::remove_file(&full).unwrap();
+    let r = sb.resume_json(&run);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
 /// An agent killed in the middle of its own `git commit` (its timeout)
 /// leaves `index.lock` in its repository; modix's next git there would fail
 /// on it (exit 3, and every resume the same). The agent is gone when modix
