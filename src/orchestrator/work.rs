@@ -669,9 +669,11 @@ impl Work {
             });
         }
         if !perms.protected {
+            // A path outside the project folder (a monorepo's) is matched
+            // from the repository's top: its CI config and tests are there.
             let hit: Vec<String> = paths
                 .iter()
-                .filter(|p| self.local(p).is_some_and(|l| self.protected.matches(l)))
+                .filter(|p| self.protected.matches(self.shown(p)))
                 .cloned()
                 .collect();
             if !hit.is_empty() {

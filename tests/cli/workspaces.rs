@@ -1033,6 +1033,52 @@ fn a_project_in_a_subfolder_of_a_repository_works_in_that_subfolder() {
 }
 
 #[test]
+fn a_subfolder_projects_agent_may_not_change_the_repositorys_ci_or_tests() {
+    let sb = Sandbox::example();
+    scenarios::agent(
+        &sb,
+        &format!(
+            "    if [ \"$MODIX_ATTEMPT\" = 1 ]; then echo '  # agent' >> ../../.github/workflows/ci.yml; echo '# agent' >> ../../tests/test_all.py; fi\n{FIX}\n{DONE}"
+        ),
+    );
+    scenarios::passing_tester(&sb);
+    let mono = sb.dir.path().join("mono");
+    let project = mono.join("services/calc");
+    crate::util::copy_tree(&sb.root(), &project);
+    crate::util::write_file(&mono.join(".github/workflows/ci.yml"), "on: push\n");
+    crate::util::write_file(
+        &mono.join("tests/test_all.py"),
+        "# the repository's tests\n",
+    );
+    git(&mono, &["init", "-q"]);
+    git(&mono, &["add", "-A"]);
+    git(&mono, &["commit", "-q", "-m", "base"]);
+    let out = sb
+        .modix()
+        .arg("--project")
+        .arg(&project)
+        .args(["go", "--json", "Fix mean()"])
+        .output()
+        .unwrap();
+    let r = GoResult::parse(&out);
+    assert_eq!(r.code, Some(0), "{}\n{}", reasons(&r), r.stderr);
+    assert!(
+        reasons(&r).contains("changed protected paths .github/workflows/ci.yml, tests/test_all.py"),
+        "{}",
+        reasons(&r)
+    );
+    let branch = r.events.iter().find(|e| e["type"] == "workspace").unwrap()["branch"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ci = git(
+        &mono,
+        &["show", &format!("{branch}:.github/workflows/ci.yml")],
+    );
+    assert_eq!(ci, "on: push\n");
+}
+
+#[test]
 fn a_branch_named_modix_is_named_before_anything_is_recorded() {
     let sb = repo();
     git(&sb.root(), &["branch", "modix"]);
