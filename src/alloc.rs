@@ -13,7 +13,110 @@
 /// in the library rather than `main.rs` so that the benchmarks, which drive
 /// the engine in their own process, measure what the binary runs.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: Budgeted = Budgeted(mimalloc::MiMalloc);
+
+/// mimalloc, with a bound on what one stretch of work on a thread may hold
+/// ([`within`]). A prompt template can build a value of any size in a few
+/// steps (a string doubled forty times is a terabyte) before its renderer's
+/// own limits (steps, the rendered text's size) see anything; the memory it
+/// asks for is the one measure that catches every way.
+struct Budgeted(mimalloc::MiMalloc);
+
+thread_local! {
+    /// Bytes the current [`within`] stretch may still take on this thread
+    /// (net of what it frees); `None` outside one.
+    static LEFT: std::cell::Cell<Option<isize>> = const { std::cell::Cell::new(None) };
+    /// What to say when the stretch takes more (made before it starts: no
+    /// allocation may happen once the budget is gone).
+    static SAY: std::cell::Cell<(*const u8, usize)> =
+        const { std::cell::Cell::new((std::ptr::null(), 0)) };
+}
+
+impl Budgeted {
+    /// Counts `delta` bytes against the stretch, if one is on; past its
+    /// budget the process ends at once (see [`within`]).
+    #[inline]
+    fn count(delta: isize) {
+        let _ = LEFT.try_with(|left| {
+            if let Some(n) = left.get() {
+                let n = n.saturating_sub(delta);
+                left.set(Some(n));
+                if n < 0 {
+                    over_budget();
+                }
+            }
+        });
+    }
+}
+
+// SAFETY: every call is mimalloc's; the count only reads and writes a
+// thread-local cell, and never allocates.
+unsafe impl std::alloc::GlobalAlloc for Budgeted {
+    #[inline]
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        Self::count(layout.size() as isize);
+        // SAFETY: as the caller promised for `layout`.
+        unsafe { self.0.alloc(layout) }
+    }
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        Self::count(layout.size() as isize);
+        // SAFETY: as the caller promised for `layout`.
+        unsafe { self.0.alloc_zeroed(layout) }
+    }
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        Self::count(-(layout.size() as isize));
+        // SAFETY: as the caller promised for `ptr` and `layout`.
+        unsafe { self.0.dealloc(ptr, layout) }
+    }
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        Self::count(new as isize - layout.size() as isize);
+        // SAFETY: as the caller promised for `ptr`, `layout` and `new`.
+        unsafe { self.0.realloc(ptr, layout, new) }
+    }
+}
+
+/// The stretch took more than its budget: says what `within` was given to
+/// say, and ends the process as a crash would (exit 3), since unwinding out
+/// of an allocator is not allowed and what asked cannot be told no. The
+/// store's transactions and modix's files are made for exactly this: the
+/// run is left resumable.
+#[cold]
+fn over_budget() -> ! {
+    let (ptr, len) = SAY.with(std::cell::Cell::get);
+    if !ptr.is_null() {
+        // SAFETY: `within` keeps the text alive while the budget is on.
+        let text = unsafe { std::slice::from_raw_parts(ptr, len) };
+        // SAFETY: write(2) on stderr from a buffer we own.
+        unsafe { nix::libc::write(2, text.as_ptr().cast(), text.len()) };
+    }
+    // SAFETY: ends the process without running anything more.
+    unsafe { nix::libc::_exit(3) }
+}
+
+/// Runs `work` with at most `budget` bytes more held on this thread; past
+/// it, prints `say` (one line, `error: …`) and ends the process with exit 3.
+/// Not nested: an inner stretch would end the outer one's count.
+pub(crate) fn within<T>(budget: usize, say: &str, work: impl FnOnce() -> T) -> T {
+    let text = format!("{say}\n");
+    SAY.with(|s| s.set((text.as_ptr(), text.len())));
+    LEFT.with(|l| l.set(Some(isize::try_from(budget).unwrap_or(isize::MAX))));
+    // Off again however `work` ends (a panic unwinds through here).
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            LEFT.with(|l| l.set(None));
+            SAY.with(|s| s.set((std::ptr::null(), 0)));
+        }
+    }
+    let off = Off;
+    let out = work();
+    drop(off);
+    drop(text);
+    out
+}
 
 /// `mi_option_arena_max_object_size` in mimalloc v3's `mi_option_t`, which
 /// `libmimalloc-sys` does not name; a unit test checks the index by its

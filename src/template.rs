@@ -41,6 +41,10 @@ const FUEL: u64 = 30_000_000;
 /// it into memory as fast as it can write.
 pub const MAX_RENDERED: usize = 32 << 20;
 
+/// The most memory rendering one template may hold: far above any prompt's
+/// (its text is at most [`MAX_RENDERED`]), far below what ends a machine.
+const MAX_HELD: usize = 512 << 20;
+
 /// Nested macro calls at most (minijinja's default is 500): each is a
 /// level of the engine's recursion on the rendering thread's stack.
 const RECURSION: usize = 100;
@@ -164,7 +168,17 @@ fn render_capped(
         }
     }
     let mut out = Capped(Vec::with_capacity(template.source().len() * 2));
-    match template.render_captured_to(ctx, &mut out) {
+    let say = format!(
+        "error: prompt template `{}` took more than {} MiB of memory while rendering and modix \
+         stopped: a value built without bound (a string doubled in a loop, a list repeated). \
+         Fix the template (a run it stopped continues with `modix resume`).",
+        template.name(),
+        MAX_HELD >> 20
+    );
+    let rendered = crate::alloc::within(MAX_HELD, &say, || {
+        template.render_captured_to(ctx, &mut out)
+    });
+    match rendered {
         Ok(_) => Ok(String::from_utf8(out.0)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())),
         Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(minijinja::Error::new(

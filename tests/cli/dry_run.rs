@@ -285,3 +285,49 @@ fn a_key_given_in_any_field_of_the_preview_is_redacted_in_both_views() {
     }
     assert!(!marker.exists(), "an agent was started");
 }
+
+#[test]
+fn a_prompt_that_would_hold_unbounded_memory_is_stopped_and_its_run_resumes_once_fixed() {
+    let (sb, marker) = example_with_marker();
+    let prompt = sb.root().join(".modix/prompts/planner.md");
+    let fixed = std::fs::read_to_string(&prompt).unwrap();
+    for bomb in [
+        // A string doubled 40 times in a loop: a terabyte.
+        "{% set ns = namespace(x='aaaaaaaaaaaaaaaa') %}{% for i in range(40) %}{% set ns.x = ns.x ~ ns.x %}{% endfor %}{{ ns.x | length }}\n",
+        // The same in twelve plain lines from a megabyte: 4 GiB.
+        &format!(
+            "{{% set a = 'x' * 1000000 %}}{}{{{{ a | length }}}}\n",
+            "{% set a = a ~ a %}".repeat(12)
+        ),
+    ] {
+        std::fs::write(&prompt, bomb).unwrap();
+        sb.modix().arg("validate").assert().success();
+        let out = sb
+            .modix()
+            .args(["go", "--dry-run", "Fix mean()"])
+            .output()
+            .unwrap();
+        let text = output_text(&out);
+        assert_eq!(out.status.code(), Some(3), "{bomb}\n{text}");
+        assert!(
+            text.contains(
+                "error: prompt template `.modix/prompts/planner.md` took more than 512 MiB of memory while rendering"
+            ),
+            "{bomb}\n{text}"
+        );
+    }
+    // In a run: it stops there, resumable; fixed, the run goes on.
+    let out = sb.modix().args(["go", "Fix mean()"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
+    assert!(!marker.exists(), "an agent started");
+    std::fs::write(&prompt, fixed).unwrap();
+    sb.agent_script(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples/bugfix/agents/scripted-agent"),
+        )
+        .unwrap(),
+    );
+    let r = sb.resume_json("last");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
