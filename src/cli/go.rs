@@ -108,6 +108,7 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
         return super::dry_run::show(ctx, &project, workflow, &epic, args.json);
     }
     preflight(ctx, &project, &workflow, args)?;
+    first_prompt(&project, args, &epic)?;
     ready(&engine, &project, &workflow)?;
     if engine.interrupted() {
         ctx.out.error(
@@ -131,6 +132,18 @@ pub fn run(ctx: &Ctx, args: &GoArgs) -> Result<Exit, Error> {
     let waiting = at_gate(&report);
     let exit = finish(report, &mut sink)?;
     answer_in_place(ctx, &engine, &project, exit, waiting, args.json)
+}
+
+/// The first agent's prompts rendered as the run would render them (the
+/// dry run's own code), before anything is recorded: a template that fails
+/// on this epic fails here, exit 2, with no run. What else the preview
+/// meets the run meets and says itself.
+fn first_prompt(project: &crate::project::Project, args: &GoArgs, epic: &str) -> Result<(), Error> {
+    let workflow = project.workflow(args.workflow.as_deref())?;
+    match orchestrator::preview::preview(project, workflow, epic) {
+        Err(e @ orchestrator::RunError::Template(_)) => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 /// On a terminal, a run that waits at a gate is answered in place: the

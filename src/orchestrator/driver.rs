@@ -284,6 +284,12 @@ pub(super) fn drive(
 
 /// Leaves the run resumable rather than stuck "running" under a dead owner.
 pub(super) fn give_up(store: &mut Store, run_id: &str, e: RunError) -> RunError {
+    // The run is recorded: a template that failed stopped a run, it did not
+    // keep one from starting.
+    let e = match e {
+        RunError::Template(t) => RunError::TemplateInRun(t),
+        e => e,
+    };
     let _ = store.set_status(run_id, RunStatus::Interrupted, Some(&e.to_string()));
     let _ = store.release_run(run_id, std::process::id());
     e

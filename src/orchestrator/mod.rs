@@ -84,8 +84,14 @@ pub enum RunError {
     Config(Box<crate::diagnostics::Diagnostics>),
     #[error("the run's record does not fit its workflow: {0}")]
     Replay(String),
+    /// A prompt template failed before the run was recorded (`go`'s
+    /// pre-flight, a dry run): nothing was run.
     #[error(transparent)]
     Template(#[from] TemplateError),
+    /// A prompt template failed in a recorded run (a later state's, or on
+    /// the run's own data): the run stops there, resumable.
+    #[error("{0}")]
+    TemplateInRun(TemplateError),
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -116,7 +122,10 @@ impl RunError {
             RunError::NotResumable { .. } | RunError::Config(_) | RunError::Template(_) => {
                 Exit::Usage
             }
-            RunError::Replay(_) | RunError::Io { .. } | RunError::Runtime(_) => Exit::Internal,
+            RunError::Replay(_)
+            | RunError::Io { .. }
+            | RunError::Runtime(_)
+            | RunError::TemplateInRun(_) => Exit::Internal,
             RunError::Internal(_) => Exit::Internal,
             RunError::Workspace(e) => crate::error::workspace_exit(e),
         }
@@ -127,7 +136,10 @@ impl RunError {
             RunError::Store(e) => return crate::error::store_help(e).map(str::to_owned),
             RunError::NotResumable { help, .. } => help,
             RunError::Config(_) => "run `modix validate` and fix what it reports",
-            RunError::Template(_) => "fix the template, then `modix resume <run>` continues",
+            RunError::Template(_) => "fix the template; nothing was run",
+            RunError::TemplateInRun(_) => {
+                "fix the template, then `modix resume` continues the run from the last recorded step"
+            }
             RunError::Replay(_) => "start a new run with `modix go`",
             RunError::Io { .. } | RunError::Runtime(_) => {
                 "fix the cause, then `modix resume <run>` continues from the last recorded state"
@@ -147,7 +159,7 @@ impl RunError {
             RunError::Store(_) => "store",
             RunError::NotResumable { .. } => "not_resumable",
             RunError::Config(_) => "config",
-            RunError::Template(_) => "template",
+            RunError::Template(_) | RunError::TemplateInRun(_) => "template",
             RunError::Replay(_) => "replay",
             RunError::Io { .. } | RunError::Runtime(_) => "io",
             RunError::Internal(_) => "internal",

@@ -331,3 +331,36 @@ fn a_prompt_that_would_hold_unbounded_memory_is_stopped_and_its_run_resumes_once
     let r = sb.resume_json("last");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
 }
+
+#[test]
+fn a_template_that_fails_on_the_runs_data_fails_before_the_run_or_stops_it_resumable() {
+    let sb = Sandbox::example();
+    // The first agent's: `go` renders it before recording anything.
+    let planner = sb.root().join(".modix/prompts/planner.md");
+    let fixed = std::fs::read_to_string(&planner).unwrap();
+    std::fs::write(&planner, "Epic: {{ epic + 1 }}\n").unwrap();
+    sb.modix().arg("validate").assert().success();
+    let out = sb.modix().args(["go", "Fix mean()"]).output().unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("help: fix the template; nothing was run"),
+        "{text}"
+    );
+    assert_eq!(sb.runs().as_array().unwrap().len(), 0, "a run was recorded");
+    // A later agent's: the run stops there (exit 3), and goes on once fixed.
+    std::fs::write(&planner, fixed).unwrap();
+    let executor = sb.root().join(".modix/prompts/executor.md");
+    let fixed = std::fs::read_to_string(&executor).unwrap();
+    std::fs::write(&executor, "Epic: {{ epic + 1 }}\n").unwrap();
+    let out = sb.modix().args(["go", "Fix mean()"]).output().unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("help: fix the template, then `modix resume` continues the run"),
+        "{text}"
+    );
+    std::fs::write(&executor, fixed).unwrap();
+    let r = sb.resume_json("last");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
