@@ -321,6 +321,31 @@ pub fn stop(ctx: &Ctx, a: &StopArgs) -> Result<Exit, Error> {
             ));
             return Ok(Exit::Ok);
         }
+        // The run may end (or its process die) before it takes the request:
+        // then there is nothing to stop, and the request is withdrawn.
+        let now = store.run(&run.id)?;
+        let ended = runs::status(&now);
+        if ended.status == RunStatus::Waiting {
+            // It reached a gate meanwhile: stopped there, as `stop` does.
+            store.take_controls(&[id])?;
+            let why = format!("stopped at gate {} by {}", now.current_state, who());
+            store.set_status(&run.id, RunStatus::Stopped, Some(&why))?;
+            out.line(format!(
+                "Run {} stopped (it was waiting at {}).",
+                run.id, now.current_state
+            ));
+            return Ok(Exit::Ok);
+        }
+        if ended.status != RunStatus::Running {
+            store.take_controls(&[id])?;
+            return Err(Error::usage(
+                format!(
+                    "run {} ended before it took the stop ({})",
+                    run.id, ended.label
+                ),
+                "nothing to stop",
+            ));
+        }
     }
     out.error(
         format!(

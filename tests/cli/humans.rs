@@ -330,6 +330,36 @@ fn stop_now_kills_the_running_agent_and_resume_runs_it_again() {
 }
 
 #[test]
+fn a_stop_the_run_ends_before_taking_is_withdrawn_and_says_so() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let sb = Sandbox::example();
+    let marker = sb.dir.path().join("executing");
+    slow_executor(&sb, &marker, 60);
+    let mut child = sb.spawn(&["go", "--json", "Fix mean()"]);
+    crate::scenarios::wait_for(&marker);
+    // The run's process is frozen (alive, so `stop` asks and waits), then
+    // dies before it takes the request.
+    let pid = Pid::from_raw(child.id() as i32);
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let stop = sb.spawn(&["stop", "last"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    kill(pid, Signal::SIGKILL).unwrap();
+    child.wait().unwrap();
+    let out = crate::scenarios::finished_within(stop, "stop");
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("ended before it took the stop (interrupted (owner gone))")
+            && !text.contains("may be stuck"),
+        "{text}"
+    );
+    // Withdrawn: a resume is not stopped by it.
+    let r = json_run(&sb, &["resume", "last", "--json"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
+#[test]
 fn a_pending_message_reaches_the_next_agent_exactly_once() {
     let sb = Sandbox::example();
     gated(&sb);
