@@ -96,10 +96,15 @@ impl Diagnostic {
     }
 
     /// [`Diagnostic::with_span`] for one of many diagnostics in the same source.
-    pub fn with_span_in(mut self, index: &LineIndex, span: Range<usize>) -> Self {
-        let len = index.source.len();
+    pub fn with_span_in(self, index: &LineIndex, span: Range<usize>) -> Self {
+        self.with_span_marked(index.source, &index.marks, span)
+    }
+
+    /// [`Diagnostic::with_span_in`] with marks kept apart from their source.
+    pub fn with_span_marked(mut self, source: &str, marks: &LineMarks, span: Range<usize>) -> Self {
+        let len = source.len();
         let start = span.start.min(len);
-        let (line, column) = index.line_column(start);
+        let (line, column) = marks.line_column(source, start);
         self.line = Some(line);
         self.column = Some(column);
         self.span = Some(start..span.end.clamp(start, len));
@@ -155,16 +160,37 @@ pub fn line_column(source: &str, offset: usize) -> (usize, usize) {
 /// a file with thousands of problems would cost the square of its size.
 pub struct LineIndex<'a> {
     source: &'a str,
-    /// (byte offset, line, column) at every line start, and every
-    /// [`LineIndex::STRIDE`] bytes within long lines; sorted by offset.
-    marks: Vec<(usize, usize, usize)>,
+    marks: LineMarks,
 }
 
 impl<'a> LineIndex<'a> {
+    pub fn new(source: &'a str) -> Self {
+        LineIndex {
+            source,
+            marks: LineMarks::new(source),
+        }
+    }
+
+    /// 1-based line and column (in characters) of a byte offset, as [`line_column`].
+    pub fn line_column(&self, offset: usize) -> (usize, usize) {
+        self.marks.line_column(self.source, offset)
+    }
+}
+
+/// The marks of a [`LineIndex`] without the borrowed source, for an owner
+/// that keeps the source itself (a config file's `SourceFile`).
+#[derive(Debug)]
+pub struct LineMarks {
+    /// (byte offset, line, column) at every line start, and every
+    /// [`LineMarks::STRIDE`] bytes within long lines; sorted by offset.
+    marks: Vec<(usize, usize, usize)>,
+}
+
+impl LineMarks {
     /// Most bytes a look-up scans.
     const STRIDE: usize = 4096;
 
-    pub fn new(source: &'a str) -> Self {
+    pub fn new(source: &str) -> Self {
         let mut marks = vec![(0, 1, 1)];
         let (mut line, mut column, mut last) = (1, 1, 0);
         for (i, c) in source.char_indices() {
@@ -179,15 +205,15 @@ impl<'a> LineIndex<'a> {
                 column += 1;
             }
         }
-        LineIndex { source, marks }
+        LineMarks { marks }
     }
 
-    /// 1-based line and column (in characters) of a byte offset, as [`line_column`].
-    pub fn line_column(&self, offset: usize) -> (usize, usize) {
-        let offset = floor_char_boundary(self.source, offset);
+    /// [`LineIndex::line_column`] in `source`, the text these marks were made from.
+    pub fn line_column(&self, source: &str, offset: usize) -> (usize, usize) {
+        let offset = floor_char_boundary(source, offset);
         let i = self.marks.partition_point(|m| m.0 <= offset) - 1;
         let (at, line, column) = self.marks[i];
-        (line, column + self.source[at..offset].chars().count())
+        (line, column + source[at..offset].chars().count())
     }
 }
 
@@ -746,7 +772,7 @@ mod tests {
 
     #[test]
     fn line_index_agrees_with_line_column() {
-        let long = "é".repeat(3 * LineIndex::STRIDE);
+        let long = "é".repeat(3 * LineMarks::STRIDE);
         let src = format!("ab\ncdé\n{long}x\n\nlast");
         let index = LineIndex::new(&src);
         for offset in (0..=src.len() + 2).step_by(7).chain([src.len()]) {

@@ -14,11 +14,11 @@ use crate::schema;
 
 /// An error pointing at `pointer` in `file`.
 fn at(file: &SourceFile, code: &str, pointer: &str, message: String) -> Diagnostic {
-    let mut d = Diagnostic::error(code, &file.display, message).with_pointer(pointer);
-    if let Some(span) = source::locate(&file.text, pointer, false) {
-        d = d.with_span(&file.text, span);
-    }
-    d
+    file.point(
+        Diagnostic::error(code, &file.display, message).with_pointer(pointer),
+        pointer,
+        false,
+    )
 }
 
 pub fn format_version(

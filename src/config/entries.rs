@@ -76,13 +76,10 @@ pub fn check_schema_at(
                 format!("change the value at {pointer} to match schemas/{schema_id}.schema.json"),
             ),
         };
-        let mut d = Diagnostic::error(code, &file.display, v.message.clone())
+        let d = Diagnostic::error(code, &file.display, v.message.clone())
             .with_pointer(pointer.clone())
             .with_help(help);
-        if let Some(span) = source::locate(&file.text, &pointer, v.unknown_key.is_some()) {
-            d = d.with_span(&file.text, span);
-        }
-        diags.push(d);
+        diags.push(file.point(d, &pointer, v.unknown_key.is_some()));
     }
     violations.is_empty()
 }
@@ -177,15 +174,12 @@ pub fn typed_at<T: serde::de::DeserializeOwned>(
 }
 
 fn schema_error(file: &SourceFile, pointer: &str, message: String, schema: &str) -> Diagnostic {
-    let mut d = Diagnostic::error("config::schema", &file.display, message)
+    let d = Diagnostic::error("config::schema", &file.display, message)
         .with_pointer(pointer)
         .with_help(format!(
             "see schemas/{schema}.schema.json for the expected shape"
         ));
-    if let Some(span) = source::locate(&file.text, pointer, false) {
-        d = d.with_span(&file.text, span);
-    }
-    d
+    file.point(d, pointer, false)
 }
 
 /// The role of an entry, for the entries that have one (agents).

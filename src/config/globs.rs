@@ -6,7 +6,7 @@
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde_json::Value;
 
-use super::source::{self, SourceFile};
+use super::source::SourceFile;
 use crate::diagnostics::{Diagnostic, Diagnostics};
 
 /// Patterns where `*` stays within one folder, `**` crosses folders, and a
@@ -60,7 +60,7 @@ pub fn check_project(file: &SourceFile, value: &Value, diags: &mut Diagnostics) 
             let Some(p) = item.as_str() else { continue };
             if let Err(e) = PathPatterns::new([p], false) {
                 let at = format!("{pointer}/{i}");
-                let mut d = Diagnostic::error(
+                let d = Diagnostic::error(
                     "config::glob",
                     &file.display,
                     format!("`{p}` is not a valid path pattern: {}", e.kind()),
@@ -70,10 +70,7 @@ pub fn check_project(file: &SourceFile, value: &Value, diags: &mut Diagnostics) 
                     "use gitignore-style globs: `*` within a folder, `**` across folders, \
                      `dir/` for a whole folder; escape a literal `[` as `[[]`",
                 );
-                if let Some(span) = source::locate(&file.text, &at, false) {
-                    d = d.with_span(&file.text, span);
-                }
-                diags.push(d);
+                diags.push(file.point(d, &at, false));
             }
         }
     }

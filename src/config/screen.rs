@@ -8,8 +8,8 @@
 
 use serde_json::Value;
 
-use super::source::{self, SourceFile};
-use crate::diagnostics::{Diagnostic, Diagnostics, line_column};
+use super::source::SourceFile;
+use crate::diagnostics::{Diagnostic, Diagnostics};
 
 /// Where each config schema expects variable names (`*`: any key or index).
 /// A unit test keeps this in step with the schemas' `env_name` fields.
@@ -36,7 +36,7 @@ pub fn screen(file: &SourceFile, schema: &str, value: &mut Value, diags: &mut Di
     }
     let mut masked = file.text.clone();
     for pointer in &found {
-        let span = source::locate(&file.text, pointer, false);
+        let span = file.locate(pointer, false);
         let mut d = Diagnostic::error(
             "config::secret-value",
             &file.display,
@@ -45,7 +45,7 @@ pub fn screen(file: &SourceFile, schema: &str, value: &mut Value, diags: &mut Di
         .with_pointer(pointer.clone())
         .with_help("write the NAME of the variable that holds the key (e.g. \"ANTHROPIC_API_KEY\") and set that variable in your environment; remove the key from this file, and rotate it if the file was shared");
         if let Some(span) = span {
-            let (line, column) = line_column(&file.text, span.start);
+            let (line, column) = file.line_column(span.start);
             d = d.with_line_column(line, column);
             // Same length, so every other diagnostic's span still fits.
             masked.replace_range(span.clone(), &"*".repeat(span.len()));

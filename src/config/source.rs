@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::io::Read as _;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use jsonc_parser::ast::{ObjectPropName, Value as Ast};
 use jsonc_parser::{CollectOptions, ParseOptions, parse_to_ast};
@@ -13,15 +14,59 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::diagnostics::{
-    Diagnostic, Diagnostics, LineIndex, closest, fold_lookalikes, line_column, list_names,
-    non_ascii_note, offset_of, shown,
+    Diagnostic, Diagnostics, LineIndex, LineMarks, closest, fold_lookalikes, line_column,
+    list_names, non_ascii_note, offset_of, shown,
 };
 use crate::schema;
 
 /// A config file's text, kept for pointing into it.
 pub struct SourceFile {
     pub display: String,
+    /// Not changed after construction: `index` is built from it.
     pub text: String,
+    index: OnceLock<FileIndex>,
+}
+
+impl SourceFile {
+    pub fn new(display: impl Into<String>, text: impl Into<String>) -> Self {
+        SourceFile {
+            display: display.into(),
+            text: text.into(),
+            index: OnceLock::new(),
+        }
+    }
+
+    fn index(&self) -> &FileIndex {
+        self.index.get_or_init(|| FileIndex {
+            spans: Spans::new(&self.text),
+            lines: LineMarks::new(&self.text),
+        })
+    }
+
+    /// [`locate`] in this file, in time independent of its size after the
+    /// first look-up.
+    pub fn locate(&self, pointer: &str, key: bool) -> Option<Range<usize>> {
+        self.index().spans.find(pointer, key)
+    }
+
+    /// `d` with the span (and line and column) of the value at `pointer` —
+    /// or, with `key`, of its property name — when the file has it.
+    pub fn point(&self, d: Diagnostic, pointer: &str, key: bool) -> Diagnostic {
+        match self.locate(pointer, key) {
+            Some(span) => self.span(d, span),
+            None => d,
+        }
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    pub fn line_column(&self, offset: usize) -> (usize, usize) {
+        self.index().lines.line_column(&self.text, offset)
+    }
+
+    /// `d` pointed at a byte range of this file.
+    pub fn span(&self, d: Diagnostic, span: Range<usize>) -> Diagnostic {
+        d.with_span_marked(&self.text, &self.index().lines, span)
+    }
 }
 
 /// Largest config or FSM file modix reads, in bytes. The biggest real file is
@@ -188,10 +233,7 @@ pub fn read(path: &Path, display: &str, diags: &mut Diagnostics) -> Option<Sourc
     match read_text(path) {
         Ok(text) => {
             diags.add_source(display, text.as_str());
-            Some(SourceFile {
-                display: display.to_owned(),
-                text,
-            })
+            Some(SourceFile::new(display, text))
         }
         Err(e) => {
             diags.push(e.diagnostic("config", display));
@@ -356,15 +398,9 @@ pub fn check_schema(
     if violations.is_empty() {
         return true;
     }
-    // One parse and one line index for all the violations: a file can have thousands.
-    let mut locator = Locator::new(&file.text);
-    let index = LineIndex::new(&file.text);
     for v in &violations {
-        let mut d = violation_diagnostic(file, schema_id, value, v);
-        if let Some(span) = locator.find(&v.pointer, v.unknown_key.is_some()) {
-            d = d.with_span_in(&index, span);
-        }
-        diags.push(d);
+        let d = violation_diagnostic(file, schema_id, value, v);
+        diags.push(file.point(d, &v.pointer, v.unknown_key.is_some()));
     }
     false
 }
@@ -461,80 +497,109 @@ fn shown_text(message: &str) -> String {
 }
 
 /// Byte range of the value (or, with `key`, of the property name) at `pointer`.
+/// Parses `text` anew: for many look-ups in one config file use
+/// [`SourceFile::locate`], which parses once.
 pub fn locate(text: &str, pointer: &str, key: bool) -> Option<Range<usize>> {
-    Locator::new(text).find(pointer, key)
+    Spans::new(text).find(pointer, key)
 }
 
-/// Finds many JSON pointers in one file, parsing it once.
-struct Locator<'t> {
-    root: Option<Ast<'t>>,
-    /// Key → property index of large objects, by the object's start offset,
-    /// built on first use: a lookup in an object of 10,000 agents is not a scan.
-    keys: HashMap<usize, HashMap<String, usize>>,
+/// A config file's look-up indexes, built once on its first diagnostic.
+struct FileIndex {
+    spans: Spans,
+    lines: LineMarks,
 }
 
-/// Objects with more properties than this get a key index.
-const SCAN_PROPS: usize = 32;
+/// Where every value and property name of a JSON text is, owned (the parser's
+/// tree borrows the text, and a [`SourceFile`] keeps both): a file with
+/// thousands of problems is parsed once, not once per problem.
+struct Spans {
+    root: Option<SpanNode>,
+}
 
-impl<'t> Locator<'t> {
-    fn new(text: &'t str) -> Self {
+struct SpanNode {
+    range: Range<usize>,
+    kids: Kids,
+}
+
+enum Kids {
+    Leaf,
+    /// Property name ranges and values, in order, and each name's index
+    /// (the last one, as JSON keeps the last).
+    Object(Vec<(Range<usize>, SpanNode)>, HashMap<String, usize>),
+    Array(Vec<SpanNode>),
+}
+
+/// Deeper values are not indexed: the parser's own nesting limit is far
+/// above any config file, and the conversion recurses.
+const MAX_DEPTH: usize = 512;
+
+impl Spans {
+    fn new(text: &str) -> Self {
         let root = parse_to_ast(text, &CollectOptions::default(), &ParseOptions::default())
             .ok()
-            .and_then(|p| p.value);
-        Locator {
-            root,
-            keys: HashMap::new(),
-        }
+            .and_then(|p| p.value)
+            .map(|ast| SpanNode::of(&ast, 0));
+        Spans { root }
     }
 
-    fn find(&mut self, pointer: &str, key: bool) -> Option<Range<usize>> {
+    fn find(&self, pointer: &str, key: bool) -> Option<Range<usize>> {
         let mut node = self.root.as_ref()?;
         if pointer.is_empty() {
-            let r = range_of(node);
-            return Some(r.start..r.start + 1);
+            return Some(node.range.start..node.range.start + 1);
         }
         let mut key_range = None;
         for raw in pointer.split('/').skip(1) {
             let seg = crate::schema::unescape_pointer(raw);
-            node = match node {
-                Ast::Object(obj) => {
-                    let prop = &obj.properties[prop_index(&mut self.keys, obj, &seg)?];
-                    key_range = Some(name_range(&prop.name));
-                    &prop.value
+            node = match &node.kids {
+                Kids::Object(props, keys) => {
+                    let (name, value) = &props[*keys.get::<str>(seg.as_ref())?];
+                    key_range = Some(name.clone());
+                    value
                 }
-                Ast::Array(arr) => {
+                Kids::Array(items) => {
                     key_range = None;
-                    arr.elements.get(seg.parse::<usize>().ok()?)?
+                    items.get(seg.parse::<usize>().ok()?)?
                 }
-                _ => return None,
+                Kids::Leaf => return None,
             };
         }
         match (key, key_range) {
             (true, Some(r)) => Some(r),
-            _ => Some(range_of(node)),
+            _ => Some(node.range.clone()),
         }
     }
 }
 
-/// Index of the property `name` (the last one, as JSON keeps the last).
-fn prop_index(
-    keys: &mut HashMap<usize, HashMap<String, usize>>,
-    obj: &jsonc_parser::ast::Object,
-    name: &str,
-) -> Option<usize> {
-    if obj.properties.len() <= SCAN_PROPS {
-        return obj.properties.iter().rposition(|p| p.name.as_str() == name);
+impl SpanNode {
+    fn of(ast: &Ast, depth: usize) -> Self {
+        let deeper = depth < MAX_DEPTH;
+        let kids = match ast {
+            Ast::Object(obj) if deeper => {
+                let mut keys = HashMap::with_capacity(obj.properties.len());
+                let props = obj
+                    .properties
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        keys.insert(p.name.as_str().to_owned(), i);
+                        (name_range(&p.name), SpanNode::of(&p.value, depth + 1))
+                    })
+                    .collect();
+                Kids::Object(props, keys)
+            }
+            Ast::Array(arr) if deeper => Kids::Array(
+                arr.elements
+                    .iter()
+                    .map(|v| SpanNode::of(v, depth + 1))
+                    .collect(),
+            ),
+            _ => Kids::Leaf,
+        };
+        SpanNode {
+            range: range_of(ast),
+            kids,
+        }
     }
-    keys.entry(obj.range.start)
-        .or_insert_with(|| {
-            obj.properties
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (p.name.as_str().to_owned(), i))
-                .collect()
-        })
-        .get(name)
-        .copied()
 }
 
 fn name_range(name: &ObjectPropName) -> Range<usize> {
@@ -571,10 +636,7 @@ mod tests {
     }
 
     fn file(text: &str) -> SourceFile {
-        SourceFile {
-            display: "f.json".into(),
-            text: text.into(),
-        }
+        SourceFile::new("f.json", text)
     }
 
     #[test]
@@ -656,10 +718,7 @@ mod fuzz {
     use crate::config::types::{AgentsFile, Runtimes, ShellsFile};
 
     fn check_all(text: String) {
-        let file = SourceFile {
-            display: "f.json".into(),
-            text,
-        };
+        let file = SourceFile::new("f.json", text);
         let mut diags = Diagnostics::new();
         let _ = parse::<ShellsFile>(&file, "shells", &mut diags);
         let _ = parse::<AgentsFile>(&file, "agents", &mut diags);

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use crate::scenarios::finished_within;
 use crate::util::{Sandbox, output_text};
 
 /// Longest line the human output may have: a snippet is cut to 100
@@ -267,6 +268,45 @@ fn hundreds_of_errors_in_one_file_are_all_reported() {
     let line = file.lines().position(|l| l == "to = \"X499\"").unwrap() + 1;
     let last = format!(".modix/fsm/big.toml:{line}:6");
     assert_has(&text, &[&last, "transition to unknown state `X499`"]);
+}
+
+/// Each diagnostic used to parse its whole file again to find its line: a
+/// file of thousands of broken agents took minutes (5,000: about two).
+#[test]
+fn thousands_of_agents_naming_unknown_shells_are_reported_promptly() {
+    let sb = Sandbox::initialized();
+    let n = 5_000;
+    sb.edit_json(".modix/agents.json", |v| {
+        for i in 0..n {
+            v["agents"][format!("a{i}")] = serde_json::json!({
+                "role": "x", "shell": format!("s{i}"), "brain": "anthropic",
+                "manifest": {"output_schema": "any"}
+            });
+        }
+    });
+    // Into a file: a pipe nobody reads while waiting would fill and block modix.
+    let report = sb.dir.path().join("report.json");
+    let child = sb
+        .command(&["validate", "--json"])
+        .stdout(std::fs::File::create(&report).unwrap())
+        .spawn()
+        .unwrap();
+    // A hang guard, not a timing test: the fixed code takes well under a second.
+    let out = finished_within(
+        child,
+        "validate of 5,000 broken agents did not finish within 60 s",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).expect("json");
+    let unknown = with_code(&json, "config::unknown-reference");
+    assert_eq!(unknown.len(), n, "{:#}", unknown[0]);
+    let last = unknown
+        .iter()
+        .find(|d| d["pointer"] == "/agents/a4999/shell")
+        .expect("the last agent's shell");
+    assert_eq!(last["message"], "unknown shell `s4999`");
+    assert!(last["line"].as_u64().unwrap() > 1, "{last:#}");
 }
 
 // 4. Duplicate keys.
