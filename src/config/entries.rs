@@ -88,12 +88,16 @@ pub fn check_schema_at(
 /// schema-checked and typed on its own. A broken entry is typed without the
 /// fields that have errors, when it can be, so its references are still
 /// checked; it is never used.
+///
+/// `None` when the file is not an object with an object at `key` (the
+/// schema error says so): as with a syntax error, nothing in it can be
+/// looked up, so names other files give it are not reported as unknown.
 pub fn entries<T: serde::de::DeserializeOwned + HasRole>(
     src: SourceFile,
     value: Value,
     key: &str,
     diags: &mut Diagnostics,
-) -> Entries<T> {
+) -> Option<Entries<T>> {
     let before = diags.items().len();
     source::check_schema(&src, key, &value, diags);
     let bad: Vec<String> = diags.items()[before..]
@@ -107,9 +111,7 @@ pub fn entries<T: serde::de::DeserializeOwned + HasRole>(
         typed: BTreeMap::new(),
         broken: BTreeMap::new(),
     };
-    let Some(map) = value.get(key).and_then(Value::as_object) else {
-        return out;
-    };
+    let map = value.get(key).and_then(Value::as_object)?;
     for (name, entry) in map {
         out.names.insert(name.clone());
         let prefix = format!("/{key}/{}", crate::schema::escape_pointer(name));
@@ -138,7 +140,7 @@ pub fn entries<T: serde::de::DeserializeOwned + HasRole>(
             }
         }
     }
-    out
+    Some(out)
 }
 
 /// The fields of the entry at `prefix` that have errors (`None` when the

@@ -128,9 +128,9 @@ pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
         .and_then(|(f, v)| Some((typed_file::<VersionFile>(&f, v, "version", diags)?, f)))
         .and_then(|(v, f)| check::format_version(&v, &f, diags));
     let shells = read_json(paths, "shells.json", "shells", diags)
-        .map(|(src, v)| entries(src, v, "shells", diags));
+        .and_then(|(src, v)| entries(src, v, "shells", diags));
     let brains = read_json(paths, "brains.json", "brains", diags)
-        .map(|(src, v)| entries(src, v, "brains", diags));
+        .and_then(|(src, v)| entries(src, v, "brains", diags));
     let agents = read_agents(paths, diags);
     let runtimes = parsed(paths, "runtimes.json", "runtimes", diags);
     let project = read_json(paths, "projects.json", "projects", diags).and_then(|(f, v)| {
@@ -217,7 +217,7 @@ fn read_agents(paths: &ProjectPaths, diags: &mut Diagnostics) -> Option<Entries<
             ));
         }
     }
-    let mut agents = entries::<AgentEntry>(src, value, "agents", diags);
+    let mut agents = entries::<AgentEntry>(src, value, "agents", diags)?;
     for (id, mut manifest) in inline {
         let pointer = format!("/agents/{}/manifest", crate::schema::escape_pointer(&id));
         let before = diags.items().len();

@@ -369,3 +369,33 @@ fn a_read_only_agent_on_a_shell_without_a_read_only_mode_is_warned_about() {
         ],
     );
 }
+
+/// A file of entries whose own shape is wrong (an array, or `shells` not an
+/// object) is, like a syntax error, one problem: the names other files give
+/// its entries are not reported again as unknown.
+#[test]
+fn a_file_of_the_wrong_shape_is_one_error_without_follow_ons() {
+    let sb = Sandbox::initialized();
+    sb.write(".modix/agents.json", "[{\"planner\": {}}]\n");
+    sb.write(".modix/shells.json", "{\"shells\": []}\n");
+    let out = sb.modix().args(["validate", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found: Vec<(&str, &str, &str)> = json["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let s = |k: &str| d[k].as_str().unwrap_or("");
+            (s("file"), s("code"), s("pointer"))
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (".modix/agents.json", "config::schema", ""),
+            (".modix/shells.json", "config::schema", "/shells"),
+        ],
+        "{json:#}"
+    );
+}
