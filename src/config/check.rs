@@ -406,7 +406,8 @@ pub fn agents(file: &Entries<AgentEntry>, known: &Known, diags: &mut Diagnostics
     for (id, entry) in &file.typed {
         let ptr = format!("/agents/{}", schema::escape_pointer(id));
         let before = diags.error_count();
-        let binding = binding(src, &ptr, entry, known, diags);
+        let dropped = file.dropped.get(id);
+        let binding = binding(src, &ptr, entry, dropped, known, diags);
         let manifest = match &entry.manifest {
             None => Some(Manifest::default()),
             Some(ManifestRef::Inline(m)) => {
@@ -455,45 +456,84 @@ pub fn agents(file: &Entries<AgentEntry>, known: &Known, diags: &mut Diagnostics
 }
 
 /// A command as written, or the shell and brain the agent names (or the
-/// settings' defaults), looked up.
+/// settings' defaults), looked up. `dropped`: the entry's fields left out
+/// for errors of their own — a broken `command` does not make it a shell
+/// agent, nor a broken `shell` one without a shell.
 fn binding(
     src: &SourceFile,
     ptr: &str,
     entry: &AgentEntry,
+    dropped: Option<&BTreeSet<String>>,
     known: &Known,
     diags: &mut Diagnostics,
 ) -> Option<Binding> {
+    let dropped = |field: &str| dropped.is_some_and(|d| d.contains(field));
     if let Some(argv) = &entry.command {
         if entry.shell.is_some() || entry.brain.is_some() {
             diags.push(at(src, "config::agent", ptr, "this agent has both `command` and `shell`/`brain`".into())
                 .with_help("a command agent runs its argv as-is: remove `shell` and `brain`, or remove `command`"));
         }
+        if let Some(d) = empty_program(src, &format!("{ptr}/command"), argv) {
+            diags.push(d);
+        }
         return Some(Binding::Command { argv: argv.clone() });
+    }
+    if dropped("command") {
+        return None;
     }
     let settings = known.settings;
     let (shell, brain) = (entry.shell.as_ref(), entry.brain.as_ref());
-    let shell = resolve_ref(
-        src,
-        ptr,
-        "shell",
-        shell,
-        settings.default_shell.as_ref(),
-        &known.shells,
-        diags,
-    );
-    let brain = resolve_ref(
-        src,
-        ptr,
-        "brain",
-        brain,
-        settings.default_brain.as_ref(),
-        &known.brains,
-        diags,
-    );
+    let shell = match dropped("shell") {
+        true => None,
+        false => resolve_ref(
+            src,
+            ptr,
+            "shell",
+            shell,
+            settings.default_shell.as_ref(),
+            &known.shells,
+            diags,
+        ),
+    };
+    let brain = match dropped("brain") {
+        true => None,
+        false => resolve_ref(
+            src,
+            ptr,
+            "brain",
+            brain,
+            settings.default_brain.as_ref(),
+            &known.brains,
+            diags,
+        ),
+    };
     Some(Binding::Shell {
         shell: Box::new(shell?.clone()),
         brain: Box::new(brain?.clone()),
     })
+}
+
+/// An argument vector (at `pointer`) whose program name is empty or blank:
+/// the schema only asks for one item, and running it would fail with
+/// "command `` not found".
+pub fn empty_program<S: AsRef<str>>(
+    file: &SourceFile,
+    pointer: &str,
+    argv: &[S],
+) -> Option<Diagnostic> {
+    let program = argv.first()?.as_ref();
+    if !program.trim().is_empty() {
+        return None;
+    }
+    let what = match program.is_empty() {
+        true => "empty",
+        false => "only whitespace",
+    };
+    let at_program = format!("{pointer}/0");
+    Some(
+        at(file, "config::command", &at_program, format!("the program name (the command's first item) is {what}"))
+            .with_help("write the program to run as the first item and its arguments after it, e.g. [\"python3\", \"-m\", \"pytest\"]"),
+    )
 }
 
 /// Whether the shell can do what the manifest asks: keep a read-only agent

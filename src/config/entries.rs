@@ -22,6 +22,9 @@ pub struct Entries<T> {
     /// Entries with errors (reported), and the role of each when it could
     /// be read (for `agents.json`).
     pub broken: BTreeMap<String, Option<String>>,
+    /// The fields left out of a broken entry because they have errors
+    /// (reported): their absence is not a second problem.
+    pub dropped: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// A whole file's value, schema-checked and typed.
@@ -110,6 +113,7 @@ pub fn entries<T: serde::de::DeserializeOwned + HasRole>(
         names: BTreeSet::new(),
         typed: BTreeMap::new(),
         broken: BTreeMap::new(),
+        dropped: BTreeMap::new(),
     };
     let map = value.get(key).and_then(Value::as_object)?;
     for (name, entry) in map {
@@ -119,6 +123,7 @@ pub fn entries<T: serde::de::DeserializeOwned + HasRole>(
         let mut entry = entry.clone();
         if let (Some(fields), Some(obj)) = (&fields, entry.as_object_mut()) {
             obj.retain(|k, _| !fields.contains(k));
+            out.dropped.insert(name.clone(), fields.clone());
         }
         match serde_json::from_value::<T>(entry) {
             Ok(t) => {

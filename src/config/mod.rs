@@ -135,6 +135,7 @@ pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
     let runtimes = parsed(paths, "runtimes.json", "runtimes", diags);
     let project = read_json(paths, "projects.json", "projects", diags).and_then(|(f, v)| {
         globs::check_project(&f, &v, diags);
+        check_project_commands(&f, &v, diags);
         entries::typed_file(&f, v, "projects", diags)
     });
     // Run state, not config: written by the engine and usually git-ignored,
@@ -152,6 +153,25 @@ pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
         agents,
         runtimes,
         project,
+    }
+}
+
+/// Reports each command of `projects.json` whose program name is empty.
+fn check_project_commands(file: &source::SourceFile, value: &Value, diags: &mut Diagnostics) {
+    for group in ["/commands", "/commands/probes"] {
+        for name in ["build", "test", "lint"] {
+            let pointer = format!("{group}/{name}");
+            // A program of another type is the schema's to report.
+            let Some(program) = value
+                .pointer(&format!("{pointer}/0"))
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            if let Some(d) = check::empty_program(file, &pointer, &[program]) {
+                diags.push(d);
+            }
+        }
     }
 }
 

@@ -399,3 +399,66 @@ fn a_file_of_the_wrong_shape_is_one_error_without_follow_ons() {
         "{json:#}"
     );
 }
+
+/// `(file, code, pointer)` of every diagnostic of `validate --json`, which must fail.
+fn findings(sb: &Sandbox) -> Vec<(String, String, String)> {
+    let out = sb.modix().args(["validate", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    json["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let s = |k: &str| d[k].as_str().unwrap_or("").to_owned();
+            (s("file"), s("code"), s("pointer"))
+        })
+        .collect()
+}
+
+/// An empty or blank program name would only fail when the command runs
+/// ("command `` not found"); a command or shell that is itself broken does
+/// not also make the agent "a shell agent without a shell".
+#[test]
+fn empty_program_names_are_refused_and_broken_bindings_bring_no_follow_ons() {
+    let sb = Sandbox::initialized();
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"] = serde_json::json!({"role": "tester", "command": [""]});
+        v["agents"]["lint"] = serde_json::json!({"role": "lint", "command": [" \t"]});
+        v["agents"]["none"] = serde_json::json!({"role": "none", "command": []});
+        v["agents"]["planner"]["shell"] = 5.into();
+    });
+    sb.edit_json(".modix/projects.json", |v| {
+        v["commands"] = serde_json::json!({"build": ["make"], "probes": {"test": [""]}});
+    });
+    let at = |file: &str, code: &str, pointer: &str| {
+        (
+            format!(".modix/{file}"),
+            code.to_owned(),
+            pointer.to_owned(),
+        )
+    };
+    assert_eq!(
+        findings(&sb),
+        [
+            at("agents.json", "config::command", "/agents/lint/command/0"),
+            at("agents.json", "config::schema", "/agents/none/command"),
+            at("agents.json", "config::schema", "/agents/planner/shell"),
+            at("agents.json", "config::command", "/agents/tester/command/0"),
+            at(
+                "projects.json",
+                "config::command",
+                "/commands/probes/test/0"
+            ),
+        ]
+    );
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            "error[config::command]: the program name (the command's first item) is empty (at /agents/tester/command/0)",
+            "is only whitespace (at /agents/lint/command/0)",
+            "help: write the program to run as the first item and its arguments after it",
+        ],
+    );
+}
