@@ -182,6 +182,19 @@ pub fn duration(ms: u64) -> String {
     }
 }
 
+/// An upper bound in seconds for people: as [`duration`] under a year, then
+/// in whole years rounded up (so "at most" it stays true) — a bound of
+/// billions of loops is years of wall time, and its milliseconds would
+/// overflow. A sum that saturated at `u64::MAX` is "more than" it can say.
+pub fn long_duration(secs: u64) -> String {
+    const YEAR: u64 = 365 * 86_400;
+    match secs {
+        s if s < YEAR => duration(s * 1000),
+        u64::MAX => format!("more than {}", plural((u64::MAX / YEAR) as usize, "year")),
+        s => plural(s.div_ceil(YEAR) as usize, "year"),
+    }
+}
+
 /// How long ago `then` was, seen from `now`: `just now`, `12s ago`,
 /// `3m ago`, `2h ago`, `5d ago`; beyond four weeks, the local date.
 pub fn ago(then: jiff::Timestamp, now: jiff::Timestamp) -> String {
@@ -237,6 +250,14 @@ pub fn parse_age(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_durations_are_in_years_without_overflow() {
+        assert_eq!(long_duration(7200), "2h 00m");
+        assert_eq!(long_duration(2 * 31_536_000), "2 years");
+        assert_eq!(long_duration(2 * 31_536_000 + 1), "3 years");
+        assert_eq!(long_duration(u64::MAX), "more than 584942417355 years");
+    }
 
     #[test]
     fn cuts_on_characters_not_bytes() {

@@ -617,8 +617,11 @@ fn bound(
             cx.error(
                 "fsm::invalid-field",
                 m.span(),
-                format!("max = {} is out of range", m.get_ref()),
-                "a bound is how many times the transition may fire: 1 or more".into(),
+                format!("max = {} is out of range (1 to {})", m.get_ref(), u32::MAX),
+                format!(
+                    "a bound is how many times the transition may fire: a whole number from 1 to {}",
+                    u32::MAX
+                ),
             );
             None
         }

@@ -255,9 +255,13 @@ impl Ceiling {
     /// time, at most $5.50` — or why the cost is not bounded.
     pub fn text(&self) -> String {
         let how = if self.exact { "" } else { " (upper bound)" };
-        let wall = crate::text::duration(self.wall_secs.saturating_mul(1000));
+        let wall = match self.wall_secs {
+            // Saturated: "more than …" already.
+            u64::MAX => crate::text::long_duration(u64::MAX),
+            secs => format!("at most {}", crate::text::long_duration(secs)),
+        };
         let mut s = format!(
-            "at most {} (retries included), at most {wall} of wall time",
+            "at most {} (retries included), {wall} of wall time",
             crate::text::plural(self.invocations as usize, "invocation")
         );
         if self.human_waits {
@@ -266,7 +270,7 @@ impl Ceiling {
         if let Some(d) = self.deadline_secs {
             s.push_str(&format!(
                 " (budget.max_run_secs stops it by {})",
-                crate::text::duration(d.saturating_mul(1000))
+                crate::text::long_duration(d)
             ));
         }
         match self.cost_usd {

@@ -574,3 +574,24 @@ fn an_unbounded_cost_is_refused_under_a_limit() {
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     assert_eq!(sb.runs(), json!([]));
 }
+
+/// The largest bound there is makes a worst case of years: said in years,
+/// not as the hours of a millisecond count that overflowed.
+#[test]
+fn a_worst_case_of_years_is_said_in_years() {
+    let sb = project(Cli::Claude, ACT);
+    set_budget(&sb, json!({"invocation_max_cost_usd": 0.5}));
+    let shipped = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fsm/plan_execute_test.toml"),
+    )
+    .unwrap();
+    sb.write(
+        ".modix/fsm/plan_execute_test.toml",
+        &shipped.replacen("max = 3\n", "max = 4294967295\n", 1),
+    );
+    let out = go(&sb, &["go", "--max-cost", "10", "Fix mean() in calc.py"]);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("years of wall time"), "{stderr}");
+    assert_eq!(sb.runs(), json!([]), "nothing recorded");
+}

@@ -711,6 +711,16 @@ const DURATIONS: &[Case] = &[
         never: &["panicked", "overflow"],
     },
     Case {
+        name: "a transition bound above u32::MAX",
+        setup: |sb| override_workflow(sb, |t| t.replacen("max = 3\n", "max = 4294967296\n", 1)),
+        expect: &[
+            "fsm::invalid-field",
+            "max = 4294967296 is out of range (1 to 4294967295)",
+            "a bound is how many times the transition may fire: a whole number from 1 to 4294967295",
+        ],
+        never: &["panicked", "overflow"],
+    },
+    Case {
         name: "a kill grace of u64::MAX seconds",
         setup: |sb| {
             sb.edit_json(".modix/runtimes.json", |v| {
