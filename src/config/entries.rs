@@ -134,8 +134,7 @@ pub fn entries<T: serde::de::DeserializeOwned + HasRole>(
             }
             Err(e) => {
                 if fields.is_none() {
-                    // The schema should have caught this; say what serde saw.
-                    diags.push(schema_error(&out.src, &prefix, e.to_string(), key));
+                    diags.push(typing_error(&out.src, &prefix, &map[name], &e, key));
                 }
                 let role = map[name]
                     .get("role")
@@ -175,9 +174,73 @@ pub fn typed_at<T: serde::de::DeserializeOwned>(
     schema: &str,
     diags: &mut Diagnostics,
 ) -> Option<T> {
-    serde_json::from_value(value)
-        .map_err(|e| diags.push(schema_error(file, pointer, e.to_string(), schema)))
+    T::deserialize(&value)
+        .map_err(|e| diags.push(typing_error(file, pointer, &value, &e, schema)))
         .ok()
+}
+
+/// A value the schema passed that still does not type, at `pointer`. JSON
+/// Schema counts `1e3` and `60.0` as integers; an integer field does not:
+/// such a number is reported at its own place, with the whole number to
+/// write. Anything else the schema should have caught: say what serde saw.
+fn typing_error(
+    file: &SourceFile,
+    pointer: &str,
+    value: &Value,
+    e: &serde_json::Error,
+    schema: &str,
+) -> Diagnostic {
+    let message = e.to_string();
+    let Some(whole) = whole_float_in(&message) else {
+        return schema_error(file, pointer, message, schema);
+    };
+    let Some(at) = find_float(value, whole, String::new()) else {
+        return schema_error(file, pointer, message, schema);
+    };
+    let at = format!("{pointer}{at}");
+    let written = file
+        .locate(&at, false)
+        .map_or_else(|| whole.to_string(), |r| file.text[r].to_owned());
+    let d = Diagnostic::error(
+        "config::schema",
+        &file.display,
+        format!(
+            "`{written}` is not written as a whole number, and this field takes only whole numbers"
+        ),
+    )
+    .with_pointer(&at)
+    .with_help(format!("write a whole number: {}", whole as i128));
+    file.point(d, &at, false)
+}
+
+/// The number of serde's "invalid type: floating point `1000.0`, expected
+/// u64" (or another integer type), when it is whole.
+fn whole_float_in(message: &str) -> Option<f64> {
+    let rest = message.strip_prefix("invalid type: floating point `")?;
+    let (number, expected) = rest.split_once("`, expected ")?;
+    let integer = [
+        "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize",
+    ];
+    if !integer.iter().any(|t| expected.starts_with(t)) {
+        return None;
+    }
+    number.parse::<f64>().ok().filter(|n| n.fract() == 0.0)
+}
+
+/// The pointer (below `value`) of the first number written as a float
+/// whose value is `n`.
+fn find_float(value: &Value, n: f64, at: String) -> Option<String> {
+    match value {
+        Value::Number(x) if x.is_f64() && x.as_f64() == Some(n) => Some(at),
+        Value::Object(m) => m.iter().find_map(|(k, v)| {
+            find_float(v, n, format!("{at}/{}", crate::schema::escape_pointer(k)))
+        }),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| find_float(v, n, format!("{at}/{i}"))),
+        _ => None,
+    }
 }
 
 fn schema_error(file: &SourceFile, pointer: &str, message: String, schema: &str) -> Diagnostic {

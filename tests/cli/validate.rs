@@ -462,3 +462,38 @@ fn empty_program_names_are_refused_and_broken_bindings_bring_no_follow_ons() {
         ],
     );
 }
+
+/// JSON Schema counts `1e3` and `60.0` as integers, so they pass it; an
+/// integer field then refuses them. Each is reported at its own place with
+/// the number to write, not as a type error of the object around it.
+#[test]
+fn whole_numbers_written_as_decimals_are_pointed_at_with_the_fix() {
+    let sb = Sandbox::initialized();
+    sb.write(
+        ".modix/agents.json",
+        &sb.read(".modix/agents.json").replacen(
+            "\"timeout_secs\": 600",
+            "\"timeout_secs\": 1e3",
+            1,
+        ),
+    );
+    sb.write(
+        ".modix/runtimes.json",
+        &sb.read(".modix/runtimes.json").replacen(
+            "\"kill_grace_secs\": 5",
+            "\"kill_grace_secs\": 5.0",
+            1,
+        ),
+    );
+    let text = invalid(&sb);
+    assert_has(
+        &text,
+        &[
+            "error[config::schema]: `1e3` is not written as a whole number, and this field takes only whole numbers (at /agents/planner/manifest/timeout_secs)",
+            "help: write a whole number: 1000",
+            "error[config::schema]: `5.0` is not written as a whole number, and this field takes only whole numbers (at /timeouts/kill_grace_secs)",
+            "help: write a whole number: 5",
+        ],
+    );
+    assert!(!text.contains("expected u64"), "{text}");
+}
