@@ -221,13 +221,15 @@ pub fn read_text(path: &Path, max: u64) -> Result<String, PathProblem> {
     if bytes.len() as u64 > max {
         return Err(PathProblem::TooLarge(max));
     }
-    String::from_utf8(bytes).map_err(|e| {
-        let valid = e.utf8_error().valid_up_to();
-        let bytes = e.into_bytes();
-        let prefix = String::from_utf8_lossy(&bytes[..valid]);
-        let (line, col) = line_column(&prefix, valid);
-        PathProblem::NotUtf8(line, col)
-    })
+    String::from_utf8(bytes)
+        .map(super::source::without_bom)
+        .map_err(|e| {
+            let valid = e.utf8_error().valid_up_to();
+            let bytes = e.into_bytes();
+            let prefix = String::from_utf8_lossy(&bytes[..valid]);
+            let (line, col) = line_column(&prefix, valid);
+            PathProblem::NotUtf8(line, col)
+        })
 }
 
 #[cfg(test)]

@@ -122,7 +122,21 @@ pub fn read_text(path: &Path) -> Result<String, ReadError> {
             exact: false,
         });
     }
-    String::from_utf8(bytes).map_err(|e| not_utf8(e.as_bytes(), e.utf8_error().valid_up_to()))
+    String::from_utf8(bytes)
+        .map(without_bom)
+        .map_err(|e| not_utf8(e.as_bytes(), e.utf8_error().valid_up_to()))
+}
+
+/// `text` without a UTF-8 byte-order mark at its start. Editors on Windows
+/// (and PowerShell's `Out-File`) write one and then hide it; it is not
+/// content, and neither JSON nor TOML parsers accept it — the user would
+/// see "expected value at 1:1" on a line that looks right. Every file
+/// modix reads as text (config, FSM, template) goes through this.
+pub fn without_bom(mut text: String) -> String {
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
+    text
 }
 
 /// Why `metadata` failed: a missing file, or a symlink that leads nowhere.

@@ -435,6 +435,34 @@ fn latin1_and_binary_files_name_the_first_bad_byte() {
     );
 }
 
+/// A UTF-8 byte-order mark (as Windows editors save) is not content: a
+/// config file, an FSM file and a prompt template that start with one are
+/// read as without it, and places in them are where an editor shows them.
+#[test]
+fn a_byte_order_mark_is_ignored_in_every_file_read_as_text() {
+    let sb = Sandbox::initialized();
+    let modix = sb.root().join(".modix");
+    let with_bom = |rel: &str, text: &str| {
+        let mut bytes = b"\xef\xbb\xbf".to_vec();
+        bytes.extend_from_slice(text.as_bytes());
+        write_bytes(&modix.join(rel), &bytes);
+    };
+    for rel in ["projects.json", "prompts/planner.md"] {
+        with_bom(rel, &sb.read(&format!(".modix/{rel}")));
+    }
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fsm/plan_execute_test.toml"),
+    )
+    .unwrap();
+    with_bom("fsm/plan_execute_test.toml", &shipped);
+    let out = sb.modix().arg("validate").output().unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    // A mistake on the first line is placed as the editor shows it.
+    with_bom("brains.json", "{ \"brains\": 3 }\n");
+    let (_, json) = validate(&sb);
+    assert_eq!(place(&json, "config::schema"), ".modix/brains.json:1:13");
+}
+
 // 7. Paths that are not readable files.
 
 #[test]
