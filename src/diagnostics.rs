@@ -268,6 +268,11 @@ impl Diagnostics {
         &self.items
     }
 
+    /// For a batch to be adjusted before it is merged (e.g. made warnings).
+    pub fn items_mut(&mut self) -> &mut [Diagnostic] {
+        &mut self.items
+    }
+
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

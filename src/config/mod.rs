@@ -138,14 +138,7 @@ pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
         check_project_commands(&f, &v, diags);
         entries::typed_file(&f, v, "projects", diags)
     });
-    // Run state, not config: written by the engine and usually git-ignored,
-    // so a fresh clone may not have it. Checked when present.
-    if std::fs::symlink_metadata(paths.file("state.json")).is_ok()
-        && let Some(f) = read_own(paths, "state.json", diags)
-        && let Some(v) = source::parse_json(&f, diags)
-    {
-        source::check_schema(&f, "state", &v, diags);
-    }
+    check_state_file(paths, diags);
     Files {
         format,
         shells,
@@ -154,6 +147,29 @@ pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
         runtimes,
         project,
     }
+}
+
+/// `state.json`: run state, not config — modix's own pointer for humans and
+/// scripts, written after every step and usually git-ignored (SQLite is the
+/// truth, and nothing reads this file back). Checked when present, but a
+/// damaged one (a truncated write, a hand edit) is only a warning: modix's
+/// own cache must not stop a run, and the next step rewrites it.
+fn check_state_file(paths: &ProjectPaths, diags: &mut Diagnostics) {
+    if std::fs::symlink_metadata(paths.file("state.json")).is_err() {
+        return;
+    }
+    let mut found = Diagnostics::new();
+    if let Some(f) = read_own(paths, "state.json", &mut found)
+        && let Some(v) = source::parse_json(&f, &mut found)
+    {
+        source::check_schema(&f, "state", &v, &mut found);
+    }
+    let help = "modix writes this file itself and never reads it back: delete it, and the next run's first step writes it again";
+    for d in found.items_mut() {
+        d.severity = crate::diagnostics::Severity::Warning;
+        d.help = Some(help.to_owned());
+    }
+    diags.append(found);
 }
 
 /// Reports each command of `projects.json` whose program name is empty.
