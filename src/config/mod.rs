@@ -153,13 +153,15 @@ pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
 /// scripts, written after every step and usually git-ignored (SQLite is the
 /// truth, and nothing reads this file back). Checked when present, but a
 /// damaged one (a truncated write, a hand edit) is only a warning: modix's
-/// own cache must not stop a run, and the next step rewrites it.
+/// own cache must not stop a run, and the next step rewrites it. One that
+/// cannot be read as a file of `.modix/` (a symlink out of it) stays an
+/// error, as for every other file there.
 fn check_state_file(paths: &ProjectPaths, diags: &mut Diagnostics) {
     if std::fs::symlink_metadata(paths.file("state.json")).is_err() {
         return;
     }
     let mut found = Diagnostics::new();
-    if let Some(f) = read_own(paths, "state.json", &mut found)
+    if let Some(f) = read_own(paths, "state.json", diags)
         && let Some(v) = source::parse_json(&f, &mut found)
     {
         source::check_schema(&f, "state", &v, &mut found);

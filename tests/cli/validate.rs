@@ -189,6 +189,7 @@ fn every_problem_is_reported_at_once() {
         ".modix/projects.json",
         "{ \"name\": \"x\", \"workspace\": \"cloud\" }\n",
     );
+    // modix's own pointer file: reported too, as a warning.
     sb.write(".modix/state.json", "{ not json");
     let text = invalid(&sb);
     assert_has(
@@ -205,7 +206,11 @@ fn every_problem_is_reported_at_once() {
     assert_eq!(out.status.code(), Some(2));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ok"], false);
-    assert_eq!(v["errors"], 4, "{v:#}");
+    assert_eq!(
+        (&v["errors"], &v["warnings"]),
+        (&3.into(), &1.into()),
+        "{v:#}"
+    );
     let files: Vec<&str> = v["diagnostics"]
         .as_array()
         .unwrap()
