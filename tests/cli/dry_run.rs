@@ -316,11 +316,21 @@ fn a_prompt_that_would_hold_unbounded_memory_is_stopped_and_its_run_resumes_once
             "{bomb}\n{text}"
         );
     }
-    // In a run: it stops there, resumable; fixed, the run goes on.
+    // Before a run: nothing is recorded.
     let out = sb.modix().args(["go", "Fix mean()"]).output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
     assert!(!marker.exists(), "an agent started");
+    assert_eq!(sb.runs().as_array().unwrap().len(), 0);
+    // A later agent's, in a run: it stops there, resumable; fixed, the
+    // run goes on.
     std::fs::write(&prompt, fixed).unwrap();
+    let executor = sb.root().join(".modix/prompts/executor.md");
+    let fixed = std::fs::read_to_string(&executor).unwrap();
+    std::fs::write(
+        &executor,
+        "{% set ns = namespace(x='aaaaaaaaaaaaaaaa') %}{% for i in range(40) %}{% set ns.x = ns.x ~ ns.x %}{% endfor %}{{ ns.x | length }}\n",
+    )
+    .unwrap();
     sb.agent_script(
         &std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -328,6 +338,14 @@ fn a_prompt_that_would_hold_unbounded_memory_is_stopped_and_its_run_resumes_once
         )
         .unwrap(),
     );
+    let out = sb.modix().args(["go", "Fix mean()"]).output().unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("`.modix/prompts/executor.md` took more than 512 MiB"),
+        "{text}"
+    );
+    std::fs::write(&executor, fixed).unwrap();
     let r = sb.resume_json("last");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
 }
