@@ -162,13 +162,14 @@ pub fn apply(ctx: &Ctx, args: &ApplyArgs) -> Result<Exit, Error> {
     } else {
         ApplyStrategy::Squash
     };
+    // The trailers (Modix-Run, -Base, -Head) are the workspace's to add,
+    // to this message and to one given with -m alike.
     let message = args.message.clone().unwrap_or_else(|| {
         format!(
-            "{}\n\nApplied from modix run {} ({}).\n\nModix-Run: {}\n",
+            "{}\n\nApplied from modix run {} ({}).",
             text::truncate(run.epic.lines().next().unwrap_or("modix run"), 72),
             run.id,
             status.label,
-            run.id
         )
     });
     let applied = workspace::apply(&Git::new(), &record, strategy, Some(&message))?;

@@ -300,7 +300,11 @@ fn apply_message(
         "Modix-Run: {}\nModix-Base: {}\nModix-Head: {}\n",
         record.run_id, record.base_commit, run_head
     );
+    // commit-tree keeps a message as given: no trailing blank lines before
+    // the trailers (they must be the last paragraph to be read as such).
     let subject = message
+        .map(str::trim_end)
+        .filter(|m| !m.is_empty())
         .map(str::to_owned)
         .unwrap_or_else(|| match strategy {
             ApplyStrategy::Squash => format!("modix: run {}", record.run_id),

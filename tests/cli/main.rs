@@ -1,6 +1,7 @@
 //! Integration tests: every test drives the real `modix` binary in a temp dir.
 //! One test binary (as ripgrep, just and nextest do) so it links once.
 
+mod apply;
 mod budgets;
 mod conventions;
 mod doctor;
