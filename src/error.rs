@@ -153,7 +153,8 @@ pub(crate) fn workspace_exit(e: &crate::workspace::WorkspaceError) -> Exit {
         W::Conflict { .. }
         | W::DirtyTarget { .. }
         | W::UntrackedInTheWay { .. }
-        | W::OriginalChanged { .. } => Exit::Failed,
+        | W::OriginalChanged { .. }
+        | W::InTheWay { .. } => Exit::Failed,
         _ => Exit::Usage,
     }
 }

@@ -9,7 +9,9 @@ use crate::error::{Error, Exit};
 use crate::orchestrator::{SCHEMA_VERSION, StepWork};
 use crate::store::{Run, RunStatus, Store};
 use crate::text;
-use crate::workspace::{self, ApplyStrategy, DiffRange, Git, Mode, WorkspaceRecord};
+use crate::workspace::{
+    self, ApplyStrategy, DiffRange, Git, Mode, NothingApplied, WorkspaceRecord,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct DiffArgs {
@@ -183,8 +185,17 @@ pub fn apply(ctx: &Ctx, args: &ApplyArgs) -> Result<Exit, Error> {
         return Ok(Exit::Ok);
     }
     let n = text::plural(applied.paths.len(), "file");
+    let there = match (&applied.branch, record.mode) {
+        (_, Mode::Copy) => format!("in {}", record.project_dir.display()),
+        (Some(b), _) => format!("on branch {b}"),
+        (None, _) => "at your detached HEAD".into(),
+    };
     match (&applied.commit, &applied.branch, record.mode) {
-        (_, _, _) if applied.paths.is_empty() => {
+        _ if applied.nothing == Some(NothingApplied::AlreadyApplied) => out.line(format!(
+            "Nothing to apply: run {}'s changes are already {there}; nothing was changed.",
+            run.id
+        )),
+        _ if applied.paths.is_empty() => {
             out.line(format!(
                 "Nothing to apply: run {} changed no files.",
                 run.id

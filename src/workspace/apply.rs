@@ -10,6 +10,7 @@
 //!
 //! [`Workspace`]: super::Workspace
 
+use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use super::git::{
     diff_trees, discover, git_paths, lossy, nul_split, read_ref, resolve_commit, status_paths,
     tree_of, update_ref,
 };
+use super::in_the_way::{self, OnDisk};
 use super::lock::{TreeLock, WorktreesLock};
 use super::{Mode, WorkspaceRecord};
 
@@ -56,7 +58,21 @@ pub struct Applied {
     pub branch: Option<String>,
     /// Paths changed in the user's tree.
     pub paths: Vec<String>,
+    /// Why nothing was changed, when nothing was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nothing: Option<NothingApplied>,
     pub notes: Vec<String>,
+}
+
+/// Why `apply` changed nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NothingApplied {
+    /// The run recorded no changes.
+    NoChanges,
+    /// The user's branch (or folder) has the run's changes already: it was
+    /// applied before, or the same change made by hand.
+    AlreadyApplied,
 }
 
 /// What `prune` removed.
@@ -178,27 +194,15 @@ fn apply_to_branch(
         .run_codes(&[0, 1])?;
     let branch = (code == 0).then(|| short_ref(lossy(&sym).trim()));
     if run_head == record.base_commit {
-        return Ok(nothing(branch, "the run recorded no changes"));
+        return Ok(nothing(branch, NothingApplied::NoChanges));
     }
     ready_to_apply(git, &user)?;
     let tree = merged_tree(git, &user, record, strategy, (&user_head, &run_head))?;
     if tree == tree_of(git, &user, &user_head)? {
-        return Ok(nothing(branch, "your branch already has the run's changes"));
+        return Ok(nothing(branch, NothingApplied::AlreadyApplied));
     }
     let entries = diff_trees(git, &user, &user_head, &tree)?;
-    let in_the_way: Vec<String> = entries
-        .iter()
-        .filter(|e| e.change.status == ChangeStatus::Added)
-        .filter(|e| {
-            repo.join(Path::new(std::ffi::OsStr::from_bytes(&e.raw_path)))
-                .symlink_metadata()
-                .is_ok()
-        })
-        .map(|e| e.change.path.clone())
-        .collect();
-    if !in_the_way.is_empty() {
-        return Err(WorkspaceError::UntrackedInTheWay { paths: in_the_way });
-    }
+    untracked_in_the_way(git, &user, repo, &entries)?;
 
     let msg = apply_message(record, strategy, message, &run_head, &branch_name);
     let parents = match strategy {
@@ -223,8 +227,46 @@ fn apply_to_branch(
         commit: Some(commit),
         branch,
         paths: entries.into_iter().map(|e| e.change.path).collect(),
+        nothing: None,
         notes: Vec::new(),
     })
+}
+
+/// Refuses ([`WorkspaceError::UntrackedInTheWay`]) when the checkout in
+/// `repo` has untracked (or ignored) files where the change from the user's
+/// HEAD (`entries`) adds a path: a file there, a parent the change keeps as
+/// a file, or anything in a folder the change replaces by a file. git's
+/// `read-tree -m -u` would refuse too, or silently drop ignored files;
+/// this names them first. The checkout has no tracked changes (checked
+/// before), so a tracked path on disk is as HEAD has it.
+fn untracked_in_the_way(git: &Git, user: &Ctx, repo: &Path, entries: &[DiffEntry]) -> Result<()> {
+    let removed: HashSet<&[u8]> = entries
+        .iter()
+        .filter(|e| e.change.status == ChangeStatus::Deleted)
+        .map(|e| e.raw_path.as_slice())
+        .collect();
+    let added = entries
+        .iter()
+        .filter(|e| e.change.status == ChangeStatus::Added)
+        .map(|e| e.raw_path.as_slice());
+    // A folder that becomes a file: its tracked files all go (the change
+    // has a file there); what git does not track would be lost.
+    let mut untracked_under = |raw: &[u8]| -> Result<Vec<String>> {
+        let mut spec = b":(literal)".to_vec();
+        spec.extend_from_slice(raw);
+        spec.push(b'/');
+        let out = git
+            .at(user)
+            .args(["ls-files", "-z", "--others", "--"])
+            .arg(std::ffi::OsStr::from_bytes(&spec))
+            .run()?;
+        Ok(nul_split(&out).map(lossy).collect())
+    };
+    let paths = in_the_way::in_the_way(repo, added, &removed, &mut untracked_under)?;
+    if !paths.is_empty() {
+        return Err(WorkspaceError::UntrackedInTheWay { paths });
+    }
+    Ok(())
 }
 
 /// The tree the user's branch gets: the run merged into `user_head`, on
@@ -313,57 +355,69 @@ fn apply_message(
     format!("{subject}\n\n{trailers}")
 }
 
-/// The paths of `entries` whose original (in `original`) is no longer as it
-/// was copied: another type or mode, or other content than the baseline's
-/// (hashed as git would store it, by the `hashing` context).
-fn changed_since_copied(
+/// Where a path a copy run changed stands in the original folder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Progress {
+    /// As it was copied: the run's version is still to be written.
+    Pending,
+    /// As the run left it: applied before, or the same change by hand.
+    Done,
+    /// Neither: the user's edit, which writing back would lose.
+    Changed,
+}
+
+/// How far each of `entries` is, in `original`: compared by type, mode and
+/// content (hashed as git would store it, by the `hashing` context) with
+/// the baseline's version and with the run's. A folder where the run adds
+/// a file is pending: [`in_the_way`](in_the_way::in_the_way) then decides
+/// whether what it holds may go.
+fn progress(
     git: &Git,
     hashing: &Ctx,
     original: &Path,
     entries: &[DiffEntry],
-) -> Result<Vec<String>> {
-    let mut changed = Vec::new();
-    let mut to_hash: Vec<&DiffEntry> = Vec::new();
-    for e in entries {
-        let path = original.join(std::ffi::OsStr::from_bytes(&e.raw_path));
-        let meta = path.symlink_metadata().ok();
-        match (e.change.status, meta) {
-            (ChangeStatus::Added, None) => {}
-            (ChangeStatus::Added, Some(_)) | (_, None) => changed.push(e.change.path.clone()),
-            (_, Some(m)) => {
-                let ft = m.file_type();
-                let same_kind = match e.old_mode.as_str() {
-                    "120000" => ft.is_symlink(),
-                    "100755" => ft.is_file() && m.permissions().mode() & 0o111 != 0,
-                    "100644" => ft.is_file() && m.permissions().mode() & 0o111 == 0,
-                    _ => false,
-                };
-                if !same_kind {
-                    changed.push(e.change.path.clone());
-                } else if ft.is_symlink() {
-                    let target = std::fs::read_link(&path)
-                        .map_err(|err| WorkspaceError::io("read the symlink", &path, err))?;
-                    let oid = git
-                        .at(hashing)
-                        .args(["hash-object", "--stdin"])
-                        .input(target.into_os_string().into_encoded_bytes())
-                        .run_text()?;
-                    if oid != e.old_oid {
-                        changed.push(e.change.path.clone());
-                    }
-                } else if e.raw_path.contains(&b'\n') {
-                    // hash-object reads one path per line: cannot check it, so refuse.
-                    changed.push(e.change.path.clone());
-                } else {
-                    to_hash.push(e);
-                }
+) -> Result<Vec<Progress>> {
+    let mut found: Vec<Option<(&str, String)>> = Vec::with_capacity(entries.len());
+    let mut to_hash: Vec<usize> = Vec::new();
+    let mut progress = vec![Progress::Changed; entries.len()];
+    for (i, e) in entries.iter().enumerate() {
+        let meta = match in_the_way::look(original, &e.raw_path)? {
+            OnDisk::Here(m) if !m.is_dir() => m,
+            // No file there (a folder is none): as before a run that adds
+            // it, or after one that deletes it.
+            _ => {
+                found.push(Some(("000000", String::new())));
+                continue;
             }
+        };
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            let path = original.join(std::ffi::OsStr::from_bytes(&e.raw_path));
+            let target = std::fs::read_link(&path)
+                .map_err(|err| WorkspaceError::io("read the symlink", &path, err))?;
+            let oid = git
+                .at(hashing)
+                .args(["hash-object", "--stdin"])
+                .input(target.into_os_string().into_encoded_bytes())
+                .run_text()?;
+            found.push(Some(("120000", oid)));
+        } else if ft.is_file() && !e.raw_path.contains(&b'\n') {
+            let exec = meta.permissions().mode() & 0o111 != 0;
+            found.push(Some((
+                if exec { "100755" } else { "100644" },
+                String::new(),
+            )));
+            to_hash.push(i);
+        } else {
+            // Another kind of file, or a name hash-object cannot read (one
+            // path per line): cannot be checked, so it counts as changed.
+            found.push(None);
         }
     }
     if !to_hash.is_empty() {
         let mut input = Vec::new();
-        for e in &to_hash {
-            input.extend_from_slice(&e.raw_path);
+        for &i in &to_hash {
+            input.extend_from_slice(&entries[i].raw_path);
             input.push(b'\n');
         }
         let out = git
@@ -371,18 +425,29 @@ fn changed_since_copied(
             .args(["hash-object", "--stdin-paths"])
             .input(input)
             .run_text()?;
-        for (e, oid) in to_hash.iter().zip(out.lines()) {
-            if oid != e.old_oid {
-                changed.push(e.change.path.clone());
+        for (&i, oid) in to_hash.iter().zip(out.lines()) {
+            if let Some((_, o)) = &mut found[i] {
+                *o = oid.to_owned();
             }
         }
     }
-    Ok(changed)
+    for ((e, f), p) in entries.iter().zip(&found).zip(&mut progress) {
+        let Some((mode, oid)) = f else { continue };
+        // An absent path has no blob to compare: its mode says it all.
+        let is = |m: &str, o: &str| *mode == m && (m == "000000" || *oid == o);
+        if is(&e.old_mode, &e.old_oid) {
+            *p = Progress::Pending;
+        } else if is(&e.new_mode, &e.new_oid) {
+            *p = Progress::Done;
+        }
+    }
+    Ok(progress)
 }
 
 /// Copy runs: check that every file the run changed is, in the original
-/// folder, still as it was copied (content hash against the baseline commit,
-/// type, executable bit), then write the run's versions back.
+/// folder, still as it was copied (or already as the run left it), and that
+/// nothing of the user's stands where the run adds a path; then write the
+/// run's versions of the rest back.
 fn write_back(git: &Git, record: &WorkspaceRecord) -> Result<Applied> {
     let copy = Ctx::at(&record.root);
     if !record.root.is_dir() {
@@ -393,7 +458,7 @@ fn write_back(git: &Git, record: &WorkspaceRecord) -> Result<Applied> {
     let run_head = run_head(git, &copy, record)?;
     let entries = diff_trees(git, &copy, &record.base_commit, &run_head)?;
     if entries.is_empty() {
-        return Ok(nothing(None, "the run recorded no changes"));
+        return Ok(nothing(None, NothingApplied::NoChanges));
     }
     let original = &record.project_dir;
     // Hash the originals as git would store them (filters from the original's
@@ -407,17 +472,78 @@ fn write_back(git: &Git, record: &WorkspaceRecord) -> Result<Applied> {
         work_tree: Some(original.clone()),
         ..Ctx::default()
     };
-    let changed = changed_since_copied(git, &hashing, original, &entries)?;
+    let progress = progress(git, &hashing, original, &entries)?;
+    let of = |want: Progress| {
+        entries
+            .iter()
+            .zip(&progress)
+            .filter(move |(_, p)| **p == want)
+            .map(|(e, _)| e)
+    };
+    let changed: Vec<String> = of(Progress::Changed)
+        .map(|e| e.change.path.clone())
+        .collect();
     if !changed.is_empty() {
         return Err(WorkspaceError::OriginalChanged {
             project: original.clone(),
             paths: changed,
         });
     }
+    let pending: Vec<&DiffEntry> = of(Progress::Pending).collect();
+    if pending.is_empty() {
+        return Ok(nothing(None, NothingApplied::AlreadyApplied));
+    }
+    let removed: HashSet<&[u8]> = pending
+        .iter()
+        .filter(|e| e.change.status == ChangeStatus::Deleted)
+        .map(|e| e.raw_path.as_slice())
+        .collect();
+    let added = pending
+        .iter()
+        .filter(|e| e.change.status == ChangeStatus::Added)
+        .map(|e| e.raw_path.as_slice());
+    let mut left_in = |raw: &[u8]| in_the_way::left_in_folder(original, raw, &removed);
+    let blocking = in_the_way::in_the_way(original, added, &removed, &mut left_in)?;
+    if !blocking.is_empty() {
+        return Err(WorkspaceError::InTheWay {
+            project: original.clone(),
+            paths: blocking,
+        });
+    }
+    write_files(git, record, &hashing, &run_head, &pending)?;
+    let mut notes = vec![format!(
+        "the run's changes were written into {}",
+        original.display()
+    )];
+    let done: Vec<String> = of(Progress::Done).map(|e| e.change.path.clone()).collect();
+    if !done.is_empty() {
+        notes.push(format!(
+            "already as the run left them, not written again: {}",
+            super::error::list(&done)
+        ));
+    }
+    Ok(Applied {
+        commit: None,
+        branch: None,
+        paths: pending.into_iter().map(|e| e.change.path.clone()).collect(),
+        nothing: None,
+        notes,
+    })
+}
 
-    // Deletions first (a file may become a folder), then git writes the
-    // run's versions with their modes and symlinks, through a temporary index.
-    for e in entries
+/// Writes the run's versions of `pending` into the original folder:
+/// deletions first (a file may become a folder, a folder a file), then
+/// git's `checkout-index` writes the rest with their modes and symlinks,
+/// through a temporary index.
+fn write_files(
+    git: &Git,
+    record: &WorkspaceRecord,
+    hashing: &Ctx,
+    run_head: &str,
+    pending: &[&DiffEntry],
+) -> Result<()> {
+    let original = &record.project_dir;
+    for e in pending
         .iter()
         .filter(|e| e.change.status == ChangeStatus::Deleted)
     {
@@ -426,37 +552,29 @@ fn write_back(git: &Git, record: &WorkspaceRecord) -> Result<Applied> {
         remove_empty_parents(&path, original);
     }
     let mut paths_in = Vec::new();
-    for e in entries
+    for e in pending
         .iter()
         .filter(|e| e.change.status != ChangeStatus::Deleted)
     {
         paths_in.extend_from_slice(&e.raw_path);
         paths_in.push(0);
     }
-    if !paths_in.is_empty() {
-        let tmp_index = record.state_dir.join("apply.index");
-        let writing = Ctx {
-            index: Some(tmp_index.clone()),
-            ..hashing.clone()
-        };
-        git.at(&writing).args(["read-tree", &run_head]).run()?;
-        let res = git
-            .at(&writing)
-            .args(["checkout-index", "-f", "-z", "--stdin"])
-            .input(paths_in)
-            .run();
-        let _ = std::fs::remove_file(&tmp_index);
-        res?;
+    if paths_in.is_empty() {
+        return Ok(());
     }
-    Ok(Applied {
-        commit: None,
-        branch: None,
-        paths: entries.into_iter().map(|e| e.change.path).collect(),
-        notes: vec![format!(
-            "the run's changes were written into {}",
-            original.display()
-        )],
-    })
+    let tmp_index = record.state_dir.join("apply.index");
+    let writing = Ctx {
+        index: Some(tmp_index.clone()),
+        ..hashing.clone()
+    };
+    git.at(&writing).args(["read-tree", run_head]).run()?;
+    let res = git
+        .at(&writing)
+        .args(["checkout-index", "-f", "-z", "--stdin"])
+        .input(paths_in)
+        .run();
+    let _ = std::fs::remove_file(&tmp_index);
+    res.map(drop)
 }
 
 /// Removes a finished run's workspace: the worktree (`git worktree remove
@@ -626,12 +744,13 @@ fn git_dir_of(git: &Git, ctx: &Ctx) -> Result<PathBuf> {
     ))
 }
 
-fn nothing(branch: Option<String>, why: &str) -> Applied {
+fn nothing(branch: Option<String>, why: NothingApplied) -> Applied {
     Applied {
         commit: None,
         branch,
         paths: Vec::new(),
-        notes: vec![format!("nothing to apply: {why}")],
+        nothing: Some(why),
+        notes: Vec::new(),
     }
 }
 

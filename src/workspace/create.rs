@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::copy::copy_tree;
-use super::error::{Result, WorkspaceError, list};
+use super::error::{Result, WorkspaceError, files, list};
 use super::git::{
     Ctx, Git, MIN_GIT, RepoInfo, commit_tree, dirty_paths, discover, git_paths, is_ancestor, lossy,
     nul_split, read_ref, resolve_commit, tree_of, update_ref,
@@ -249,9 +249,8 @@ fn with_dirty(
 ) -> Result<(String, String)> {
     if !opts.include_dirty {
         let note = format!(
-            "your tree has uncommitted changes ({} files: {}); the run starts from {} without them (pass --include-dirty to include them)",
-            dirty.len(),
-            list(dirty),
+            "your tree has uncommitted changes ({}); the run starts from {} without them (pass --include-dirty to include them)",
+            files(dirty),
             &base[..12]
         );
         return Ok((base, note));
@@ -264,9 +263,8 @@ fn with_dirty(
     }
     let base = snapshot_dirty(git, info, head, state, &opts.run_id)?;
     let note = format!(
-        "the run starts from your uncommitted changes too ({} files: {}), recorded as commit {}",
-        dirty.len(),
-        list(dirty),
+        "the run starts from your uncommitted changes too ({}), recorded as commit {}",
+        files(dirty),
         &base[..12]
     );
     Ok((base, note))
@@ -623,9 +621,8 @@ fn in_place_context(
                     return Err(WorkspaceError::Dirty { paths: dirty });
                 }
                 notes.push(format!(
-                    "working in place on a tree with uncommitted changes ({} files: {}); they are part of the run's starting point, and taking steps off never goes behind it",
-                    dirty.len(),
-                    list(&dirty)
+                    "working in place on a tree with uncommitted changes ({}); they are part of the run's starting point, and taking steps off never goes behind it",
+                    files(&dirty)
                 ));
             }
             if read_ref(git, &Ctx::at(&info.toplevel), run_ref)?.is_some() {

@@ -44,7 +44,10 @@ pub enum WorkspaceError {
     #[error("unknown base revision `{rev}` ({stderr}); give a branch, tag or commit that exists")]
     BadBase { rev: String, stderr: String },
 
-    #[error("the project's tree has uncommitted changes ({} files: {}); commit or stash them, or pass --allow-dirty", paths.len(), list(paths))]
+    #[error(
+        "the project's tree has uncommitted changes ({}); commit or stash them, or pass --allow-dirty",
+        files(paths)
+    )]
     Dirty { paths: Vec<String> },
 
     #[error("{what}; refusing. {advice}")]
@@ -85,10 +88,16 @@ pub enum WorkspaceError {
         actual: String,
     },
 
-    #[error("the project has changes no recorded step of the run made ({} files: {}): what the interrupted agent left, and whatever you changed since; working in place, modix cannot tell them apart, so it removes nothing unasked. Put yours aside first (`git stash push -u -- <paths>`), then `modix resume --reset` records the rest under refs/modix/runs/<id>/discarded/<n> and removes it", paths.len(), list(paths))]
+    #[error(
+        "the project has changes no recorded step of the run made ({}): what the interrupted agent left, and whatever you changed since; working in place, modix cannot tell them apart, so it removes nothing unasked. Put yours aside first (`git stash push -u -- <paths>`), then `modix resume --reset` records the rest under refs/modix/runs/<id>/discarded/<n> and removes it",
+        files(paths)
+    )]
     LeftInPlace { paths: Vec<String> },
 
-    #[error("the workspace has changes that were not recorded ({} files: {}); record them (settle) or discard them first", paths.len(), list(paths))]
+    #[error(
+        "the workspace has changes that were not recorded ({}); record them (settle) or discard them first",
+        files(paths)
+    )]
     Unrecorded { paths: Vec<String> },
 
     #[error(
@@ -96,17 +105,32 @@ pub enum WorkspaceError {
     )]
     NotLastStep { commit: String, last: String },
 
-    #[error("applying the run would conflict in {} files: {}; nothing was changed (your branch, index and files are as they were). Update the run or resolve by hand (`git merge {branch}`)", paths.len(), list(paths))]
+    #[error(
+        "applying the run would conflict in {}; nothing was changed (your branch, index and files are as they were). Update the run or resolve by hand (`git merge {branch}`)",
+        files(paths)
+    )]
     Conflict { paths: Vec<String>, branch: String },
 
-    #[error("your checkout has uncommitted changes to tracked files ({} files: {}); commit or stash them before applying", paths.len(), list(paths))]
+    #[error(
+        "your checkout has uncommitted changes to tracked files ({}); commit or stash them before applying",
+        files(paths)
+    )]
     DirtyTarget { paths: Vec<String> },
 
-    #[error("untracked files in your checkout would be overwritten by the run's result ({} files: {}); move them away first", paths.len(), list(paths))]
+    #[error(
+        "untracked files in your checkout would be overwritten or removed by the run's result ({}); move them away first; nothing was changed",
+        files(paths)
+    )]
     UntrackedInTheWay { paths: Vec<String> },
 
-    #[error("these files in {} changed since the run started, so writing the run's result back would lose your edits ({} files: {}); nothing was written", project.display(), paths.len(), list(paths))]
+    #[error("these files in {} changed since the run started, so writing the run's result back would lose your edits ({}); nothing was written", project.display(), files(paths))]
     OriginalChanged {
+        project: PathBuf,
+        paths: Vec<String>,
+    },
+
+    #[error("files in {} stand where the run's result puts a path (the run did not start from them: made since, or ignored and not copied), and writing it back would overwrite or remove them ({}); move them away first; nothing was written", project.display(), files(paths))]
+    InTheWay {
         project: PathBuf,
         paths: Vec<String>,
     },
@@ -153,6 +177,7 @@ impl WorkspaceError {
             E::DirtyTarget { .. } => "dirty_target",
             E::UntrackedInTheWay { .. } => "untracked_in_the_way",
             E::OriginalChanged { .. } => "original_changed",
+            E::InTheWay { .. } => "in_the_way",
             E::BadPattern { .. } => "bad_pattern",
             E::Io { .. } => "io",
         }
@@ -201,6 +226,15 @@ impl WorkspaceError {
             source,
         }
     }
+}
+
+/// `3 files: a, b, c` (`1 file: a`), for messages.
+pub(crate) fn files(paths: &[String]) -> String {
+    format!(
+        "{}: {}",
+        crate::text::plural(paths.len(), "file"),
+        list(paths)
+    )
 }
 
 /// The first few paths, for messages: long lists say how many more there are.

@@ -743,6 +743,8 @@ pub(crate) struct DiffEntry {
     pub raw_path: Vec<u8>,
     pub old_mode: String,
     pub old_oid: String,
+    pub new_mode: String,
+    pub new_oid: String,
 }
 
 /// `git diff-tree -r -z --raw --numstat --no-renames a b`: both formats in one
@@ -795,6 +797,8 @@ fn parse_diff_tree(out: &[u8]) -> Vec<DiffEntry> {
                 raw_path: path.to_vec(),
                 old_mode: f.first().unwrap_or(&"").to_string(),
                 old_oid: f.get(2).unwrap_or(&"").to_string(),
+                new_mode: f.get(1).unwrap_or(&"").to_string(),
+                new_oid: f.get(3).unwrap_or(&"").to_string(),
             });
         } else {
             // "<added>\t<removed>\t<path>"; binary files say "-\t-".

@@ -24,6 +24,7 @@ mod create;
 mod error;
 mod git;
 mod guard;
+mod in_the_way;
 mod lock;
 mod orphans;
 mod publish;
@@ -38,7 +39,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use apply::{ApplyStrategy, DiffRange, Pruned, apply, changes, diff, prune};
+pub use apply::{ApplyStrategy, DiffRange, NothingApplied, Pruned, apply, changes, diff, prune};
 pub use error::WorkspaceError;
 pub(crate) use error::list;
 pub use git::{Change, Git, MIN_GIT, discover};

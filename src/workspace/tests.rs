@@ -1000,7 +1000,7 @@ fn in_place_is_locked_refuses_dirty_trees_and_never_touches_index_or_branch() {
         other => panic!("expected Dirty, got {other:?}"),
     }
     assert!(
-        err.to_string().contains("1 files: README.md") && err.to_string().contains("--allow-dirty"),
+        err.to_string().contains("1 file: README.md") && err.to_string().contains("--allow-dirty"),
         "{err}"
     );
     sh(&repo, &["checkout", "README.md"]);

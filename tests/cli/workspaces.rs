@@ -884,7 +884,7 @@ fn in_place_refuses_a_dirty_tree_and_a_second_run_on_the_same_tree() {
     let out = modix(&sb, &["go", "Fix mean()"]);
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("uncommitted changes (1 files: notes.txt)"),
+        String::from_utf8_lossy(&out.stderr).contains("uncommitted changes (1 file: notes.txt)"),
         "{}",
         output_text(&out)
     );
