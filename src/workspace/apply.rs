@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::create::short_ref;
 use super::error::{Result, WorkspaceError};
 use super::git::{
-    Change, ChangeStatus, Ctx, DiffEntry, Git, MERGE_BASE_GIT, MERGE_TREE_GIT, commit_tree,
+    Change, ChangeStatus, Ctx, DiffEntry, Git, MERGE_BASE_GIT, MERGE_TREE_GIT, commit_tree_by,
     diff_trees, discover, git_paths, lossy, nul_split, read_ref, resolve_commit, status_paths,
     tree_of, update_ref,
 };
@@ -209,7 +209,10 @@ fn apply_to_branch(
         ApplyStrategy::Squash => vec![user_head.as_str()],
         ApplyStrategy::Merge => vec![user_head.as_str(), run_head.as_str()],
     };
-    let commit = commit_tree(git, &user, &tree, &parents, &msg)?;
+    // The commit goes on the user's branch at their request: it is theirs,
+    // as `git merge` would make it.
+    let who = git.user_identity(repo)?;
+    let commit = commit_tree_by(git, &user, (&tree, &parents), &msg, who.as_ref())?;
     // The checkout follows first: git refuses (writing nothing) if a file is
     // in the way; then the branch, compare-and-swap.
     git.at(&user)
@@ -223,14 +226,21 @@ fn apply_to_branch(
             .run();
         return Err(e);
     }
+    let notes = match who {
+        Some(_) => Vec::new(),
+        None => vec![NO_IDENTITY.to_owned()],
+    };
     Ok(Applied {
         commit: Some(commit),
         branch,
         paths: entries.into_iter().map(|e| e.change.path).collect(),
         nothing: None,
-        notes: Vec::new(),
+        notes,
     })
 }
+
+/// Said when git has no identity of the user's to commit with.
+const NO_IDENTITY: &str = "git has no identity of yours here (user.name, user.email), so the commit is by modix <modix@localhost>; set yours (`git config --global user.name …`, `git config --global user.email …`) and `git commit --amend --reset-author` to make it yours";
 
 /// Refuses ([`WorkspaceError::UntrackedInTheWay`]) when the checkout in
 /// `repo` has untracked (or ignored) files where the change from the user's

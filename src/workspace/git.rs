@@ -1,6 +1,7 @@
 //! The git driver: every git command modix runs goes through [`Git`], as an
 //! argv (never a shell), with an environment a user's shell cannot redirect and
-//! modix's own identity, no hooks, no pager, `-z` output. Also: the version
+//! modix's own identity (but for the commit `apply` makes on the user's
+//! branch: the user's), no hooks, no pager, `-z` output. Also: the version
 //! check, discovery of a folder's repository, dirty state, and the parsing of
 //! `diff-tree` output into typed changes.
 //!
@@ -37,13 +38,6 @@ const FIXED_CONFIG: &[&str] = &[
     // A path that is not a folder: git finds no hook to run (post-checkout on
     // `worktree add`, pre-commit, …), and no empty folder has to be kept around.
     "core.hooksPath=/dev/null",
-    "user.name=modix",
-    "user.email=modix@localhost",
-    // author.*/committer.* win over user.*; a user's setting must not leak in.
-    "author.name=modix",
-    "author.email=modix@localhost",
-    "committer.name=modix",
-    "committer.email=modix@localhost",
     "commit.gpgSign=false",
     "tag.gpgSign=false",
     // No daemon started per temporary worktree.
@@ -51,6 +45,31 @@ const FIXED_CONFIG: &[&str] = &[
     // Our commands must never start a gc or maintenance in the user's repo.
     "gc.auto=0",
     "maintenance.auto=false",
+];
+
+/// modix's identity, on the commits it makes for itself (the steps of a
+/// run, its baselines). A commit on the user's branch (`apply`) is the
+/// user's: see [`Git::user_identity`].
+const MODIX_IDENTITY: &[&str] = &[
+    "user.name=modix",
+    "user.email=modix@localhost",
+    // author.*/committer.* win over user.*; a user's setting must not leak in.
+    "author.name=modix",
+    "author.email=modix@localhost",
+    "committer.name=modix",
+    "committer.email=modix@localhost",
+];
+
+/// The inherited variables git reads an identity from (they win over any
+/// config): removed from modix's own commands, kept when asking git for the
+/// user's identity.
+const IDENTITY_ENV: &[&str] = &[
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
 ];
 
 /// Inherited `GIT_*` variables that are kept: they say which git and which
@@ -171,10 +190,18 @@ impl Git {
 
     /// A git command run in `cwd` (git discovers the repository from there).
     pub(crate) fn cmd(&self, cwd: &Path) -> GitCmd {
+        self.command(cwd, true)
+    }
+
+    /// [`cmd`](Self::cmd), as modix (`modix_identity`) or with the
+    /// identity the user's config and variables give.
+    fn command(&self, cwd: &Path, modix_identity: bool) -> GitCmd {
         let mut cmd = Command::new(&self.program);
         cmd.current_dir(cwd);
-        for k in &self.scrub {
-            cmd.env_remove(k);
+        for k in self.scrub.iter() {
+            if modix_identity || !is_identity_env(k) {
+                cmd.env_remove(k);
+            }
         }
         cmd.env("GIT_TERMINAL_PROMPT", "0")
             .env("LC_ALL", "C")
@@ -190,7 +217,8 @@ impl Git {
             cmd.env(k, v);
         }
         cmd.arg("--no-pager");
-        for kv in FIXED_CONFIG {
+        let identity = if modix_identity { MODIX_IDENTITY } else { &[] };
+        for kv in FIXED_CONFIG.iter().chain(identity) {
             cmd.arg("-c").arg(kv);
         }
         GitCmd {
@@ -200,6 +228,30 @@ impl Git {
             input: None,
             calls: self.calls.clone(),
         }
+    }
+
+    /// The identity git gives a commit the user makes in `repo`, resolved
+    /// by git itself (the repository's config, the global one, the user's
+    /// `GIT_AUTHOR_*`/`GIT_COMMITTER_*` and `EMAIL`), or `None` when git
+    /// has none it would commit with (it would say "Please tell me who you
+    /// are").
+    pub(crate) fn user_identity(&self, repo: &Path) -> Result<Option<Identity>> {
+        let mut lines = Vec::new();
+        for var in ["GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"] {
+            let (code, out) = self
+                .command(repo, false)
+                .args(["var", var])
+                .run_codes(&[0, 128])?;
+            match Identity::parse_line(&lossy(&out)) {
+                Some(who) if code == 0 => lines.push(who),
+                _ => return Ok(None),
+            }
+        }
+        let committer = lines.pop();
+        Ok(lines
+            .pop()
+            .zip(committer)
+            .map(|(author, committer)| Identity { author, committer }))
     }
 
     /// A git command in a workspace context: its git dir, work tree, private
@@ -232,6 +284,32 @@ fn scrubbed(keys: impl Iterator<Item = OsString>) -> Vec<OsString> {
         k.starts_with("GIT_") && !KEEP_ENV.contains(&k.as_ref()) && !k.starts_with("GIT_TRACE")
     })
     .collect()
+}
+
+fn is_identity_env(key: &OsStr) -> bool {
+    IDENTITY_ENV.iter().any(|v| key == OsStr::new(v))
+}
+
+/// Who a commit is by: git's author and committer, each as (name, email,
+/// date), the date in git's own `@<seconds> <zone>` form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub author: (String, String, String),
+    pub committer: (String, String, String),
+}
+
+impl Identity {
+    /// `git var GIT_AUTHOR_IDENT`'s line: `Name <email> 1700000000 +0100`.
+    fn parse_line(line: &str) -> Option<(String, String, String)> {
+        let line = line.trim();
+        let (who, date) = line.rsplit_once('>')?;
+        let (name, email) = who.rsplit_once('<')?;
+        Some((
+            name.trim().to_owned(),
+            email.to_owned(),
+            format!("@{}", date.trim()),
+        ))
+    }
 }
 
 /// Where and how a workspace's git commands run. `index` is a private index
@@ -293,6 +371,12 @@ impl GitCmd {
         for a in args {
             self = self.arg(a);
         }
+        self
+    }
+
+    /// An environment variable for this command only.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.cmd.env(key, value);
         self
     }
 
@@ -655,7 +739,7 @@ pub(crate) fn update_ref(
         .map(drop)
 }
 
-/// Makes a commit object (no hook runs: this is plumbing).
+/// Makes a commit object (no hook runs: this is plumbing), by modix.
 pub(crate) fn commit_tree(
     git: &Git,
     ctx: &Ctx,
@@ -663,7 +747,28 @@ pub(crate) fn commit_tree(
     parents: &[&str],
     message: &str,
 ) -> Result<String> {
+    commit_tree_by(git, ctx, (tree, parents), message, None)
+}
+
+/// [`commit_tree`] by `who` (modix when `None`): the variables beat the
+/// identity modix's config sets.
+pub(crate) fn commit_tree_by(
+    git: &Git,
+    ctx: &Ctx,
+    (tree, parents): (&str, &[&str]),
+    message: &str,
+    who: Option<&Identity>,
+) -> Result<String> {
     let mut c = git.at(ctx).arg("commit-tree").arg(tree);
+    if let Some(who) = who {
+        for (role, (name, email, date)) in [("AUTHOR", &who.author), ("COMMITTER", &who.committer)]
+        {
+            c = c
+                .env(&format!("GIT_{role}_NAME"), name)
+                .env(&format!("GIT_{role}_EMAIL"), email)
+                .env(&format!("GIT_{role}_DATE"), date);
+        }
+    }
     for p in parents {
         c = c.arg("-p").arg(p);
     }
@@ -861,6 +966,19 @@ mod tests {
         );
         assert_eq!(GitVersion::parse("nonsense"), None);
         assert!(GitVersion::new(2, 38, 0) > GitVersion::new(2, 30, 9));
+    }
+
+    #[test]
+    fn reads_git_var_identity_lines() {
+        assert_eq!(
+            Identity::parse_line("Ann O'Neil <ann@example.com> 1700000000 +0100\n"),
+            Some((
+                "Ann O'Neil".into(),
+                "ann@example.com".into(),
+                "@1700000000 +0100".into()
+            ))
+        );
+        assert_eq!(Identity::parse_line("no identity"), None);
     }
 
     #[test]

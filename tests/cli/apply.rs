@@ -2,8 +2,8 @@
 //! made here: a run that changes a path's type (folder ↔ file, symlink ↔
 //! file) lands as git would land it, in a checkout and in a copy's folder;
 //! what stands in its way is named and nothing is touched; a second apply
-//! says the changes are already there; the commit on the user's branch
-//! carries the run's trailers once.
+//! says the changes are already there; the commit on the user's branch is
+//! the user's, with the run's trailers once.
 
 use std::path::Path;
 use std::process::Command;
@@ -278,5 +278,74 @@ fn the_applied_commit_carries_the_runs_trailers_once_after_either_message() {
     assert!(
         msg.starts_with(&format!("Mine\n\nModix-Run: {run}\n")),
         "{msg:?}"
+    );
+}
+
+/// Author and committer of `rev`, `name <email>` each.
+fn who(root: &Path, rev: &str) -> String {
+    git(root, &["log", "-1", "--format=%an <%ae> / %cn <%ce>", rev])
+}
+
+#[test]
+fn the_applied_commit_is_the_users_and_modix_only_when_git_knows_no_user() {
+    let sb = Sandbox::example();
+    let root = sb.root();
+    let run = applied_later(&sb);
+    let branch = format!("modix/{}", run[run.len() - 8..].to_lowercase());
+    // The run's own commits are modix's.
+    assert_eq!(
+        who(&root, &branch),
+        "modix <modix@localhost> / modix <modix@localhost>\n"
+    );
+    // Applied with `env` set; who made the commit, and what apply said.
+    let apply_with = |env: &[(&str, &str)]| {
+        let out = sb
+            .modix()
+            .args(["apply", "last"])
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", output_text(&out));
+        let by = who(&root, "HEAD");
+        git(&root, &["reset", "-q", "--hard", "HEAD~1"]);
+        (by, String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    // The global config (in the sandbox's HOME), then the repository's,
+    // then the user's variables: as git itself resolves them.
+    std::fs::write(
+        sb.dir.path().join("home/.gitconfig"),
+        "[user]\n\tname = Global User\n\temail = global@example.com\n",
+    )
+    .unwrap();
+    let (by, text) = apply_with(&[]);
+    assert_eq!(
+        by,
+        "Global User <global@example.com> / Global User <global@example.com>\n"
+    );
+    assert!(!text.contains("Note:"), "{text}");
+    git(&root, &["config", "user.name", "Repo User"]);
+    git(&root, &["config", "user.email", "repo@example.com"]);
+    assert_eq!(
+        apply_with(&[]).0,
+        "Repo User <repo@example.com> / Repo User <repo@example.com>\n"
+    );
+    let env = [
+        ("GIT_AUTHOR_NAME", "Env Author"),
+        ("GIT_AUTHOR_EMAIL", "env@example.com"),
+    ];
+    assert_eq!(
+        apply_with(&env).0,
+        "Env Author <env@example.com> / Repo User <repo@example.com>\n"
+    );
+    // None at all (and no guessing from the host's name): modix's, and said.
+    std::fs::remove_file(sb.dir.path().join("home/.gitconfig")).unwrap();
+    git(&root, &["config", "--unset", "user.name"]);
+    git(&root, &["config", "--unset", "user.email"]);
+    git(&root, &["config", "user.useConfigOnly", "true"]);
+    let (by, text) = apply_with(&[]);
+    assert_eq!(by, "modix <modix@localhost> / modix <modix@localhost>\n");
+    assert!(
+        text.contains("  Note: git has no identity of yours here (user.name, user.email), so the commit is by modix <modix@localhost>;"),
+        "{text}"
     );
 }
