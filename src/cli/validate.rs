@@ -4,6 +4,7 @@ use super::Ctx;
 use super::output::error_json;
 use crate::error::{Error, Exit};
 use crate::orchestrator::SCHEMA_VERSION;
+use crate::text;
 
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
@@ -35,12 +36,12 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Result<Exit, Error> {
         out.diagnostics(&diags);
         match (&loaded, ok) {
             (Some(p), true) => out.line(format!(
-                "ok: {} is valid ({} shells, {} brains, {} agents, {} workflows){}",
+                "ok: {} is valid ({}, {}, {}, {}){}",
                 paths.display(&paths.modix_dir),
-                p.config.shells.len(),
-                p.config.brains.len(),
-                p.config.agents.len(),
-                p.catalog_len(),
+                text::plural(p.config.shells.len(), "shell"),
+                text::plural(p.config.brains.len(), "brain"),
+                text::plural(p.config.agents.len(), "agent"),
+                text::plural(p.catalog_len(), "workflow"),
                 match diags.warning_count() {
                     0 => String::new(),
                     n => format!(", {n} warning(s)"),

@@ -522,3 +522,21 @@ fn whole_numbers_written_as_decimals_are_pointed_at_with_the_fix() {
     );
     assert!(!text.contains("expected u64"), "{text}");
 }
+#[test]
+fn a_valid_project_is_counted_in_the_singular_and_the_plural() {
+    let sb = Sandbox::example();
+    for (file, key, gone) in [
+        (".modix/shells.json", "shells", "claude"),
+        (".modix/brains.json", "brains", "anthropic"),
+    ] {
+        sb.edit_json(file, |v| {
+            v[key].as_object_mut().unwrap().remove(gone);
+        });
+    }
+    let out = sb.modix().arg("validate").output().unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ok: .modix is valid (1 shell, 1 brain, 3 agents, 3 workflows)\n"
+    );
+}
