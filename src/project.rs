@@ -562,7 +562,7 @@ mod tests {
             custom: false,
             found_at: None,
             detected: Vec::new(),
-            test_command: None,
+            tests: Default::default(),
         };
         for (name, bytes) in crate::scaffold::render(tmp.path(), &binding) {
             let path = paths.file(&name);

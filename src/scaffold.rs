@@ -23,8 +23,9 @@ pub struct Binding {
     pub found_at: Option<PathBuf>,
     /// Every preset CLI found on PATH.
     pub detected: Vec<(String, PathBuf)>,
-    /// The project's test command, when recognised.
-    pub test_command: Option<TestCommand>,
+    /// The project's test command, when recognised, and what else init
+    /// found out about its tests.
+    pub tests: TestDetection,
 }
 
 /// The project's own test command, and what told init so.
@@ -128,7 +129,7 @@ pub fn choose_binding(
         custom: false,
         found_at,
         detected,
-        test_command: detect_test_command(root),
+        tests: detect_tests(root),
     })
 }
 
@@ -183,47 +184,91 @@ fn custom_binding(
         custom: true,
         found_at: crate::shell::find_binary(root, &binary),
         detected,
-        test_command: detect_test_command(root),
+        tests: detect_tests(root),
     })
 }
 
 /// The stacks init recognises, for its "looked for" message.
 pub const STACKS: &str = "Cargo, Go, npm/yarn/pnpm, pytest, unittest, tox, nox, Gradle, Maven, dotnet, mix, RSpec/Rake, PHPUnit/Composer, SwiftPM, make";
 
-/// The project's test command, from the files that usually say how to test.
-pub fn detect_test_command(root: &Path) -> Option<TestCommand> {
+/// What init found out about the project's tests.
+#[derive(Debug, Clone, Default)]
+pub struct TestDetection {
+    /// The test command bound to the tester.
+    pub chosen: Option<TestCommand>,
+    /// Other test commands the project's files also name (a Rust crate
+    /// with a Makefile, a pyo3 package's `cargo test`), for the user to
+    /// choose from.
+    pub others: Vec<TestCommand>,
+    /// Files that would have said but could not be read (an invalid
+    /// `package.json`).
+    pub warnings: Vec<String>,
+}
+
+/// The project's test command, from the files that usually say how to
+/// test: every stack's own files are looked at, the first found in this
+/// order is chosen — but a Python package built from Rust (maturin in
+/// `pyproject.toml`'s build system) is tested as Python — and the others
+/// are kept to be named.
+pub fn detect_tests(root: &Path) -> TestDetection {
     let has = |f: &str| root.join(f).is_file();
-    let found = command;
-    if has("Cargo.toml") {
-        return found(&["cargo", "test"], "Cargo.toml");
+    let mut warnings = Vec::new();
+    let mut found: Vec<TestCommand> = [
+        has("Cargo.toml")
+            .then(|| command(&["cargo", "test"], "Cargo.toml"))
+            .flatten(),
+        has("go.mod")
+            .then(|| command(&["go", "test", "./..."], "go.mod"))
+            .flatten(),
+        node(root, &mut warnings),
+        python(root),
+        jvm_and_dotnet(root),
+        has("mix.exs")
+            .then(|| command(&["mix", "test"], "mix.exs"))
+            .flatten(),
+        ruby_and_php(root),
+        has("Package.swift")
+            .then(|| command(&["swift", "test"], "Package.swift"))
+            .flatten(),
+        make(root),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let maturin = std::fs::read_to_string(root.join("pyproject.toml"))
+        .is_ok_and(|t| t.contains("[build-system]") && t.contains("maturin"));
+    let python_first = found.iter().position(|t| t.argv[0] == "python3");
+    if let (true, Some(i)) = (maturin, python_first) {
+        let mut t = found.remove(i);
+        t.because.push_str(", a Python package built with maturin");
+        found.insert(0, t);
     }
-    if has("go.mod") {
-        return found(&["go", "test", "./..."], "go.mod");
+    let mut found = found.into_iter();
+    TestDetection {
+        chosen: found.next(),
+        others: found.collect(),
+        warnings,
     }
-    if let Some(t) = node(root) {
-        return Some(t);
-    }
-    if let Some(t) = python(root) {
-        return Some(t);
-    }
-    if let Some(t) = jvm_and_dotnet(root) {
-        return Some(t);
-    }
-    if has("mix.exs") {
-        return found(&["mix", "test"], "mix.exs");
-    }
-    if let Some(t) = ruby_and_php(root) {
-        return Some(t);
-    }
-    if has("Package.swift") {
-        return found(&["swift", "test"], "Package.swift");
-    }
-    if std::fs::read_to_string(root.join("Makefile"))
-        .is_ok_and(|m| m.lines().any(|l| l.starts_with("test:")))
-    {
-        return found(&["make", "test"], "Makefile's `test` target");
-    }
-    None
+}
+
+/// `make test` when a makefile (as GNU make looks for one: `GNUmakefile`,
+/// `makefile`, `Makefile`) has a `test` target: `test:`, `test :`,
+/// `check test::` — not a variable (`test := …`) nor a recipe line.
+fn make(root: &Path) -> Option<TestCommand> {
+    let (name, text) = ["GNUmakefile", "makefile", "Makefile"]
+        .into_iter()
+        .find_map(|n| Some((n, std::fs::read_to_string(root.join(n)).ok()?)))?;
+    let has_target = text.lines().any(|line| {
+        if line.starts_with(['\t', ' ', '#', '.']) {
+            return false;
+        }
+        let Some((targets, rest)) = line.split_once(':') else {
+            return false;
+        };
+        let assignment = rest.trim_start_matches(':').starts_with('=');
+        !assignment && targets.split_whitespace().any(|t| t == "test")
+    });
+    has_target.then(|| command(&["make", "test"], format!("{name}'s `test` target")))?
 }
 
 fn command(argv: &[&str], because: impl Into<String>) -> Option<TestCommand> {
@@ -234,12 +279,21 @@ fn command(argv: &[&str], because: impl Into<String>) -> Option<TestCommand> {
 }
 
 /// `npm test` (or yarn's, pnpm's, bun's, by the lock file) when
-/// `package.json` has a real `test` script (not npm's placeholder).
-fn node(root: &Path) -> Option<TestCommand> {
+/// `package.json` has a real `test` script: not empty, not npm's
+/// placeholder. A `package.json` that is not JSON is a warning.
+fn node(root: &Path, warnings: &mut Vec<String>) -> Option<TestCommand> {
     let text = std::fs::read_to_string(root.join("package.json")).ok()?;
-    let package: Value = serde_json::from_str(&text).ok()?;
-    let script = package.pointer("/scripts/test")?.as_str()?;
-    if script.contains("no test specified") {
+    let package: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            warnings.push(format!(
+                "package.json is not valid JSON ({e}), so its `test` script was not looked at; fix it and run `modix init --force`, or give the tester a \"command\" in .modix/agents.json"
+            ));
+            return None;
+        }
+    };
+    let script = package.pointer("/scripts/test")?.as_str()?.trim();
+    if script.is_empty() || script.contains("no test specified") {
         return None;
     }
     let runner = [
@@ -283,10 +337,12 @@ fn python(root: &Path) -> Option<TestCommand> {
     if let Some(t) = python_test_files(root) {
         return Some(t);
     }
-    ["pyproject.toml", "setup.py"]
+    // A package that names pytest (a test dependency) is tested with it;
+    // one that does not, with no tests to look at, says nothing.
+    ["pyproject.toml", "setup.cfg", "setup.py"]
         .into_iter()
-        .find(|f| root.join(f).is_file())
-        .and_then(pytest)
+        .find(|f| read(f).contains("pytest"))
+        .and_then(|f| pytest(&format!("{f} names pytest")))
 }
 
 /// The framework the project's `test_*.py` / `*_test.py` files (in the root,
@@ -468,7 +524,7 @@ fn patch_agents(bytes: &[u8], b: &Binding) -> Option<Vec<u8>> {
         }
     }
     // A real test suite beats an LLM's opinion of it: run it as a command agent.
-    if let (Some(test), Some(tester)) = (&b.test_command, agents.get_mut("tester")) {
+    if let (Some(test), Some(tester)) = (&b.tests.chosen, agents.get_mut("tester")) {
         *tester = json!({
             "role": "tester",
             "command": test.argv,
@@ -488,7 +544,7 @@ fn patch_project(bytes: &[u8], root: &Path, b: &Binding) -> Option<Vec<u8>> {
     if let Some(name) = root.file_name().and_then(|n| n.to_str()) {
         v["name"] = json!(name);
     }
-    if let Some(test) = &b.test_command {
+    if let Some(test) = &b.tests.chosen {
         v["commands"]["test"] = json!(test.argv);
     }
     // Runs work on a branch of their own where git can give them one.

@@ -109,7 +109,7 @@ fn verb(action: FileAction) -> &'static str {
 /// What the planner and executor were bound to; a warning (stderr) when the
 /// CLI they need is not there.
 fn say_binding(binding: &Binding, out: &Output) {
-    let roles = if binding.test_command.is_some() {
+    let roles = if binding.tests.chosen.is_some() {
         "planner and executor"
     } else {
         "planner, executor and tester"
@@ -147,7 +147,10 @@ fn say_binding(binding: &Binding, out: &Output) {
 
 /// What the tester runs, and which file said so.
 fn say_tester(binding: &Binding, out: &Output) {
-    match &binding.test_command {
+    for w in &binding.tests.warnings {
+        out.warn(w);
+    }
+    match &binding.tests.chosen {
         Some(test) => out.line(format!(
             "Bound the tester to `{}` ({}); it is also `commands.test` in .modix/projects.json.",
             test.argv.join(" "),
@@ -157,5 +160,17 @@ fn say_tester(binding: &Binding, out: &Output) {
             "No test command recognised (looked for {}): the tester is the agent, judging by itself. To run a real suite, give the tester a \"command\" in .modix/agents.json.",
             scaffold::STACKS
         )),
+    }
+    if !binding.tests.others.is_empty() {
+        let others: Vec<String> = binding
+            .tests
+            .others
+            .iter()
+            .map(|t| format!("`{}` ({})", t.argv.join(" "), t.because))
+            .collect();
+        out.line(format!(
+            "Also recognised: {}. To use one instead, set it as the tester's \"command\" in .modix/agents.json and `commands.test` in .modix/projects.json.",
+            others.join(", ")
+        ));
     }
 }

@@ -117,6 +117,30 @@ fn recognises_the_common_test_runners_and_says_which_file_told() {
             vec!["go", "test", "./..."],
             "(go.mod)",
         ),
+        // Every makefile name GNU make reads, every way to write the target.
+        (
+            vec![("makefile", "test:\n\techo ok\n")],
+            vec!["make", "test"],
+            "(makefile's `test` target)",
+        ),
+        (
+            vec![("GNUmakefile", "all: build\ncheck test:: all\n\techo ok\n")],
+            vec!["make", "test"],
+            "(GNUmakefile's `test` target)",
+        ),
+        (
+            vec![("Makefile", ".PHONY: test\ntest : build\n\techo ok\n")],
+            vec!["make", "test"],
+            "(Makefile's `test` target)",
+        ),
+        (
+            vec![(
+                "pyproject.toml",
+                "[project]\nname = \"x\"\n[project.optional-dependencies]\ntest = [\"pytest\"]\n",
+            )],
+            vec!["python3", "-m", "pytest"],
+            "(pyproject.toml names pytest)",
+        ),
     ];
     for (files, argv, because) in cases {
         let (tester, stdout, _) = tester_after_init(&files);
@@ -140,6 +164,74 @@ fn no_recognised_runner_is_said_plainly() {
     assert!(
         stdout.contains("No test command recognised (looked for Cargo, Go,")
             && stdout.contains("give the tester a \"command\""),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn files_that_name_no_real_test_suite_bind_no_test_command() {
+    let cases: Vec<Vec<(&str, &str)>> = vec![
+        // A package with neither pytest's configuration nor tests.
+        vec![("pyproject.toml", "[project]\nname = \"x\"\n")],
+        vec![("setup.py", "from setuptools import setup\nsetup()\n")],
+        // An empty script is not a test suite.
+        vec![("package.json", r#"{"scripts": {"test": ""}}"#)],
+        vec![("package.json", r#"{"scripts": {"test": "  "}}"#)],
+        // A variable named test, and a recipe line, are not a target.
+        vec![("Makefile", "test := unit\nTESTS ::= a\nall:\n\ttest: x\n")],
+    ];
+    for files in cases {
+        let (tester, stdout, _) = tester_after_init(&files);
+        assert!(tester.is_null(), "{files:?}: {tester}");
+        assert!(
+            stdout.contains("No test command recognised"),
+            "{files:?}:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn an_invalid_package_json_is_a_warning_not_silence() {
+    let sb = Sandbox::new();
+    sb.write("package.json", r#"{"scripts": {"test": "jest""#);
+    let out = sb.modix().arg("init").output().unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines().any(|l| l
+            == "warning: package.json is not valid JSON (EOF while parsing an object at line 1 column 27), so its `test` script was not looked at; fix it and run `modix init --force`, or give the tester a \"command\" in .modix/agents.json"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_project_with_two_stacks_gets_one_and_is_told_of_the_other() {
+    // A pyo3/maturin package: a Rust crate, tested as the Python package it is.
+    let (tester, stdout, _) = tester_after_init(&[
+        (
+            "Cargo.toml",
+            "[package]\nname = \"x\"\n[lib]\ncrate-type = [\"cdylib\"]\n",
+        ),
+        (
+            "pyproject.toml",
+            "[build-system]\nrequires = [\"maturin>=1.0\"]\nbuild-backend = \"maturin\"\n",
+        ),
+        ("tests/test_x.py", "def test_x():\n    assert True\n"),
+    ]);
+    assert_eq!(tester, serde_json::json!(["python3", "-m", "pytest"]));
+    assert!(
+        stdout.contains("Bound the tester to `python3 -m pytest` (tests/test_x.py (pytest-style tests), a Python package built with maturin)")
+            && stdout.contains("Also recognised: `cargo test` (Cargo.toml). To use one instead, set it as the tester's \"command\" in .modix/agents.json and `commands.test` in .modix/projects.json."),
+        "{stdout}"
+    );
+    // A Rust crate with a Makefile: cargo's, and make's named.
+    let (tester, stdout, _) = tester_after_init(&[
+        ("Cargo.toml", "[package]\nname = \"x\"\n"),
+        ("Makefile", "test:\n\tcargo test\n"),
+    ]);
+    assert_eq!(tester, serde_json::json!(["cargo", "test"]));
+    assert!(
+        stdout.contains("Also recognised: `make test` (Makefile's `test` target)."),
         "{stdout}"
     );
 }
