@@ -14,7 +14,7 @@ use crate::error::{Error, Exit};
 use crate::fsm::Machine;
 use crate::orchestrator::SCHEMA_VERSION;
 use crate::project::Purpose;
-use crate::store::{Run, RunStatus, Store, StoreError, TransitionRecord, millis_between};
+use crate::store::{Run, RunStatus, Stops, Store, StoreError, TransitionRecord, millis_between};
 use crate::text;
 
 #[derive(Debug, clap::Args)]
@@ -200,9 +200,16 @@ fn run_duration(run: &Run) -> Option<u64> {
 
 /// `succeeded: reached DONE in 12.3s`, `interrupted in EXECUTING after 3.2s:
 /// interrupted by Ctrl-C`, …: where the run ended (or stands) and how long it took.
-fn headline(run: &Run, out: &Output) -> String {
+fn headline(run: &Run, stops: &Stops, out: &Output) -> String {
     let status = runs::status(run);
-    let took = run_duration(run).map_or("?".into(), text::duration);
+    let mut took = run_duration(run).map_or("?".into(), text::duration);
+    // The wall time, as `modix history` lists it, and how much of it the
+    // run stood stopped (Ctrl-C or `modix stop` until `modix resume`).
+    let end = run.ended_at.as_ref().unwrap_or(&run.updated_at);
+    let stopped = stops.within(&run.created_at, end);
+    if stopped > 0 {
+        took.push_str(&format!(" ({} of it stopped)", text::duration(stopped)));
+    }
     let state = out.paint(&run.current_state, status.tone);
     let word = out.paint(&status.label, status.tone);
     let why = if status.owner_gone {
@@ -289,7 +296,15 @@ fn show_run(
         out.json(&doc);
         return streamed(doc.failed);
     }
-    out.para(format!("Run {} — {}", run.id, headline(run, out)));
+    // The whole run's stops when the whole run is read: a long run's last
+    // steps alone never scan every invocation it made.
+    let total = store.transition_count(&run.id)?;
+    let stops = if args.steps == 0 || total <= args.steps {
+        store.stops(&run.id, 0)?
+    } else {
+        Stops::default()
+    };
+    out.para(format!("Run {} — {}", run.id, headline(run, &stops, out)));
     let started = if out.tty {
         format!(
             "{} ({})",
@@ -307,7 +322,7 @@ fn show_run(
     if let Some(used) = usage_totals(&store.run_usage(&run.id)?) {
         out.para(used);
     }
-    let transitions = steps_table(store, run, machine, args.steps, out)?;
+    let transitions = steps_table(store, run, (machine, &stops), (total, args.steps), out)?;
     if !out.tty {
         // Hints are for people; a pipe gets the record alone.
         return Ok(());
@@ -388,6 +403,7 @@ impl serde::Serialize for RunDocument<'_> {
 struct TimelineDocument<'a> {
     store: &'a Store,
     run: &'a Run,
+    stops: Stops,
     failed: std::cell::RefCell<Option<StoreError>>,
 }
 
@@ -403,9 +419,12 @@ impl serde::Serialize for TimelineDocument<'_> {
             &Rows(
                 |seq: Sink<'_>| {
                     self.store.each_transition(&self.run.id, |t| {
-                        let ms = millis_between(&previous.borrow(), &t.at);
-                        let step = json!({ "seq": t.seq, "from": t.from, "to": t.to,
-                            "event": t.event, "agent": t.agent, "at": t.at, "duration_ms": ms });
+                        let took = Took::between(&previous.borrow(), &t.at, &self.stops);
+                        let mut step = json!({ "seq": t.seq, "from": t.from, "to": t.to,
+                            "event": t.event, "agent": t.agent, "at": t.at, "duration_ms": took.ms });
+                        if took.stopped > 0 {
+                            step["stopped_ms"] = took.stopped.into();
+                        }
                         *previous.borrow_mut() = t.at;
                         seq(step)
                     })
@@ -459,11 +478,10 @@ where
 fn steps_table(
     store: &Store,
     run: &Run,
-    machine: Option<Arc<Machine>>,
-    shown: u32,
+    (machine, stops): (Option<Arc<Machine>>, &Stops),
+    (total, shown): (u32, u32),
     out: &Output,
 ) -> Result<Vec<TransitionRecord>, Error> {
-    let total = store.transition_count(&run.id)?;
     let left_out = if shown == 0 {
         0
     } else {
@@ -471,14 +489,16 @@ fn steps_table(
     };
     let (transitions, looping, took) = if left_out == 0 {
         let transitions = store.transitions(&run.id)?;
-        let took = step_durations(&run.created_at, &transitions);
+        let took = step_durations(&run.created_at, &transitions, stops);
         let looping = loops_of(machine, &transitions);
         (transitions, looping, took)
     } else {
-        // From the step before the first shown: when that one began.
+        // From the step before the first shown: when that one began; the
+        // stops after its invocation (the whole run's only when it had none).
         let mut transitions = store.transitions_after(&run.id, left_out - 1)?;
         let previous = transitions.remove(0);
-        let took = step_durations(&previous.at, &transitions);
+        let stops = store.stops(&run.id, previous.invocation.unwrap_or(0))?;
+        let took = step_durations(&previous.at, &transitions, &stops);
         let looping = vec![None; transitions.len()];
         (transitions, looping, took)
     };
@@ -520,7 +540,7 @@ fn steps_table(
             }
             .into(),
             tr.agent.clone().unwrap_or_default().into(),
-            took.map_or("-".into(), text::duration).into(),
+            took.cell().into(),
             tr.reason.clone().unwrap_or_default().into(),
         ]);
     }
@@ -552,14 +572,43 @@ fn worst_cases(transitions: &[TransitionRecord]) -> Option<String> {
     .into_owned())
 }
 
-/// How long each step took: from the previous transition (`start`, the
-/// run's start or the step before, for the first) to this one.
-fn step_durations(start: &str, transitions: &[TransitionRecord]) -> Vec<Option<u64>> {
+/// How long a step took: the time the run was at work on it, from the
+/// previous transition to this one less the time it stood stopped in
+/// between (Ctrl-C or `modix stop`, until `modix resume`), which is said
+/// beside it rather than counted.
+#[derive(Clone, Copy, Debug, Default)]
+struct Took {
+    ms: Option<u64>,
+    stopped: u64,
+}
+
+impl Took {
+    fn between(start: &str, end: &str, stops: &Stops) -> Took {
+        let stopped = stops.within(start, end);
+        Took {
+            ms: millis_between(start, end).map(|ms| ms.saturating_sub(stopped)),
+            stopped,
+        }
+    }
+
+    /// `3.1s`, or `3.1s (+8.2s stopped)`.
+    fn cell(&self) -> String {
+        let took = self.ms.map_or("-".into(), text::duration);
+        match self.stopped {
+            0 => took,
+            ms => format!("{took} (+{} stopped)", text::duration(ms)),
+        }
+    }
+}
+
+/// How long each step took (see [`Took`]): from the previous transition
+/// (`start`, the run's start or the step before, for the first) to this one.
+fn step_durations(start: &str, transitions: &[TransitionRecord], stops: &Stops) -> Vec<Took> {
     let mut previous = start;
     transitions
         .iter()
         .map(|t| {
-            let took = millis_between(previous, &t.at);
+            let took = Took::between(previous, &t.at, stops);
             previous = &t.at;
             took
         })
@@ -583,10 +632,12 @@ fn step_tone(run: &Run, t: &TransitionRecord) -> Tone {
 /// `history RUN --timeline`: a bar per step, as long as the step took, on a
 /// terminal; tab-separated rows (seq, from, to, event, agent, ms) otherwise.
 fn timeline(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Error> {
+    let stops = store.stops(&run.id, 0)?;
     if json {
         let doc = TimelineDocument {
             store,
             run,
+            stops,
             failed: Default::default(),
         };
         out.json(&doc);
@@ -597,7 +648,7 @@ fn timeline(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
         // memory whole.
         let mut previous = run.created_at.clone();
         let printed = store.each_transition(&run.id, |t| {
-            let ms = millis_between(&previous, &t.at);
+            let ms = Took::between(&previous, &t.at, &stops).ms;
             safe_line(
                 out,
                 format!(
@@ -617,25 +668,22 @@ fn timeline(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
         return Ok(());
     }
     let transitions = store.transitions(&run.id)?;
-    let took = step_durations(&run.created_at, &transitions);
-    out.para(format!("Run {} — {}", run.id, headline(run, out)));
+    let took = step_durations(&run.created_at, &transitions, &stops);
+    out.para(format!("Run {} — {}", run.id, headline(run, &stops, out)));
     let labels: Vec<String> = transitions
         .iter()
         .map(|t| text::escape_controls(&format!("{:>3} {} → {}", t.seq, t.from, t.to)).into_owned())
         .collect();
     let label_w = labels.iter().map(|l| text::width(l)).max().unwrap_or(0);
     let label_w = label_w.min(out.width / 2);
-    let durations: Vec<String> = took
-        .iter()
-        .map(|ms| ms.map_or("-".into(), text::duration))
-        .collect();
-    let dur_w = durations.iter().map(|d| d.len()).max().unwrap_or(1);
+    let durations: Vec<String> = took.iter().map(Took::cell).collect();
+    let dur_w = durations.iter().map(|d| text::width(d)).max().unwrap_or(1);
     let bar_w = out.width.saturating_sub(label_w + dur_w + 3).max(10);
-    let longest = took.iter().flatten().copied().max().unwrap_or(0);
+    let longest = took.iter().filter_map(|t| t.ms).max().unwrap_or(0);
     for (i, t) in transitions.iter().enumerate() {
         let label = text::fit(&labels[i], label_w);
         let pad = label_w.saturating_sub(text::width(&label));
-        let bar = bar(took[i].unwrap_or(0), longest, bar_w);
+        let bar = bar(took[i].ms.unwrap_or(0), longest, bar_w);
         out.line(format!(
             "{label}{} {:>dur_w$} {}",
             " ".repeat(pad),

@@ -45,7 +45,7 @@ pub use controls::{Control, ControlKind};
 pub use durable::Landing;
 pub use migrations::SCHEMA_VERSION;
 pub use package::{Quote, Quotes};
-pub use query::{MessageRecord, TransitionRecord};
+pub use query::{MessageRecord, Stops, TransitionRecord};
 pub use record::{InvocationStatus, NewInvocation, NewMessage, NewTransition, ProcessIds, Step};
 pub use runs::{NewRun, Run};
 pub use usage::RunUsage;

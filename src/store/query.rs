@@ -30,6 +30,29 @@ pub struct TransitionRecord {
     pub invocation: Option<u32>,
 }
 
+/// The spans (ms since the epoch) in which a run stood stopped while an
+/// agent of it was at work, from [`Store::stops`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stops(Vec<(i64, i64)>);
+
+impl Stops {
+    /// How long (ms) the run stood stopped between the times `a` and `b`.
+    pub fn within(&self, a: &str, b: &str) -> u64 {
+        let ms = |t: &str| {
+            t.parse::<jiff::Timestamp>()
+                .ok()
+                .map(|t| t.as_millisecond())
+        };
+        let (Some(a), Some(b)) = (ms(a), ms(b)) else {
+            return 0;
+        };
+        self.0
+            .iter()
+            .map(|&(from, to)| u64::try_from(to.min(b) - from.max(a)).unwrap_or(0))
+            .sum()
+    }
+}
+
 /// One step of an invocation's lifecycle machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LifecycleRecord {
@@ -475,6 +498,41 @@ impl Store {
             .ctx(self, "reading invocations' changes")
     }
 
+    /// When the run stood stopped while one of its agents was at work: from
+    /// the moment that agent's invocation was abandoned (Ctrl-C, `modix
+    /// stop --now`: recorded then) to the start of the next invocation (a
+    /// resume's). Only invocations numbered above `after` (a long run's
+    /// shown window), through the (run, n) key. A stop modix did not see
+    /// (a killed process: its invocation is recorded as abandoned by the
+    /// resume) spans no time here.
+    pub fn stops(&self, run_id: &str, after: u32) -> Result<Stops, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT a.ended_at, (SELECT b.started_at FROM invocations b \
+                 WHERE b.run_id = a.run_id AND b.n > a.n ORDER BY b.n LIMIT 1) \
+                 FROM invocations a WHERE a.run_id = ?1 AND a.n > ?2 \
+                 AND a.status = 'abandoned' AND a.ended_at IS NOT NULL ORDER BY a.n",
+            )
+            .ctx(self, "reading the run's stops")?;
+        let spans: Vec<(String, Option<String>)> = stmt
+            .query_map(params![run_id, after], |row| Ok((row.get(0)?, row.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .ctx(self, "reading the run's stops")?;
+        let ms = |t: &str| {
+            t.parse::<jiff::Timestamp>()
+                .ok()
+                .map(|t| t.as_millisecond())
+        };
+        Ok(Stops(
+            spans
+                .iter()
+                .filter_map(|(from, to)| Some((ms(from)?, ms(to.as_deref()?)?)))
+                .filter(|(from, to)| from < to)
+                .collect(),
+        ))
+    }
+
     /// The number of the run's last invocation when it was abandoned (the
     /// run stopped while that agent worked), else `None`.
     pub fn last_invocation_if_abandoned(&self, run_id: &str) -> Result<Option<u32>, StoreError> {
@@ -490,5 +548,35 @@ impl Store {
                 Some((n, InvocationStatus::Abandoned)) => Some(n),
                 _ => None,
             })
+    }
+}
+
+#[cfg(test)]
+mod stops_tests {
+    use super::Stops;
+
+    #[test]
+    fn only_the_part_of_a_stop_inside_the_span_counts() {
+        let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap().as_millisecond();
+        let stops = Stops(vec![(
+            at("2026-01-01T00:00:10.000Z"),
+            at("2026-01-01T00:00:20.000Z"),
+        )]);
+        let within = |a: &str, b: &str| stops.within(a, b);
+        assert_eq!(
+            within("2026-01-01T00:00:00Z", "2026-01-01T00:00:30Z"),
+            10_000
+        );
+        assert_eq!(
+            within("2026-01-01T00:00:15Z", "2026-01-01T00:00:30Z"),
+            5_000
+        );
+        assert_eq!(
+            within("2026-01-01T00:00:00Z", "2026-01-01T00:00:12.5Z"),
+            2_500
+        );
+        assert_eq!(within("2026-01-01T00:00:20Z", "2026-01-01T00:00:30Z"), 0);
+        assert_eq!(within("2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z"), 0);
+        assert_eq!(within("not a time", "2026-01-01T00:00:05Z"), 0);
     }
 }

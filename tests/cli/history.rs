@@ -270,3 +270,59 @@ fn a_runs_json_has_every_step_with_its_loop_and_every_message() {
     assert_eq!(v["run"]["run_id"], r.run_id());
     assert_eq!(v["usage"]["invocations"], 0);
 }
+
+#[test]
+fn a_step_resumed_after_a_stop_counts_its_work_and_says_how_long_it_stood_stopped() {
+    let sb = Sandbox::example();
+    let run = scenarios::stopped_run(&sb, "stop", Signal::SIGINT);
+    // The run stands stopped a while before it is resumed.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    sb.resume_to_success(&run);
+
+    let v = json(&sb, &["history", &run, "--timeline", "--json"]);
+    let steps = v["steps"].as_array().unwrap();
+    let resumed = steps
+        .iter()
+        .find(|s| s["from"] == "EXECUTING")
+        .expect("an executor step");
+    let stopped = resumed["stopped_ms"].as_u64().expect("stopped_ms");
+    let took = resumed["duration_ms"].as_u64().unwrap();
+    assert!(stopped >= 2500, "{resumed}");
+    assert!(took < stopped, "the work, not the wait: {resumed}");
+    // Nothing is lost: the work and the stop make the step's wall time.
+    let i = steps.iter().position(|s| s == resumed).unwrap();
+    let ms = |s: &serde_json::Value| {
+        let at: jiff::Timestamp = s["at"].as_str().unwrap().parse().unwrap();
+        at.as_millisecond()
+    };
+    let wall = u64::try_from(ms(resumed) - ms(&steps[i - 1])).unwrap();
+    assert_eq!(took + stopped, wall, "{resumed}");
+    // No other step stood stopped.
+    assert_eq!(
+        steps
+            .iter()
+            .filter(|s| s.get("stopped_ms").is_some())
+            .count(),
+        1,
+        "{v}"
+    );
+
+    // The table and the headline say it too.
+    let text = stdout(&sb, &["history", &run]);
+    let first = text.lines().next().unwrap();
+    assert!(
+        matches(
+            r"— succeeded: reached DONE in \d+\.\ds \(\d+\.\ds of it stopped\)$",
+            first
+        ),
+        "{first}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.contains("EXECUTING → TESTING"))
+        .unwrap();
+    assert!(
+        matches(r"\t\d+\.\ds \(\+\d+\.\ds stopped\)\t", row),
+        "{row}"
+    );
+}
