@@ -1,6 +1,6 @@
 //! What an agent CLI's `--version` said, remembered under the modix home
-//! (`cache/versions.json`) by the binary's real path, modification time and
-//! size: `go` checks readiness before every run, and Gemini takes ~3 s to
+//! (`cache/versions.json`) by the binary's path, real path, modification
+//! time and size: `go` checks readiness before every run, and Gemini takes ~3 s to
 //! print its version. A reinstalled or upgraded binary has another mtime or
 //! size, so its entry is simply not found again.
 
@@ -33,9 +33,20 @@ fn file() -> Option<PathBuf> {
     crate::config::settings::home_dir().map(|h| h.join("cache").join("versions.json"))
 }
 
-/// `real path | mtime ns | size | probe args`: what identifies one answer.
+/// `path | real path | mtime ns | size | probe args`, and the folder it is
+/// asked from when the path is a link to a program of another name: what
+/// identifies one answer. Version managers (Volta, mise, asdf) link every
+/// CLI to one program that looks at the name it is called by, and at the
+/// folder it runs in (a project's pinned version): keyed by the real path
+/// alone, `gemini`'s version was read for `claude`.
 fn key(binary: &Path, args: &[String]) -> Option<String> {
     let real = std::fs::canonicalize(binary).ok()?;
+    let multi_call = real.file_name() != binary.file_name();
+    let place = if multi_call {
+        std::env::current_dir().ok()?.display().to_string()
+    } else {
+        String::new()
+    };
     let meta = std::fs::metadata(&real).ok()?;
     let mtime = meta
         .modified()
@@ -44,7 +55,8 @@ fn key(binary: &Path, args: &[String]) -> Option<String> {
         .ok()?
         .as_nanos();
     Some(format!(
-        "{}|{mtime}|{}|{}",
+        "{}|{}|{mtime}|{}|{}|{place}",
+        binary.display(),
         real.display(),
         meta.len(),
         args.join(" ")
@@ -110,5 +122,20 @@ mod tests {
         assert_ne!(key(&bin, &args).unwrap(), first, "size differs");
         assert_ne!(key(&bin, &["-V".to_owned()]).unwrap(), first);
         assert!(key(&dir.path().join("missing"), &args).is_none());
+    }
+
+    #[test]
+    fn names_linked_to_one_program_are_keys_of_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let shim = dir.path().join("shim");
+        std::fs::write(&shim, "multi-call").unwrap();
+        for name in ["claude", "gemini"] {
+            std::os::unix::fs::symlink(&shim, dir.path().join(name)).unwrap();
+        }
+        let args = vec!["--version".to_owned()];
+        let claude = key(&dir.path().join("claude"), &args).unwrap();
+        assert_ne!(key(&dir.path().join("gemini"), &args).unwrap(), claude);
+        // Asked from a folder: a manager may pin another version there.
+        assert!(claude.ends_with(&std::env::current_dir().unwrap().display().to_string()));
     }
 }

@@ -153,3 +153,33 @@ fn doctor_on_broken_config_exits_2() {
         "{text}"
     );
 }
+
+/// Version managers (Volta, mise) link every CLI to one program that acts
+/// as the name it is called by: each name's version is its own, cached or not.
+#[test]
+fn clis_linked_to_one_multi_call_program_keep_their_own_versions() {
+    let sb = Sandbox::new();
+    let shim = sb.dir.path().join("multicall");
+    crate::util::write_file(
+        &shim,
+        "#!/bin/sh\n[ \"$1\" = --version ] || exit 1\ncase \"$(basename \"$0\")\" in\n  claude) echo '2.0.14 (Claude Code)' ;;\n  gemini) echo '0.61.0' ;;\nesac\n",
+    );
+    crate::util::make_executable(&shim);
+    std::fs::create_dir_all(sb.bin()).unwrap();
+    for name in ["claude", "gemini"] {
+        std::os::unix::fs::symlink(&shim, sb.bin().join(name)).unwrap();
+    }
+    sb.modix().arg("init").assert().success();
+    sb.edit_json(".modix/shells.json", |v| {
+        v["shells"]["claude"]["requires"] = ">=1.0.0".into()
+    });
+    // The second reads what the first cached.
+    for round in 1..=2 {
+        let (code, report, text) =
+            doctor_json(&sb, &[("ANTHROPIC_API_KEY", "sk-ant-secret-value-1234")]);
+        let claude = shell(&report, "claude");
+        assert_eq!(claude["version"], "2.0.14", "round {round}: {text}");
+        assert_eq!(claude["requirement_met"], true, "round {round}: {text}");
+        assert_eq!(code, Some(0), "round {round}: {text}");
+    }
+}
