@@ -186,23 +186,11 @@ fn list(store: &Store, args: &HistoryArgs, out: &Output) -> Result<(), Error> {
     Ok(())
 }
 
-/// How long the run took (or has taken so far) in ms.
-fn run_duration(run: &Run) -> Option<u64> {
-    if run.status == RunStatus::Running && !run.owner_gone() {
-        let now = format!("{:.3}", jiff::Timestamp::now());
-        return millis_between(&run.created_at, &now);
-    }
-    millis_between(
-        &run.created_at,
-        run.ended_at.as_ref().unwrap_or(&run.updated_at),
-    )
-}
-
 /// `succeeded: reached DONE in 12.3s`, `interrupted in EXECUTING after 3.2s:
 /// interrupted by Ctrl-C`, …: where the run ended (or stands) and how long it took.
 fn headline(run: &Run, stops: &Stops, out: &Output) -> String {
     let status = runs::status(run);
-    let mut took = run_duration(run).map_or("?".into(), text::duration);
+    let mut took = runs::duration(run).map_or("?".into(), text::duration);
     // The wall time, as `modix history` lists it, and how much of it the
     // run stood stopped (Ctrl-C or `modix stop` until `modix resume`).
     let end = run.ended_at.as_ref().unwrap_or(&run.updated_at);

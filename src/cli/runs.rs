@@ -112,6 +112,22 @@ pub fn run_json(run: &Run) -> serde_json::Value {
     v
 }
 
+/// How long the run took (or has taken so far, while a live process
+/// drives it) in ms. A run whose process died ends at its last sign of
+/// life: its last update or heartbeat, whichever is later.
+pub fn duration(run: &Run) -> Option<u64> {
+    if run.status == RunStatus::Running && !run.owner_gone() {
+        let now = format!("{:.3}", jiff::Timestamp::now());
+        return crate::store::millis_between(&run.created_at, &now);
+    }
+    let last = run
+        .heartbeat_at
+        .as_ref()
+        .filter(|h| **h > run.updated_at)
+        .unwrap_or(&run.updated_at);
+    crate::store::millis_between(&run.created_at, run.ended_at.as_ref().unwrap_or(last))
+}
+
 pub fn owner_gone_reason(run: &Run) -> String {
     match run.owner_pid {
         Some(pid) => format!("owner gone: process {pid} is no longer running"),

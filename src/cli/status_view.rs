@@ -81,7 +81,12 @@ pub(super) fn one(store: &Store, paths: &ProjectPaths, run: &Run) -> Result<RunV
         state: run.current_state.clone(),
         reason: run.status_reason.clone(),
         owner_pid: run.owner_pid,
-        elapsed_ms: since_ms(&run.created_at),
+        // A run at a gate is still under way (its process gone meanwhile).
+        elapsed_ms: if status.status == RunStatus::Waiting {
+            since_ms(&run.created_at)
+        } else {
+            runs::duration(run).unwrap_or(0)
+        },
         agent,
         question: waiting.then(|| run.status_reason.clone()).flatten(),
         outputs,
@@ -128,8 +133,12 @@ pub(super) fn render_one(v: &RunView, out: &Output) -> String {
         s.push('\n');
     };
     let tone = runs::status_tone(v.status);
+    let took = match v.status {
+        RunStatus::Running | RunStatus::Waiting => "so far",
+        _ => "in all",
+    };
     line(format!(
-        "Run {} — {} in {} ({} so far, workflow {})",
+        "Run {} — {} in {} ({} {took}, workflow {})",
         v.run_id,
         out.paint(&v.label, tone),
         out.paint(&v.state, tone),

@@ -923,3 +923,27 @@ fn on_a_terminal_go_asks_at_the_gate_and_goes_on() {
         "{text}"
     );
 }
+
+#[test]
+fn status_of_an_ended_run_says_how_long_it_took_not_how_long_since() {
+    let sb = Sandbox::example();
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let elapsed = |sb: &Sandbox| {
+        let out = sb
+            .modix()
+            .args(["status", "last", "--json"])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["elapsed_ms"].as_u64().unwrap()
+    };
+    let first = elapsed(&sb);
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(elapsed(&sb), first, "an ended run's duration grew");
+    let text = output_text(&sb.modix().args(["status", "last"]).output().unwrap());
+    assert!(
+        text.contains(" in all, workflow") && !text.contains("so far"),
+        "{text}"
+    );
+}
