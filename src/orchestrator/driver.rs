@@ -275,11 +275,40 @@ pub(super) fn drive(
         Ok(report) => {
             let pid = std::process::id();
             let _ = driver.store.release_run(&report.run_id, pid);
+            if let Some(message) = undelivered(&driver.store, &report) {
+                driver.sink.event(&RunEvent::Notice {
+                    run_id: report.run_id.clone(),
+                    message,
+                });
+            }
             driver.sink.event(&RunEvent::RunFinished(report.clone()));
             Ok(report)
         }
         Err(e) => Err(give_up(&mut driver.store, &driver.info.run.id, e)),
     }
+}
+
+/// What a person queued for the run (`modix pending add`) that no agent
+/// got because the run ended first: said, not dropped silently. They stay
+/// queued: a redriven run (`resume --from`) hands them on.
+fn undelivered(store: &Store, report: &RunReport) -> Option<String> {
+    if !matches!(report.status, RunStatus::Succeeded | RunStatus::Failed) {
+        return None;
+    }
+    let left = store
+        .controls(&report.run_id, crate::store::ControlKind::Pending)
+        .ok()?
+        .into_iter()
+        .filter(|c| c.taken_at.is_none())
+        .count();
+    (left > 0).then(|| {
+        format!(
+            "{} never reached an agent: the run ended first (`modix pending list {}` shows {})",
+            crate::text::plural(left, "pending message"),
+            report.run_id,
+            if left == 1 { "it" } else { "them" }
+        )
+    })
 }
 
 /// Leaves the run resumable rather than stuck "running" under a dead owner.

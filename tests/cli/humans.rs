@@ -947,3 +947,35 @@ fn status_of_an_ended_run_says_how_long_it_took_not_how_long_since() {
         "{text}"
     );
 }
+
+#[test]
+fn a_pending_message_no_agent_got_before_the_run_ended_is_said() {
+    let sb = Sandbox::example();
+    let marker = sb.dir.path().join("testing");
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] =
+            serde_json::json!(["sh", "-c", format!("touch {}; sleep 2", marker.display())])
+    });
+    let child = sb.spawn(&["go", "--json", "Fix mean()"]);
+    crate::scenarios::wait_for(&marker);
+    let out = sb
+        .modix()
+        .args(["pending", "add", "last", "too late for anyone"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let r = GoResult::parse(&crate::scenarios::finished_within(child, "the run"));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let notice = r
+        .events
+        .iter()
+        .find(|e| e["type"] == "notice")
+        .unwrap_or_else(|| panic!("no notice: {:?}", r.events));
+    assert!(
+        notice["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("1 pending message never reached an agent: the run ended first"),
+        "{notice}"
+    );
+}
