@@ -261,6 +261,39 @@ fn exact_bytes(n: u64) -> String {
     }
 }
 
+/// A step that changed files inside submodules, in place: git records a
+/// submodule only as its commit, so the step is refused whole; what it did
+/// inside them was put back, kept in each one's stash.
+fn in_submodules(submodules: &[String], work: &StepWork) -> Refusal {
+    let mut paths: Vec<String> = submodules.to_vec();
+    paths.extend(work.files.iter().map(|c| c.path.clone()));
+    paths.sort();
+    paths.dedup();
+    let one = submodules.len() == 1;
+    Refusal {
+        why: format!(
+            "changed files inside {} {} (git records a submodule only as the commit it is at); \
+             taken off, and kept in {} stash (`git -C {} stash list`)",
+            if one {
+                "the submodule"
+            } else {
+                "the submodules"
+            },
+            list(submodules),
+            if one { "its" } else { "each one's" },
+            submodules[0]
+        ),
+        feedback: format!(
+            "Your previous attempt was rejected and its changes were taken off: it changed files \
+             inside {}, a git submodule, which this run cannot record. Change only the \
+             project's own files.",
+            list(submodules)
+        ),
+        paths,
+        keep: true,
+    }
+}
+
 /// Records the refusal on the step and, for an answer that was valid,
 /// makes the verdict a rejection that tells the agent why.
 fn refuse(work: &mut StepWork, r: Refusal, verdict: &mut Verdict, kept: Option<String>) {
@@ -411,6 +444,7 @@ impl Work {
         };
         let moved = settled.moved;
         let oversized = settled.oversized.clone();
+        let submodules = self.ws.stash_changed_submodules(step.seq)?;
         let mut work = StepWork::new(settled, step.agent, verdict);
         if let Some(claimed) = &work.claimed {
             let seen: Vec<&str> = work.files.iter().map(|c| self.shown(&c.path)).collect();
@@ -418,7 +452,7 @@ impl Work {
             work.claim_mismatch = claimed.iter().any(|c| !seen.contains(c))
                 || seen.iter().any(|s| !claimed.contains(s));
         }
-        if work.empty && oversized.is_empty() {
+        if work.empty && oversized.is_empty() && submodules.is_empty() {
             self.publish(moved, &mut work);
             return Ok(work);
         }
@@ -433,6 +467,7 @@ impl Work {
         let refusal = match verdict {
             _ if secret.is_some() => secret,
             _ if !oversized.is_empty() => Some(self.oversized(&oversized, &work)),
+            _ if !submodules.is_empty() => Some(in_submodules(&submodules, &work)),
             Verdict::Output(_) => self.refusal(step, &work.files),
             Verdict::Failed(f) => Some(Refusal {
                 why: format!(

@@ -635,6 +635,58 @@ impl Workspace {
             .run_streamed(sink)
     }
 
+    /// In place, the submodules whose files a step changed: git records a
+    /// submodule as the commit it is at, so a change inside one would be
+    /// neither recorded nor taken off, and would sit in the user's tree.
+    /// Each is put back, what the step did there kept in that submodule's
+    /// own stash (reversible). Their paths; none outside `in_place`, or
+    /// when the project has no `.gitmodules` (a stat).
+    pub fn stash_changed_submodules(&self, seq: u64) -> Result<Vec<String>> {
+        if self.record.mode != Mode::InPlace || !self.record.root.join(".gitmodules").exists() {
+            return Ok(Vec::new());
+        }
+        let out = self
+            .git
+            .at(&self.ctx)
+            .args(["status", "--porcelain=v2", "-z", "--ignore-submodules=none"])
+            .run()?;
+        let mut changed = Vec::new();
+        let mut records = nul_split(&out);
+        while let Some(record) = records.next() {
+            // `1 XY sub mH mI mW hH hI path`, or `2 … score path` followed by
+            // the original path as a record of its own; `sub` is
+            // `S<commit><tracked><untracked>` for a submodule.
+            let (sub, path) = match record.first() {
+                Some(b'1') => {
+                    let f: Vec<&[u8]> = record.splitn(9, |b| *b == b' ').collect();
+                    (f.get(2).copied(), f.get(8).copied())
+                }
+                Some(b'2') => {
+                    records.next();
+                    let f: Vec<&[u8]> = record.splitn(10, |b| *b == b' ').collect();
+                    (f.get(2).copied(), f.get(9).copied())
+                }
+                _ => continue,
+            };
+            if let (Some(&[b'S', _, tracked, untracked]), Some(path)) = (sub, path)
+                && (tracked == b'M' || untracked == b'U')
+            {
+                changed.push(lossy(path));
+            }
+        }
+        for path in &changed {
+            let message = format!(
+                "modix: run {} step {seq}, refused: a change inside a submodule",
+                self.record.run_id
+            );
+            self.git
+                .at(&super::git::Ctx::at(self.record.root.join(path)))
+                .args(["stash", "push", "--include-untracked", "-q", "-m", &message])
+                .run()?;
+        }
+        Ok(changed)
+    }
+
     /// The blobs bigger than `limit` in the commits of `parent..commit`
     /// (the agents' own commits may hold a file their last one removed),
     /// with their sizes: `rev-list --filter` walks the objects without

@@ -1145,6 +1145,61 @@ fn submodules_are_refused_before_anything_is_recorded() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("No runs yet"));
 }
 
+/// In place (what `go` advises for submodules), a change inside a submodule
+/// is one git cannot record from the project: the step is refused, the
+/// submodule put back, and what the agent did there kept in its stash.
+#[test]
+fn in_place_a_change_inside_a_submodule_is_taken_off_and_kept_in_its_stash() {
+    let sb = repo();
+    let lib = sb.dir.path().join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("lib.txt"), "lib\n").unwrap();
+    git(&lib, &["init", "-q"]);
+    git(&lib, &["add", "-A"]);
+    git(&lib, &["commit", "-q", "-m", "lib"]);
+    let root = sb.root();
+    git(
+        &root,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            lib.to_str().unwrap(),
+            "vendor/lib",
+        ],
+    );
+    sb.edit_json(".modix/projects.json", |v| {
+        v["workspace"] = "in_place".into()
+    });
+    scenarios::agent(
+        &sb,
+        &format!(
+            "    if [ \"$MODIX_ATTEMPT\" = 1 ]; then echo agent >> vendor/lib/lib.txt; echo new > vendor/lib/new.txt; fi\n{FIX}\n{DONE}"
+        ),
+    );
+    scenarios::passing_tester(&sb);
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-q", "-m", "vendored, in place"]);
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}\n{}", reasons(&r), r.stderr);
+    assert!(
+        reasons(&r).contains(
+            "changed files inside the submodule vendor/lib (git records a submodule only as the commit it is at); taken off, and kept in its stash (`git -C vendor/lib stash list`)"
+        ),
+        "{}",
+        reasons(&r)
+    );
+    let sub = root.join("vendor/lib");
+    assert_eq!(git(&sub, &["status", "--porcelain"]), "");
+    let kept = git(
+        &sub,
+        &["stash", "show", "-p", "--include-untracked", "stash@{0}"],
+    );
+    assert!(kept.contains("+agent") && kept.contains("+new"), "{kept}");
+}
+
 /// With `durability: pipelined` a power cut can take a step off the disk
 /// after the next agent started: the record then ends at the step before,
 /// and the in-flight note names that next agent. Made here by killing modix
