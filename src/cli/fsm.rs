@@ -488,9 +488,9 @@ fn check(
     }
     if !diags.is_empty() {
         out.line(format!(
-            "{} error(s), {} warning(s)",
-            diags.error_count(),
-            diags.warning_count()
+            "{}, {}",
+            crate::text::plural(diags.error_count(), "error"),
+            crate::text::plural(diags.warning_count(), "warning")
         ));
     }
     Ok(code)

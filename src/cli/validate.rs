@@ -44,14 +44,14 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Result<Exit, Error> {
                 text::plural(p.catalog_len(), "workflow"),
                 match diags.warning_count() {
                     0 => String::new(),
-                    n => format!(", {n} warning(s)"),
+                    n => format!(", {}", text::plural(n, "warning")),
                 }
             )),
             _ => out.error(
                 format!(
-                    "{} error(s), {} warning(s) in {}",
-                    diags.error_count(),
-                    diags.warning_count(),
+                    "{}, {} in {}",
+                    text::plural(diags.error_count(), "error"),
+                    text::plural(diags.warning_count(), "warning"),
                     paths.display(&paths.modix_dir)
                 ),
                 Some("fix the errors above, then run `modix validate` again"),

@@ -421,9 +421,12 @@ impl Driver<'_> {
         let mut reason = turn.reason;
         if fired.redirected {
             reason = format!(
-                "{reason}; `{}` already fired {} time(s), its bound — redirected to {}",
+                "{reason}; `{}` already fired {}, its bound — redirected to {}",
                 fired.event,
-                fired.max.unwrap_or(0),
+                match fired.max.unwrap_or(0) {
+                    1 => "once".to_owned(),
+                    n => format!("{n} times"),
+                },
                 machine.state(fired.to).name
             );
         }

@@ -785,8 +785,11 @@ pub(super) fn project_key(tree: &Path) -> String {
         })
         .take(40)
         .collect();
-    let name = if name.trim_matches('.').is_empty() {
-        "project".to_owned()
+    // Never a leading `-` (a folder a command would read as an option) or
+    // `.` (hidden): `ünï proj` is `n--proj`, not `-n--proj`.
+    let name = name.trim_start_matches(['-', '.']);
+    let name = if name.trim_matches(['-', '.']).is_empty() {
+        "project"
     } else {
         name
     };

@@ -1504,3 +1504,18 @@ fn orphans_are_only_this_projects_unrecorded_and_unused_workspaces() {
         "{branches}"
     );
 }
+
+#[test]
+fn a_workspace_folder_never_starts_with_a_dash_or_a_dot() {
+    use super::create::project_key;
+    for (tree, starts) in [
+        ("/tmp/ünï proj", "n--proj-"),
+        ("/tmp/-rf", "rf-"),
+        ("/tmp/.hidden", "hidden-"),
+        ("/tmp/ü", "project-"),
+        ("/tmp/my-app", "my-app-"),
+    ] {
+        let key = project_key(Path::new(tree));
+        assert!(key.starts_with(starts), "{tree}: {key}");
+    }
+}
