@@ -459,7 +459,21 @@ impl Ctx {
         let cwd = current_dir()?;
         crate::config::find_project(self.cli.project.as_deref(), &cwd).ok_or_else(|| {
             let place = match &self.cli.project {
-                Some(p) => format!("no .modix/ folder in {}", p.display()),
+                Some(p) => match std::fs::metadata(cwd.join(p)) {
+                    Ok(m) if !m.is_dir() => {
+                        return Error::usage(
+                            format!("--project {} is a file, not a folder", p.display()),
+                            "pass the project's folder (the one holding .modix/)",
+                        );
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Error::usage(
+                            format!("--project {}: no such folder", p.display()),
+                            "pass the project's folder (the one holding .modix/)",
+                        );
+                    }
+                    _ => format!("no .modix/ folder in {}", p.display()),
+                },
                 None => format!(
                     "no .modix/ folder in {} or any parent directory",
                     cwd.display()

@@ -136,6 +136,35 @@ fn commands_outside_a_project_say_how_to_start_one() {
 }
 
 #[test]
+fn a_project_flag_naming_a_file_or_nothing_says_so() {
+    let sb = Sandbox::new();
+    let file = sb.dir.path().join("notes.txt");
+    std::fs::write(&file, "x").unwrap();
+    let missing = sb.dir.path().join("nope");
+    for (path, says) in [
+        (
+            &file,
+            format!("--project {} is a file, not a folder", file.display()),
+        ),
+        (
+            &missing,
+            format!("--project {}: no such folder", missing.display()),
+        ),
+    ] {
+        let out = sb
+            .modix()
+            .arg("--project")
+            .arg(path)
+            .arg("validate")
+            .output()
+            .unwrap();
+        let text = output_text(&out);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(text.contains(&says), "{text}");
+    }
+}
+
+#[test]
 fn project_is_found_from_a_subdirectory() {
     let sb = Sandbox::initialized();
     std::fs::create_dir_all(sb.root().join("src/deep")).unwrap();
