@@ -30,7 +30,7 @@ pub fn file() -> Option<PathBuf> {
 pub fn load() -> (Settings, Diagnostics) {
     let mut diags = Diagnostics::new();
     let mut settings = read(&mut diags).unwrap_or_default();
-    apply_env(&mut settings);
+    apply_env(&mut settings, &mut diags);
     (settings, diags)
 }
 
@@ -44,19 +44,36 @@ fn read(diags: &mut Diagnostics) -> Option<Settings> {
     source::parse::<Settings>(&file, "settings", diags)
 }
 
-fn apply_env(s: &mut Settings) {
+fn apply_env(s: &mut Settings, diags: &mut Diagnostics) {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    // A value the variable cannot hold is ignored, like an unset one, and
+    // said: a typo must not quietly mean the default.
+    let mut parsed = |name: &str, names: &'static [&'static str]| -> Option<&'static str> {
+        let v = var(name)?;
+        let parsed = names.iter().find(|n| n.eq_ignore_ascii_case(&v)).copied();
+        if parsed.is_none() {
+            diags.push(
+                crate::diagnostics::Diagnostic::warning(
+                    "settings::env",
+                    name,
+                    format!("`{v}` is not a value {name} takes; it is ignored"),
+                )
+                .with_help(format!("set it to one of: {}", names.join(", "))),
+            );
+        }
+        parsed
+    };
+    use strum::VariantNames as _;
     if let Some(v) = var("MODIX_DEFAULT_SHELL") {
         s.default_shell = Some(v);
     }
     if let Some(v) = var("MODIX_DEFAULT_BRAIN") {
         s.default_brain = Some(v);
     }
-    if let Some(mode) = var("MODIX_CONTEXT_MODE").and_then(|v| v.parse::<ContextMode>().ok()) {
-        s.context_mode = Some(mode);
+    if let Some(mode) = parsed("MODIX_CONTEXT_MODE", ContextMode::VARIANTS) {
+        s.context_mode = mode.parse::<ContextMode>().ok();
     }
-    // An unknown level in the variable is ignored, like an unset one.
-    if let Some(level) = var("MODIX_LOG").and_then(|v| v.parse().ok()) {
-        s.log_level = Some(level);
+    if let Some(level) = parsed("MODIX_LOG", super::types::LogLevel::VARIANTS) {
+        s.log_level = level.parse().ok();
     }
 }

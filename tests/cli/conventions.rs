@@ -190,3 +190,24 @@ fn an_argument_that_is_not_utf8_is_a_usage_error_not_a_panic() {
         assert!(!text.contains("panicked"), "{text}");
     }
 }
+
+#[test]
+fn an_environment_variable_modix_cannot_read_is_said_not_ignored_silently() {
+    let sb = Sandbox::initialized();
+    let out = sb
+        .modix()
+        .env("MODIX_LOG", "verbose")
+        .env("MODIX_CONTEXT_MODE", "Shared")
+        .arg("validate")
+        .output()
+        .unwrap();
+    let text = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("`verbose` is not a value MODIX_LOG takes; it is ignored")
+            && text.contains("set it to one of: error, warn, info, debug, trace"),
+        "{text}"
+    );
+    // Any case of a value it takes is that value.
+    assert!(!text.contains("MODIX_CONTEXT_MODE"), "{text}");
+}
