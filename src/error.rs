@@ -159,6 +159,14 @@ pub(crate) fn workspace_exit(e: &crate::workspace::WorkspaceError) -> Exit {
     }
 }
 
+/// SQLite saying the file is not a database it can read.
+fn damaged(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
 pub(crate) fn store_help(e: &StoreError) -> Option<&'static str> {
     Some(match e {
         StoreError::UnknownRun { .. } => "`modix history` lists the runs and their ids",
@@ -175,6 +183,10 @@ pub(crate) fn store_help(e: &StoreError) -> Option<&'static str> {
         StoreError::TooNew { .. } => "use the newer modix that wrote it",
         StoreError::NeedsMigration { .. } => {
             "run `modix go` or `modix resume` once with write access to .modix/, then audit again"
+        }
+        StoreError::Open { source, .. } | StoreError::Sqlite { source, .. } if damaged(source) => {
+            "the run database is damaged: move .modix/modix.db (and its -wal and -shm files) \
+             away — `sqlite3 modix.db .recover` can save what is left — and modix starts a new record"
         }
         _ => return None,
     })

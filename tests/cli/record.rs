@@ -1456,3 +1456,19 @@ exit 1
         );
     }
 }
+
+#[test]
+fn a_damaged_record_says_how_to_go_on() {
+    let sb = Sandbox::example();
+    sb.modix().arg("history").assert().success();
+    std::fs::write(sb.root().join(".modix/modix.db"), vec![0x5a; 8192]).unwrap();
+    for args in [&["history"][..], &["go", "Fix mean()"]] {
+        let out = sb.modix().args(args).output().unwrap();
+        let text = output_text(&out);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {text}");
+        assert!(
+            text.contains("help: the run database is damaged: move .modix/modix.db"),
+            "{args:?}: {text}"
+        );
+    }
+}
