@@ -564,7 +564,7 @@ mod tests {
             detected: Vec::new(),
             tests: Default::default(),
         };
-        for (name, bytes) in crate::scaffold::render(tmp.path(), &binding) {
+        for (name, bytes) in crate::scaffold::render(tmp.path(), &binding, &Default::default()) {
             let path = paths.file(&name);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, bytes).unwrap();

@@ -477,13 +477,17 @@ pub fn ensure_settings() -> Result<Option<(PathBuf, FileAction)>, crate::error::
 }
 
 /// Every file of the template, as it would be written for this project.
-pub fn render(root: &Path, binding: &Binding) -> Vec<(String, Vec<u8>)> {
+pub fn render(
+    root: &Path,
+    binding: &Binding,
+    workspace: &WorkspaceChoice,
+) -> Vec<(String, Vec<u8>)> {
     let mut files = Vec::new();
     collect(&TEMPLATE, &mut files);
     for (name, bytes) in &mut files {
         let patched = match name.as_str() {
             "agents.json" => patch_agents(bytes, binding),
-            "projects.json" => patch_project(bytes, root, binding),
+            "projects.json" => patch_project(bytes, root, binding, workspace),
             _ => None,
         };
         if let Some(p) = patched {
@@ -539,7 +543,62 @@ fn patch_agents(bytes: &[u8], b: &Binding) -> Option<Vec<u8>> {
     Some(pretty(&v))
 }
 
-fn patch_project(bytes: &[u8], root: &Path, b: &Binding) -> Option<Vec<u8>> {
+/// The workspace mode `init` writes, and what it says about it.
+#[derive(Debug, Clone, Default)]
+pub struct WorkspaceChoice {
+    /// `None`: left out of projects.json, so runs get the automatic choice.
+    pub mode: Option<&'static str>,
+    /// Why the mode is not the plain one for where the project is.
+    pub note: Option<String>,
+    /// What keeps `go` from making a workspace until the user fixes it.
+    pub warning: Option<String>,
+}
+
+/// Picks the workspace mode that works here, by the checks `go` makes: a
+/// worktree in a git repository with commits whose checkout can hold the
+/// project; a copy outside git, or where a checkout cannot (submodules, an
+/// ignored folder, …); nothing in a repository without commits (runs work
+/// on a copy until the first commit, then on a branch of their own). A
+/// repository git refuses stays a worktree, with git's reason and its fix
+/// as a warning: silently copying it would hide both.
+pub fn choose_workspace(root: &Path) -> WorkspaceChoice {
+    use crate::workspace::{CreateOptions, Git, Mode, Workspace, WorkspaceError, automatic_mode};
+    let git = Git::new();
+    let worktree = |warning: Option<String>| WorkspaceChoice {
+        mode: Some("worktree"),
+        note: None,
+        warning,
+    };
+    match automatic_mode(&git, root) {
+        Err(e) => worktree(Some(e.to_string())),
+        Ok((Mode::Copy, Some(_))) => WorkspaceChoice {
+            mode: None,
+            note: Some("The repository has no commits yet, so projects.json leaves `workspace` out: runs work on a copy of the project until the first commit, then on a branch of their own.".into()),
+            warning: None,
+        },
+        Ok((Mode::Worktree, _)) => {
+            let Some(home) = crate::config::settings::home_dir() else {
+                return worktree(None);
+            };
+            let opts = CreateOptions::new(Mode::Worktree, root, home, "init");
+            match Workspace::check(&git, &opts) {
+                Ok(()) => worktree(None),
+                Err(WorkspaceError::Unsupported { what, .. }) => WorkspaceChoice {
+                    mode: Some("copy"),
+                    note: Some(format!("Runs work on a copy of the project (`workspace: copy` in .modix/projects.json): a branch of their own cannot hold it, as {what}.")),
+                    warning: None,
+                },
+                Err(e) => worktree(Some(e.to_string())),
+            }
+        }
+        Ok(_) => WorkspaceChoice {
+            mode: Some("copy"),
+            ..WorkspaceChoice::default()
+        },
+    }
+}
+
+fn patch_project(bytes: &[u8], root: &Path, b: &Binding, ws: &WorkspaceChoice) -> Option<Vec<u8>> {
     let mut v: Value = serde_json::from_slice(bytes).ok()?;
     if let Some(name) = root.file_name().and_then(|n| n.to_str()) {
         v["name"] = json!(name);
@@ -547,10 +606,14 @@ fn patch_project(bytes: &[u8], root: &Path, b: &Binding) -> Option<Vec<u8>> {
     if let Some(test) = &b.tests.chosen {
         v["commands"]["test"] = json!(test.argv);
     }
-    // Runs work on a branch of their own where git can give them one.
-    let git = crate::workspace::Git::new();
-    let in_git = matches!(crate::workspace::discover(&git, root), Ok(Some(_)));
-    v["workspace"] = json!(if in_git { "worktree" } else { "copy" });
+    match ws.mode {
+        Some(mode) => v["workspace"] = json!(mode),
+        None => {
+            if let Some(o) = v.as_object_mut() {
+                o.remove("workspace");
+            }
+        }
+    }
     Some(pretty(&v))
 }
 

@@ -183,7 +183,7 @@ fn summary(r: &Report, out: &Output) {
         ));
     } else if blocked.is_empty() {
         out.para(format!(
-            "\n{}: runs need git for their workspaces — see above.",
+            "\n{}: `modix go` cannot make a run's workspace — see Workspaces above.",
             out.paint("Not ready", Tone::Bad)
         ));
     } else {

@@ -28,6 +28,11 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Exit, Error> {
             "create it first, or pass an existing --project DIR",
         ));
     }
+    // Before anything is written: `.modix/` without the settings file it
+    // goes with would be half an init.
+    if let Some((message, help)) = crate::config::settings::home_problem() {
+        return Err(Error::usage(message, help));
+    }
     let binding = scaffold::choose_binding(
         &root,
         args.shell.as_deref(),
@@ -65,7 +70,8 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Exit, Error> {
             ),
         )
     })?;
-    let files = scaffold::render(&root, &binding);
+    let workspace = scaffold::choose_workspace(&root);
+    let files = scaffold::render(&root, &binding, &workspace);
     // A shell of the project's own lives in these: rewriting them would lose it.
     let keep: &[&str] = if binding.custom {
         &["shells.json", "brains.json"]
@@ -93,6 +99,14 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Exit, Error> {
     }
     say_binding(&binding, out);
     say_tester(&binding, out);
+    if let Some(note) = &workspace.note {
+        out.line(note);
+    }
+    if let Some(w) = &workspace.warning {
+        out.warn(format!(
+            "`modix go` cannot make a run's workspace here yet: {w}"
+        ));
+    }
     out.line("Commit .modix/ (its .gitignore keeps the run records out).");
     out.line("Next: `modix validate` checks the config, `modix doctor` checks what is ready.");
     Ok(Exit::Ok)

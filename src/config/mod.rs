@@ -136,6 +136,7 @@ pub fn read(paths: &ProjectPaths, diags: &mut Diagnostics) -> Files {
     let project = read_json(paths, "projects.json", "projects", diags).and_then(|(f, v)| {
         globs::check_project(&f, &v, diags);
         check_project_commands(&f, &v, diags);
+        check_worktrees(paths, &f, &v, diags);
         entries::typed_file(&f, v, "projects", diags)
     });
     check_state_file(paths, diags);
@@ -172,6 +173,58 @@ fn check_state_file(paths: &ProjectPaths, diags: &mut Diagnostics) {
         d.help = Some(help.to_owned());
     }
     diags.append(found);
+}
+
+/// `projects.json` `worktrees`, where runs' workspaces go: refused when
+/// it is a file (or under one), or inside the project or the git
+/// repository holding it — the checks `go` makes before a run, made here
+/// without git (the repository is the nearest folder above with `.git`).
+fn check_worktrees(
+    paths: &ProjectPaths,
+    file: &source::SourceFile,
+    value: &Value,
+    diags: &mut Diagnostics,
+) {
+    use crate::workspace::RootProblem;
+    let Some(setting) = value.get("worktrees").and_then(Value::as_str) else {
+        return;
+    };
+    let Ok(project) = paths.root.canonicalize() else {
+        return;
+    };
+    let home = settings::home_dir().unwrap_or_default();
+    let root = crate::workspace::root_setting(setting, &project, &home);
+    let repo = project.ancestors().find(|d| d.join(".git").exists());
+    let trees: Vec<&std::path::Path> = [Some(project.as_path()), repo]
+        .into_iter()
+        .flatten()
+        .collect();
+    let message = match crate::workspace::root_problem(&root, &trees) {
+        None => return,
+        Some(RootProblem::NotAFolder(f)) if f == root => {
+            format!("`worktrees` is `{setting}`, a file, not a folder: workspaces cannot go there")
+        }
+        Some(RootProblem::NotAFolder(f)) => format!(
+            "`worktrees` is `{setting}`, under {}, which is a file, not a folder: workspaces cannot go there",
+            f.display()
+        ),
+        Some(RootProblem::Inside(tree)) => format!(
+            "`worktrees` is `{setting}` ({}), inside {} ({}): a run's workspace must be outside the tree it is made from",
+            root.display(),
+            tree.display(),
+            if tree == project {
+                "the project"
+            } else {
+                "the project's git repository"
+            }
+        ),
+    };
+    let d = crate::diagnostics::Diagnostic::error("config::worktrees", &file.display, message)
+        .with_pointer("/worktrees")
+        .with_help(
+            "set it to a folder outside the project and its repository (`~/…` is your home folder, a relative path is under the project), or remove it: workspaces then go under ~/.modix/worktrees",
+        );
+    diags.push(file.point(d, "/worktrees", false));
 }
 
 /// Reports each command of `projects.json` whose program name is empty.

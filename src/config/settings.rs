@@ -19,6 +19,31 @@ pub fn home_dir() -> Option<PathBuf> {
         .map(|h| PathBuf::from(h).join(".modix"))
 }
 
+/// What keeps modix's home from being a folder modix can make and use: it,
+/// or a folder above it, is a file. Said before anything is written, with
+/// the variable to change, rather than as an OS error half-way through.
+pub fn home_problem() -> Option<(String, &'static str)> {
+    let home = home_dir()?;
+    let crate::workspace::RootProblem::NotAFolder(file) =
+        crate::workspace::root_problem(&home, &[])?
+    else {
+        return None;
+    };
+    let from = if std::env::var_os("MODIX_HOME").is_some_and(|h| !h.is_empty()) {
+        "MODIX_HOME"
+    } else {
+        "~/.modix"
+    };
+    Some((
+        format!(
+            "modix's home {} ({from}) cannot be a folder: {} is a file",
+            home.display(),
+            file.display()
+        ),
+        "point MODIX_HOME at a folder (it is made when missing), or unset it to use ~/.modix",
+    ))
+}
+
 /// The settings file's path, whether or not it exists.
 pub fn file() -> Option<PathBuf> {
     home_dir().map(|h| h.join("settings.json"))

@@ -131,21 +131,18 @@ pub struct WorkspaceCheck {
     pub problem: Option<String>,
 }
 
+/// git's version for the report, and whatever would stop `go` from making
+/// the run's workspace — found by the same checks `go` makes.
 fn workspace_check(project: &Project) -> WorkspaceCheck {
-    use crate::workspace::{Git, MIN_GIT, Mode, discover};
-    let git = Git::new();
-    let (git_version, problem) = match git.require(MIN_GIT, "modix workspaces") {
-        Ok(v) => (Some(v.to_string()), None),
-        Err(e) => (None, Some(e.to_string())),
-    };
-    let configured = project.config.project.workspace;
-    let mode = configured.unwrap_or_else(|| match discover(&git, &project.config.paths.root) {
-        Ok(Some(repo)) if repo.head.is_some() => Mode::Worktree,
-        _ => Mode::Copy,
-    });
+    use crate::workspace::{Git, MIN_GIT};
+    let git_version = Git::new()
+        .require(MIN_GIT, "modix workspaces")
+        .ok()
+        .map(|v| v.to_string());
+    let (mode, problem) = crate::orchestrator::check_workspace(project);
     WorkspaceCheck {
         mode,
-        automatic: configured.is_none(),
+        automatic: project.config.project.workspace.is_none(),
         git_version,
         problem,
     }

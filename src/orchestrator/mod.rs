@@ -42,7 +42,7 @@ pub use begin::{fork, resume, start, stop_leftovers};
 pub use budget::{Ceiling, ceiling, usd};
 pub use context::TemplateError;
 pub use events::{ChangeSummary, EventSink, RunEvent, RunReport, SCHEMA_VERSION, Silent};
-pub use work::{StepWork, line_counts};
+pub use work::{StepWork, check_workspace, line_counts};
 
 use crate::error::Exit;
 use crate::fsm::{Ending, FireError, StateKind};

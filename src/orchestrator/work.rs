@@ -4,8 +4,6 @@
 //! and recorded is what git saw, never what the agent said it did.
 //! `docs/workspaces.md` states the rules; [`crate::workspace`] does the git.
 
-use std::path::{Path, PathBuf};
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -39,23 +37,49 @@ pub(super) fn create(
     opts: &RunOptions,
 ) -> Result<(Workspace, Vec<String>), RunError> {
     let git = Git::new();
+    let (o, mut notes) = options(&git, project, run_id, opts)?;
+    let (ws, more) = Workspace::create(&git, &o)?;
+    notes.extend(more);
+    Ok((ws, notes))
+}
+
+/// Whether `go` could make a run's workspace now, by the checks [`create`]
+/// makes, making nothing: `modix doctor`'s answer. The mode runs get (a
+/// repository git refuses counts as the worktree it would give), and the
+/// refusal `go` would meet, its advice included.
+pub fn check_workspace(project: &Project) -> (Mode, Option<String>) {
+    let git = Git::new();
+    match options(&git, project, "doctor-check", &RunOptions::default()) {
+        Ok((o, _)) => (
+            o.mode,
+            Workspace::check(&git, &o).err().map(|e| e.to_string()),
+        ),
+        Err(e) => (
+            project.config.project.workspace.unwrap_or(Mode::Worktree),
+            Some(e.to_string()),
+        ),
+    }
+}
+
+/// What [`Workspace::create`] is given for a new run of this project: its
+/// mode (with a note when the automatic choice needs one), where workspaces
+/// go, the run's flags and what is never recorded.
+fn options(
+    git: &Git,
+    project: &Project,
+    run_id: &str,
+    opts: &RunOptions,
+) -> Result<(CreateOptions, Vec<String>), RunError> {
     let config = &project.config;
     let dir = &config.paths.root;
     let mut notes = Vec::new();
     let mode = match config.project.workspace {
         Some(mode) => mode,
-        None => match workspace::discover(&git, dir)? {
-            Some(repo) if repo.head.is_some() => Mode::Worktree,
-            Some(_) => {
-                notes.push(
-                    "the repository has no commits yet, so this run works on a copy of the \
-                     project; commit once and later runs get a branch of their own"
-                        .to_owned(),
-                );
-                Mode::Copy
-            }
-            None => Mode::Copy,
-        },
+        None => {
+            let (mode, note) = workspace::automatic_mode(git, dir)?;
+            notes.extend(note);
+            mode
+        }
     };
     if opts.base.is_some() && mode != Mode::Worktree {
         return Err(WorkspaceError::Unsupported {
@@ -72,7 +96,7 @@ pub(super) fn create(
         .project
         .worktrees
         .as_deref()
-        .map(|w| expand(w, dir, &home));
+        .map(|w| workspace::root_setting(w, dir, &home));
     o.base = opts.base.clone();
     o.include_dirty = opts.include_dirty;
     o.allow_dirty = opts.allow_dirty;
@@ -80,22 +104,7 @@ pub(super) fn create(
         .extend(MODIX_FILES.iter().map(|s| s.to_string()));
     o.tracking_ignore
         .extend(config.project.ignore.iter().cloned());
-    let (ws, more) = Workspace::create(&git, &o)?;
-    notes.extend(more);
-    Ok((ws, notes))
-}
-
-/// `~/x` under the home's parent (the user's home), a relative path under
-/// the project folder, anything else as written.
-fn expand(path: &str, project: &Path, modix_home: &Path) -> PathBuf {
-    match path.strip_prefix("~/") {
-        Some(rest) => std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .or_else(|| modix_home.parent().map(Path::to_path_buf))
-            .unwrap_or_default()
-            .join(rest),
-        None => project.join(path),
-    }
+    Ok((o, notes))
 }
 
 /// An interrupted run's workspace, found again from its record: refused if

@@ -11,9 +11,12 @@ use super::copy::copy_tree;
 use super::error::{Result, WorkspaceError, files, list};
 use super::git::{
     Ctx, Git, MIN_GIT, RepoInfo, commit_tree, dirty_paths, discover, git_paths, is_ancestor, lossy,
-    nul_split, read_ref, resolve_commit, tree_of, update_ref,
+    nul_split, read_ref, tree_of, update_ref,
 };
 use super::lock::{TreeLock, hex};
+use super::preflight::{
+    Start, copy_repo, dirty_in_place, not_in_commit, trees, workspace_root, worktree_start,
+};
 use super::scan::{ScanPlan, noise_matcher};
 use super::{CreateOptions, Mode, Workspace, WorkspaceRecord, short_id};
 
@@ -275,16 +278,15 @@ fn create_worktree(
     opts: &CreateOptions,
     project: &Path,
 ) -> Result<(Workspace, Vec<String>)> {
-    let info = discover(git, project)?.ok_or_else(|| WorkspaceError::NotAGitRepo {
-        path: project.to_path_buf(),
-    })?;
-    let head = info.head.clone().ok_or_else(|| WorkspaceError::NoCommits {
-        toplevel: info.toplevel.clone(),
-    })?;
+    let Start {
+        info,
+        head,
+        mut base,
+    } = worktree_start(git, opts, project)?;
     let user = Ctx::at(&info.toplevel);
     let mut notes = Vec::new();
     let short = short_id(&opts.run_id);
-    let (folder, state) = places(opts, &info.toplevel, &short)?;
+    let (folder, state) = places(opts, &[project, &info.toplevel], &info.toplevel, &short)?;
     if folder.exists() || state.exists() {
         return Err(WorkspaceError::AlreadyExists { path: folder });
     }
@@ -294,34 +296,24 @@ fn create_worktree(
             path: PathBuf::from(&branch),
         });
     }
-    // git keeps `modix` and `modix/<short>` apart only as a file and a
-    // folder: a branch of the user's named `modix` leaves no room.
-    if read_ref(git, &user, "refs/heads/modix")?.is_some() {
-        return Err(WorkspaceError::Unsupported {
-            what: "your repository has a branch named `modix`, and git cannot make the run's branch `modix/<id>` beside it".into(),
-            advice: "Rename it (`git branch -m modix NEW-NAME`), or use `workspace: copy` in .modix/projects.json".into(),
-        });
-    }
     let lock = TreeLock::acquire(&opts.modix_home, &folder, &opts.run_id)?;
-
-    let mut base = match &opts.base {
-        Some(rev) => resolve_commit(git, &user, rev)?.ok_or_else(|| WorkspaceError::BadBase {
-            rev: rev.clone(),
-            stderr: "no such commit".into(),
-        })?,
-        None => head.clone(),
-    };
     let dirty = dirty_paths(git, &info.toplevel, None)?;
     let mut cleanup = Cleanup::new(git);
     create_dir(&state)?;
     cleanup.dirs.push(state.clone());
     super::orphans::write_owner(&state, project, &opts.run_id, Mode::Worktree)?;
     if !dirty.is_empty() {
-        let (from, note) = with_dirty(git, opts, &info, (&head, base), &state, &dirty)?;
+        // `worktree_start` gives no base without a HEAD but --base's, which
+        // `with_dirty` refuses to combine with a snapshot.
+        let head = head.as_deref().unwrap_or(&base).to_owned();
+        let (from, note) = with_dirty(git, opts, &info, (&head, base.clone()), &state, &dirty)?;
+        if from != base {
+            // The snapshot may add what a checkout cannot hold.
+            refuse_unsupported(git, &user, &from)?;
+        }
         base = from;
         notes.push(note);
     }
-    refuse_unsupported(git, &user, &base)?;
     write_excludes(git, project, &state, &opts.tracking_ignore)?;
 
     // The agents' repository is modix's own, borrowing the user's objects:
@@ -341,14 +333,7 @@ fn create_worktree(
     copy_file(&own_git_dir.join("index"), &state.join("index"))?;
     let workdir = folder.join(&info.prefix);
     if !workdir.is_dir() {
-        return Err(WorkspaceError::Unsupported {
-            what: format!(
-                "the project folder {} is not in commit {}",
-                info.prefix,
-                &base[..12]
-            ),
-            advice: "Commit it first (or pass --include-dirty).".into(),
-        });
+        return Err(not_in_commit(&info.prefix, &base));
     }
     let record = WorkspaceRecord {
         mode: Mode::Worktree,
@@ -510,7 +495,8 @@ fn create_copy(
     project: &Path,
 ) -> Result<(Workspace, Vec<String>)> {
     let short = short_id(&opts.run_id);
-    let (folder, state) = places(opts, project, &short)?;
+    let repo = copy_repo(git, project);
+    let (folder, state) = places(opts, &trees(project, repo.as_ref()), project, &short)?;
     if folder.exists() || state.exists() {
         return Err(WorkspaceError::AlreadyExists { path: folder });
     }
@@ -615,11 +601,8 @@ fn in_place_context(
 ) -> Result<(Ctx, Option<PathBuf>, String)> {
     let found = match info {
         Some(info) => {
-            let dirty = dirty_paths(git, project, Some("."))?;
+            let dirty = dirty_in_place(git, opts, project)?;
             if !dirty.is_empty() {
-                if !opts.allow_dirty {
-                    return Err(WorkspaceError::Dirty { paths: dirty });
-                }
                 notes.push(format!(
                     "working in place on a tree with uncommitted changes ({}); they are part of the run's starting point, and taking steps off never goes behind it",
                     files(&dirty)
@@ -662,7 +645,7 @@ fn create_in_place(
     let info = discover(git, project)?;
     let top = info.as_ref().map_or(project, |i| i.toplevel.as_path());
     let lock = TreeLock::acquire(&opts.modix_home, top, &opts.run_id)?;
-    let (_, state) = places(opts, top, &short)?;
+    let (_, state) = places(opts, &trees(project, info.as_ref()), top, &short)?;
     if state.exists() {
         return Err(WorkspaceError::AlreadyExists { path: state });
     }
@@ -750,21 +733,18 @@ fn create_in_place(
 }
 
 /// `<root>/<name>-<8 hex>/<short>` for the workspace and `…/<short>.state`
-/// for modix's files; refuses a root inside the project.
-fn places(opts: &CreateOptions, tree: &Path, short: &str) -> Result<(PathBuf, PathBuf)> {
-    let root = opts
-        .root
-        .clone()
-        .unwrap_or_else(|| opts.modix_home.join("worktrees"));
+/// for modix's files, named after `tree`; the root is refused (before
+/// anything is made) when it is a file or inside one of `trees`.
+fn places(
+    opts: &CreateOptions,
+    trees: &[&Path],
+    tree: &Path,
+    short: &str,
+) -> Result<(PathBuf, PathBuf)> {
+    let root = workspace_root(opts, trees)?;
     let dir = root.join(project_key(tree));
     create_dir(&dir)?;
     let dir = canonical(&dir)?;
-    if dir.starts_with(tree) {
-        return Err(WorkspaceError::InsideProject {
-            workspace: dir,
-            project: tree.to_path_buf(),
-        });
-    }
     Ok((dir.join(short), dir.join(format!("{short}.state"))))
 }
 
@@ -837,7 +817,7 @@ fn snapshot_dirty(
 /// network), partial clones (the agents' repository has no remote to fetch
 /// missing files from) and Git LFS without `git lfs` (agents would see
 /// pointer files).
-fn refuse_unsupported(git: &Git, user: &Ctx, base: &str) -> Result<()> {
+pub(super) fn refuse_unsupported(git: &Git, user: &Ctx, base: &str) -> Result<()> {
     let (code, _) = git
         .at(user)
         .args(["cat-file", "-e"])
@@ -846,7 +826,7 @@ fn refuse_unsupported(git: &Git, user: &Ctx, base: &str) -> Result<()> {
     if code == 0 {
         return Err(WorkspaceError::Unsupported {
             what: "the project uses git submodules (.gitmodules)".into(),
-            advice: "A worktree would leave them empty and filling them needs the network; use workspace: in_place.".into(),
+            advice: "A worktree would leave them empty and filling them needs the network; use workspace: copy (a copy of the folder, the submodules' files included) or in_place.".into(),
         });
     }
     let (code, _) = git

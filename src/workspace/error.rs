@@ -35,11 +35,22 @@ pub enum WorkspaceError {
     #[error("`git {command}` was stopped (Ctrl-C or SIGTERM)")]
     Stopped { command: String },
 
+    #[error("git refuses to use the repository at {}: it belongs to another user (git's `safe.directory` check, \"dubious ownership\"), so modix cannot read or record anything there; if you trust it, run `git config --global --add safe.directory {}` (or change its owner to you), then try again", repo.display(), repo.display())]
+    DubiousOwnership { repo: PathBuf },
+
+    #[error("git cannot use the repository {} is in ({stderr}); repair it (or move the project out of it), then try again", dir.display())]
+    GitRefuses { dir: PathBuf, stderr: String },
+
     #[error("{} is not inside a git work tree; use workspace: copy (or in_place) for folders without git", path.display())]
     NotAGitRepo { path: PathBuf },
 
     #[error("the repository at {} has no commits yet; commit something first or use workspace: copy", toplevel.display())]
     NoCommits { toplevel: PathBuf },
+
+    #[error(
+        "the current branch `{branch}` has no commits yet (the repository has commits on other branches); pass --base REV to start the run from one (e.g. `--base {example}`), or commit on `{branch}` first"
+    )]
+    UnbornBranch { branch: String, example: String },
 
     #[error("unknown base revision `{rev}` ({stderr}); give a branch, tag or commit that exists")]
     BadBase { rev: String, stderr: String },
@@ -60,10 +71,12 @@ pub enum WorkspaceError {
         run_id: String,
     },
 
-    #[error("the workspace location {} is inside the project {}; choose a workspace root outside the project", workspace.display(), project.display())]
-    InsideProject {
-        workspace: PathBuf,
-        project: PathBuf,
+    #[error("{}", super::preflight::bad_root(root, problem, *configured))]
+    BadRoot {
+        root: PathBuf,
+        problem: super::preflight::RootProblem,
+        /// Set by projects.json `worktrees` (else: modix's home).
+        configured: bool,
     },
 
     #[error("{} already exists; a run with this id was started before (prune it first, or use a new run id)", path.display())]
@@ -165,7 +178,13 @@ impl WorkspaceError {
             E::Dirty { .. } => "dirty",
             E::Unsupported { .. } => "unsupported",
             E::Locked { .. } => "locked",
-            E::InsideProject { .. } => "inside_project",
+            E::BadRoot { problem, .. } => match problem {
+                super::preflight::RootProblem::NotAFolder(_) => "root_not_a_folder",
+                super::preflight::RootProblem::Inside(_) => "inside_project",
+            },
+            E::DubiousOwnership { .. } => "dubious_ownership",
+            E::GitRefuses { .. } => "git_refuses",
+            E::UnbornBranch { .. } => "unborn_branch",
             E::AlreadyExists { .. } => "already_exists",
             E::Missing { .. } => "workspace_missing",
             E::RefMoved { .. } => "ref_moved",

@@ -671,7 +671,10 @@ pub fn discover(git: &Git, dir: &Path) -> Result<Option<RepoInfo>> {
         ])
         .output()?;
     if !out.status.success() {
-        return Ok(None);
+        return match refusal(dir, &out.stderr) {
+            Some(e) => Err(e),
+            None => Ok(None),
+        };
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
@@ -695,6 +698,37 @@ pub fn discover(git: &Git, dir: &Path) -> Result<Option<RepoInfo>> {
         common_dir,
         head: resolve_commit(git, &Ctx::at(dir), "HEAD")?,
     }))
+}
+
+/// Why `rev-parse` failed in `dir`, when not because `dir` is outside any
+/// repository: git found one and refuses to use it (ownership, a broken
+/// config or HEAD). Taking that for "no git here" would silently give the
+/// project another workspace mode (a copy) and hide what git said.
+fn refusal(dir: &Path, stderr: &[u8]) -> Option<WorkspaceError> {
+    let text = String::from_utf8_lossy(stderr);
+    // Outside any work tree (or in a bare repository or a `.git` folder,
+    // which no project is): no git here, as when `--is-inside-work-tree`
+    // says false.
+    if text.contains("not a git repository") || text.contains("must be run in a work tree") {
+        return None;
+    }
+    if text.contains("detected dubious ownership") {
+        // git names the repository it refused: `… repository at '/path'`.
+        let repo = text
+            .split_once("repository at '")
+            .and_then(|(_, rest)| rest.split_once('\''))
+            .map_or_else(|| dir.to_path_buf(), |(path, _)| PathBuf::from(path));
+        return Some(WorkspaceError::DubiousOwnership { repo });
+    }
+    let first: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(3)
+        .collect();
+    Some(WorkspaceError::GitRefuses {
+        dir: dir.to_path_buf(),
+        stderr: first.join(" / "),
+    })
 }
 
 /// `rev` as a commit id, or `None` if it names no commit.

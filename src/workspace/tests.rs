@@ -394,9 +394,17 @@ fn refusals_say_what_to_do() {
     o.root = Some(repo.join(".modix/worktrees"));
     let err = Workspace::create(&fx.git, &o).unwrap_err();
     assert!(
-        matches!(err, WorkspaceError::InsideProject { .. }),
+        matches!(
+            err,
+            WorkspaceError::BadRoot {
+                problem: super::RootProblem::Inside(_),
+                ..
+            }
+        ),
         "{err:?}"
     );
+    // Refused before anything was made there.
+    assert!(!repo.join(".modix/worktrees").exists());
     // Nothing was left behind by the failed attempts.
     assert_eq!(
         sh(&repo, &["worktree", "list", "--porcelain"])

@@ -33,4 +33,5 @@ mod util;
 mod validate;
 mod validate_gate;
 mod validate_limits;
+mod workspace_start;
 mod workspaces;

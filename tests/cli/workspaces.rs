@@ -1138,7 +1138,7 @@ fn submodules_are_refused_before_anything_is_recorded() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("the project uses git submodules (.gitmodules); refusing")
-            && err.contains("use workspace: in_place"),
+            && err.contains("use workspace: copy (a copy of the folder, the submodules' files included) or in_place."),
         "{err}"
     );
     let out = modix(&sb, &["history"]);
