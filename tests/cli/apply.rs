@@ -6,34 +6,10 @@
 //! the user's, with the run's trailers once.
 
 use std::path::Path;
-use std::process::Command;
 
 use crate::scenarios;
+use crate::scenarios::{git, modix};
 use crate::util::{Sandbox, output_text};
-
-/// `git ARGS` in `dir` with a fixed identity and no user config; its stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", output_text(&out));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn modix(sb: &Sandbox, args: &[&str]) -> std::process::Output {
-    sb.modix().args(args).output().unwrap()
-}
 
 /// The example project with a folder `d/`, a file `e`, a symlink `l` and a
 /// file `s`, and an executor that turns `d/` into a file, `e` into a folder,

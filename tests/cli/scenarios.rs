@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::util::{GoResult, Sandbox};
+use crate::util::{GoResult, Sandbox, output_text};
 
 /// The example's scripted agent with a valid plan, and `rest` (a sh body)
 /// for every other state.
@@ -122,4 +122,41 @@ pub fn stopped_run(sb: &Sandbox, epic: &str, signal: nix::sys::signal::Signal) -
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
     child.wait().unwrap();
     sb.runs()[0]["run_id"].as_str().unwrap().to_owned()
+}
+
+/// `git ARGS` in `dir` with a fixed identity and no user config (local
+/// submodule URLs allowed); its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(["-c", "protocol.file.allow=always"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", output_text(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The example project as a git repository with one commit.
+pub fn repo() -> Sandbox {
+    let sb = Sandbox::example();
+    let root = sb.root();
+    git(&root, &["init", "-q"]);
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-q", "-m", "base"]);
+    sb
+}
+
+/// `modix ARGS` in the sandbox, run to its end.
+pub fn modix(sb: &Sandbox, args: &[&str]) -> std::process::Output {
+    sb.modix().args(args).output().unwrap()
 }

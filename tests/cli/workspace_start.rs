@@ -8,48 +8,12 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::scenarios::{git, modix, repo};
 use crate::util::{Sandbox, output_text, write_file};
-
-/// `git ARGS` in `dir` with a fixed identity and no user config; its stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(["-c", "protocol.file.allow=always"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", output_text(&out));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The example project as a git repository with one commit.
-fn repo() -> Sandbox {
-    let sb = Sandbox::example();
-    git(&sb.root(), &["init", "-q"]);
-    commit_all(&sb.root(), "base");
-    sb
-}
 
 fn commit_all(dir: &Path, message: &str) {
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "-q", "-m", message]);
-}
-
-fn modix(sb: &Sandbox, args: &[&str]) -> std::process::Output {
-    sb.modix()
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap()
 }
 
 fn stderr(out: &std::process::Output) -> String {

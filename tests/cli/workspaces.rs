@@ -9,37 +9,8 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::scenarios;
+use crate::scenarios::{git, modix, repo};
 use crate::util::{GoResult, Sandbox, make_executable, output_text, write_file};
-
-/// `git ARGS` in `dir` with a fixed identity and no user config; its stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", output_text(&out));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The example project as a git repository with one commit.
-fn repo() -> Sandbox {
-    let sb = Sandbox::example();
-    let root = sb.root();
-    git(&root, &["init", "-q"]);
-    git(&root, &["add", "-A"]);
-    git(&root, &["commit", "-q", "-m", "base"]);
-    sb
-}
 
 /// What the user's repository looks like: HEAD, its branch, the index's
 /// bytes, the files' bytes and `git status`.
@@ -83,10 +54,6 @@ fn short(sb: &Sandbox, run: &str) -> String {
 
 fn ws_root(sb: &Sandbox, run: &str) -> PathBuf {
     PathBuf::from(workspace(sb, run)["root"].as_str().unwrap())
-}
-
-fn modix(sb: &Sandbox, args: &[&str]) -> std::process::Output {
-    sb.modix().args(args).output().unwrap()
 }
 
 /// The reasons of the run's transitions, one per line.
