@@ -287,15 +287,7 @@ pub fn stop(ctx: &Ctx, a: &StopArgs) -> Result<Exit, Error> {
             }
             return Ok(Exit::Ok);
         }
-        RunStatus::Waiting => {
-            let why = format!("stopped at gate {} by {}", run.current_state, who());
-            store.set_status(&run.id, RunStatus::Stopped, Some(&why))?;
-            out.line(format!(
-                "Run {} stopped (it was waiting at {}).",
-                run.id, run.current_state
-            ));
-            return Ok(Exit::Ok);
-        }
+        RunStatus::Waiting => return stop_at_gate(&mut store, out, &run),
         RunStatus::Running => {}
     }
     let kind = if a.now {
@@ -328,13 +320,7 @@ pub fn stop(ctx: &Ctx, a: &StopArgs) -> Result<Exit, Error> {
         if ended.status == RunStatus::Waiting {
             // It reached a gate meanwhile: stopped there, as `stop` does.
             store.take_controls(&[id])?;
-            let why = format!("stopped at gate {} by {}", now.current_state, who());
-            store.set_status(&run.id, RunStatus::Stopped, Some(&why))?;
-            out.line(format!(
-                "Run {} stopped (it was waiting at {}).",
-                run.id, now.current_state
-            ));
-            return Ok(Exit::Ok);
+            return stop_at_gate(&mut store, out, &now);
         }
         if ended.status != RunStatus::Running {
             store.take_controls(&[id])?;
@@ -357,6 +343,17 @@ pub fn stop(ctx: &Ctx, a: &StopArgs) -> Result<Exit, Error> {
         Some("the request stays on record: the run takes it at its next step"),
     );
     Ok(Exit::Failed)
+}
+
+/// A run waiting at a gate has no process to ask: it is stopped there.
+fn stop_at_gate(store: &mut Store, out: &Output, run: &Run) -> Result<Exit, Error> {
+    let why = format!("stopped at gate {} by {}", run.current_state, who());
+    store.set_status(&run.id, RunStatus::Stopped, Some(&why))?;
+    out.line(format!(
+        "Run {} stopped (it was waiting at {}).",
+        run.id, run.current_state
+    ));
+    Ok(Exit::Ok)
 }
 
 #[derive(Debug, clap::Subcommand)]
