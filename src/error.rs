@@ -178,7 +178,7 @@ pub(crate) fn store_help(e: &StoreError) -> Option<&'static str> {
             "leave .modix/modix.db and the files beside it alone while a run goes on; put back a copy if you have one, else `modix go` starts a new record"
         }
         StoreError::Busy { .. } => {
-            "wait for that process to finish, or stop it (Ctrl-C in its terminal); then `modix resume`"
+            "wait for that process to finish, or stop it (`modix stop RUN`, or Ctrl-C in its terminal); then `modix resume`"
         }
         StoreError::TooNew { .. } => "use the newer modix that wrote it",
         StoreError::NeedsMigration { .. } => {
