@@ -393,8 +393,21 @@ fn recover(
     };
     let abandoned = store.last_invocation_if_abandoned(&run.id)?;
     let redactor = super::agent::redactor(&project.config);
-    let (ws, mut notes, discarded) =
-        work::reopen(record, opts.reset, abandoned.is_some(), &redactor)?;
+    let left_file = project
+        .config
+        .paths
+        .run_dir(&run.id)
+        .join(super::files::LEFT_IN_PLACE);
+    let left = std::fs::read_to_string(&left_file).ok();
+    let (ws, mut notes, discarded) = work::reopen(
+        record,
+        opts.reset,
+        abandoned.is_some(),
+        left.as_deref().map(str::trim),
+        &redactor,
+    )?;
+    // Used once: what it names is taken off now.
+    let _ = std::fs::remove_file(&left_file);
     if let Some(d) = &discarded {
         let files = crate::text::plural(d.paths.len(), "file");
         notes.push(match &d.reference {

@@ -398,6 +398,8 @@ impl Driver<'_> {
                                 self.store
                                     .record_abandoned(&self.info.run.id, &invocation)?;
                             }
+                            self.work
+                                .note_left_in_place(&self.info.files.left_in_place());
                             self.info.files.forget_in_flight();
                             if let Some(stop) = self.controls.stop_asked() {
                                 return self.stopped(&stop);

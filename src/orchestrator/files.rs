@@ -4,6 +4,10 @@ use std::path::PathBuf;
 
 use super::*;
 
+/// The file of a run's folder naming the tree an interrupted agent left in
+/// place (see [`RunFiles::left_in_place`]).
+pub(super) const LEFT_IN_PLACE: &str = "left-in-place";
+
 /// The files of one run under `.modix/runs/<run>/`: the schemas its agents
 /// answer to (written once, when the run starts) and the context package
 /// the agent about to start reads.
@@ -48,6 +52,12 @@ impl RunFiles {
     /// stale note is recognised by its seq anyway).
     pub(super) fn forget_in_flight(&self) {
         let _ = std::fs::remove_file(inflight::InFlight::path(&self.dir));
+    }
+
+    /// In place, the tree the agent of an interrupted step left
+    /// ([`super::work::Work::note_left_in_place`]).
+    pub(super) fn left_in_place(&self) -> PathBuf {
+        self.dir.join(LEFT_IN_PLACE)
     }
 
     pub(super) fn schema(&self, id: &str) -> PathBuf {

@@ -112,10 +112,13 @@ fn options(
 /// an abandoned agent left behind recorded and removed.
 /// `abandoned`: the run stopped while an agent worked, so a step modix
 /// settled but never recorded is that step's work, put back without asking.
+/// `left`: in place, the tree the interrupted agent left as modix saw it
+/// when the run stopped ([`Work::note_left_in_place`]).
 pub(super) fn reopen(
     record: &Value,
     reset: bool,
     abandoned: bool,
+    left: Option<&str>,
     redactor: &crate::shell::Redactor,
 ) -> Result<(Workspace, Vec<String>, Option<Discarded>), RunError> {
     let record: WorkspaceRecord = serde_json::from_value(record.clone())
@@ -128,11 +131,15 @@ pub(super) fn reopen(
             && Workspace::moved_by_unrecorded_step(&git, &record)?);
     let (mut ws, mut notes) = Workspace::reopen(&git, record, reset)?;
     // In place, what is there may be the person's own work since: only
-    // taken off when they ask.
+    // taken off when they ask, or when it is, to the byte, what the agent
+    // left when the run stopped.
     if ws.mode() == crate::workspace::Mode::InPlace && !asked {
-        let paths = ws.unrecorded_paths()?;
-        if !paths.is_empty() {
-            return Err(crate::workspace::WorkspaceError::LeftInPlace { paths }.into());
+        match ws.unrecorded()? {
+            Some((tree, _)) if Some(tree.as_str()) == left => {}
+            Some((_, paths)) => {
+                return Err(crate::workspace::WorkspaceError::LeftInPlace { paths }.into());
+            }
+            None => {}
         }
     }
     let last = ws.last_commit().to_owned();
@@ -394,6 +401,24 @@ impl Work {
 
     pub fn workspace(&self) -> &Workspace {
         &self.ws
+    }
+
+    /// In place, when the run stops while an agent worked: the tree the
+    /// agent left, kept in `file` for the resume, which then takes exactly
+    /// that off without asking (anything else there may be the person's).
+    /// Best effort: without it, the resume asks.
+    pub fn note_left_in_place(&mut self, file: &std::path::Path) {
+        if self.ws.mode() != crate::workspace::Mode::InPlace {
+            return;
+        }
+        match self.ws.unrecorded() {
+            Ok(Some((tree, _))) => {
+                let _ = crate::fsutil::write_replace(file, tree.as_bytes());
+            }
+            _ => {
+                let _ = std::fs::remove_file(file);
+            }
+        }
     }
 
     /// The record to keep with the next step.

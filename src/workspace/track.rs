@@ -399,16 +399,19 @@ impl Workspace {
         })
     }
 
-    /// The paths [`discard_uncommitted`](Self::discard_uncommitted) would
-    /// take off, without taking them (modix's own index only is written).
-    pub fn unrecorded_paths(&mut self) -> Result<Vec<String>> {
+    /// What [`discard_uncommitted`](Self::discard_uncommitted) would take
+    /// off, without taking it (modix's own index only is written): the tree
+    /// the workspace holds and the paths it changed since the last recorded
+    /// step; `None` when nothing did.
+    pub fn unrecorded(&mut self) -> Result<Option<(String, Vec<String>)>> {
         self.guard()?;
         let tree = self.record_tree()?;
         if tree == self.last_tree {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         let last = self.last_tree.clone();
-        self.changed_paths(&last, &tree)
+        let paths = self.changed_paths(&last, &tree)?;
+        Ok(Some((tree, paths)))
     }
 
     /// Records changes nobody settled (what an abandoned agent left) as a

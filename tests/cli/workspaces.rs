@@ -925,6 +925,52 @@ fn in_place_resume_removes_nothing_unasked() {
     );
 }
 
+/// Stopped by Ctrl-C while modix still runs, an in-place run notes what its
+/// agent left: the resume takes exactly that off without asking, and asks
+/// as soon as anything else changed since.
+#[test]
+fn in_place_resume_after_ctrl_c_takes_off_what_the_agent_left_and_only_that() {
+    for touched in [false, true] {
+        let sb = repo();
+        sb.edit_json(".modix/projects.json", |v| {
+            v["workspace"] = "in_place".into()
+        });
+        let marker = sb.dir.path().join("executing");
+        scenarios::agent(
+            &sb,
+            &format!(
+                "    if [ ! -e {m} ]; then echo half > half.txt; touch {m}; sleep 30; fi\n{FIX}\n{DONE}",
+                m = marker.display()
+            ),
+        );
+        scenarios::passing_tester(&sb);
+        git(&sb.root(), &["commit", "-q", "-am", "in place"]);
+        let mut child = sb.spawn(&["go", "--json", "interrupted in place"]);
+        scenarios::wait_for(&marker);
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(130));
+        if touched {
+            sb.write("mine.txt", "my work\n");
+        }
+        let out = modix(&sb, &["resume", "--json"]);
+        if touched {
+            assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+            assert!(output_text(&out).contains("left_in_place"));
+            assert_eq!(sb.read("mine.txt"), "my work\n");
+            assert_eq!(sb.read("half.txt"), "half\n");
+        } else {
+            let r = GoResult::parse(&out);
+            assert_eq!(r.code, Some(0), "{}", r.stderr);
+            assert!(!sb.root().join("half.txt").exists());
+            assert!(sb.read("calc.py").contains("/ len(values)"));
+        }
+    }
+}
+
 #[test]
 fn prune_removes_finished_workspaces_but_never_a_resumable_one() {
     let sb = repo();
