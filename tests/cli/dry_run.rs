@@ -338,14 +338,27 @@ fn a_prompt_that_would_hold_unbounded_memory_is_stopped_and_its_run_resumes_once
         )
         .unwrap(),
     );
+    stops_the_run_then_resumes_once_fixed(
+        &sb,
+        &executor,
+        &fixed,
+        "`.modix/prompts/executor.md` took more than 512 MiB",
+    );
+}
+
+/// `go` with a later agent's template broken stops the run (exit 3) saying
+/// `says`; with the template back as `fixed`, `resume` ends it.
+fn stops_the_run_then_resumes_once_fixed(
+    sb: &Sandbox,
+    template: &std::path::Path,
+    fixed: &str,
+    says: &str,
+) {
     let out = sb.modix().args(["go", "Fix mean()"]).output().unwrap();
     let text = output_text(&out);
     assert_eq!(out.status.code(), Some(3), "{text}");
-    assert!(
-        text.contains("`.modix/prompts/executor.md` took more than 512 MiB"),
-        "{text}"
-    );
-    std::fs::write(&executor, fixed).unwrap();
+    assert!(text.contains(says), "{text}");
+    std::fs::write(template, fixed).unwrap();
     let r = sb.resume_json("last");
     assert_eq!(r.code, Some(0), "{}", r.stderr);
 }
@@ -371,14 +384,10 @@ fn a_template_that_fails_on_the_runs_data_fails_before_the_run_or_stops_it_resum
     let executor = sb.root().join(".modix/prompts/executor.md");
     let fixed = std::fs::read_to_string(&executor).unwrap();
     std::fs::write(&executor, "Epic: {{ epic + 1 }}\n").unwrap();
-    let out = sb.modix().args(["go", "Fix mean()"]).output().unwrap();
-    let text = output_text(&out);
-    assert_eq!(out.status.code(), Some(3), "{text}");
-    assert!(
-        text.contains("help: fix the template, then `modix resume` continues the run"),
-        "{text}"
+    stops_the_run_then_resumes_once_fixed(
+        &sb,
+        &executor,
+        &fixed,
+        "help: fix the template, then `modix resume` continues the run",
     );
-    std::fs::write(&executor, fixed).unwrap();
-    let r = sb.resume_json("last");
-    assert_eq!(r.code, Some(0), "{}", r.stderr);
 }
