@@ -14,9 +14,11 @@
 //!
 //! Then the real binary is spawned for each view — the run list (table and
 //! `--json`), one ordinary run (table and `--json`), the long run (table and
-//! `--json`) and one invocation (full and `--json`) — its output read
-//! through a pipe, and the medians are printed beside a bare spawn and
-//! `modix --version`, with a pass or fail against 50 ms.
+//! `--json`, each its last 1,000 steps as by default) and one invocation
+//! (full and `--json`) — its output read through a pipe, and the medians
+//! are printed beside a bare spawn and `modix --version`, with a pass or
+//! fail against 50 ms; last, the long run's whole record (`--steps 0
+//! --json`, 633 MB), against no goal.
 //!
 //! Run: `cargo bench --bench history` (MODIX_BENCH_RUNS=N samples per view).
 
@@ -126,6 +128,10 @@ fn main() {
             args(&["history", &long, "--json"]),
         ),
     ];
+    // Asked for in full, the long run is 633 MB of JSON: timed to show what
+    // streaming it costs, against no goal (no view of that size prints in
+    // 50 ms).
+    let whole = args(&["history", &long, "--json", "--steps", "0"]);
     let bare = time(samples, || {
         run_ok(&mut Command::new("true"));
         0
@@ -140,6 +146,12 @@ fn main() {
         let (took, bytes) = time(samples, || run_ok(modix(&project).args(argv)));
         line(what, took, Some(bytes));
     }
+    let (took, bytes) = time(samples, || run_ok(modix(&project).args(&whole)));
+    println!(
+        "  {:<36}{:>10.1} ms  (no goal)     {bytes:>12} B out",
+        "long run, all its steps --json",
+        took.as_secs_f64() * 1e3
+    );
 }
 
 fn args(a: &[&str]) -> Vec<String> {

@@ -31,8 +31,8 @@ pub struct HistoryArgs {
     #[arg(long, requires = "run", conflicts_with = "invocation")]
     pub timeline: bool,
     /// Show only the run's last N steps (0: every step). A run of more
-    /// steps than this shows its last ones and says how many it left out;
-    /// `--json` always has every step.
+    /// steps than this shows its last ones and says how many it left out
+    /// (`--json`: `steps_left_out`, its loops null).
     #[arg(long, default_value_t = STEPS_SHOWN, value_name = "N", requires = "run",
           conflicts_with_all = ["invocation", "timeline"])]
     pub steps: u32,
@@ -273,12 +273,16 @@ fn show_run(
     args: &HistoryArgs,
     out: &Output,
 ) -> Result<(), Error> {
+    let total = store.transition_count(&run.id)?;
     if args.json {
+        let left_out = left_out(total, args.steps);
         let doc = RunDocument {
             store,
             run,
             usage: store.run_usage(&run.id)?,
-            machine,
+            // Which loop a step was in needs every step before it.
+            machine: machine.filter(|_| left_out == 0),
+            left_out,
             failed: Default::default(),
         };
         out.json(&doc);
@@ -286,7 +290,6 @@ fn show_run(
     }
     // The whole run's stops when the whole run is read: a long run's last
     // steps alone never scan every invocation it made.
-    let total = store.transition_count(&run.id)?;
     let stops = if args.steps == 0 || total <= args.steps {
         store.stops(&run.id, 0)?
     } else {
@@ -328,16 +331,29 @@ fn show_run(
     Ok(())
 }
 
+/// How many of a run's `total` steps a view of its last `shown` (0: all)
+/// leaves out.
+fn left_out(total: u32, shown: u32) -> u32 {
+    if shown == 0 {
+        0
+    } else {
+        total.saturating_sub(shown)
+    }
+}
+
 /// `history RUN --json`: the run, its usage, its transitions (each with
-/// the loop it was in) and its messages, serialised as they are read from
-/// the store, one row at a time, so a run of a million steps takes the
-/// memory of one. Members in alphabetical order, as every JSON object
-/// modix prints.
+/// the loop it was in) and its messages — of its last `--steps` steps —
+/// serialised as they are read from the store, one row at a time, so a run
+/// of a million steps takes the memory of one. Members in alphabetical
+/// order, as every JSON object modix prints.
 struct RunDocument<'a> {
     store: &'a Store,
     run: &'a Run,
     usage: crate::store::RunUsage,
     machine: Option<Arc<Machine>>,
+    /// The run's first steps left out: its transitions and messages are
+    /// those of the steps after them.
+    left_out: u32,
     /// The store's error that cut the document short, if one did.
     failed: std::cell::RefCell<Option<StoreError>>,
 }
@@ -346,25 +362,27 @@ impl serde::Serialize for RunDocument<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let id = &self.run.id;
-        let mut map = s.serialize_map(Some(5))?;
+        let mut map = s.serialize_map(Some(6))?;
         map.serialize_entry(
             "messages",
             &Rows(
                 |seq: Sink<'_>| {
-                    self.store
-                        .each_message(id, |m| seq(serde_json::to_value(m).unwrap_or_default()))
+                    self.store.each_message(id, self.left_out, |m| {
+                        seq(serde_json::to_value(m).unwrap_or_default())
+                    })
                 },
                 &self.failed,
             ),
         )?;
         map.serialize_entry("run", &runs::run_json(self.run))?;
         map.serialize_entry("schema_version", &SCHEMA_VERSION)?;
+        map.serialize_entry("steps_left_out", &self.left_out)?;
         let loops = std::cell::RefCell::new(self.machine.clone().map(Loops::new));
         map.serialize_entry(
             "transitions",
             &Rows(
                 |seq: Sink<'_>| {
-                    self.store.each_transition(id, |t| {
+                    self.store.each_transition(id, self.left_out, |t| {
                         let looping = loops.borrow_mut().as_mut().and_then(|l| {
                             let at = l.at(&t.from);
                             l.advance(&t.event, &t.to);
@@ -406,7 +424,7 @@ impl serde::Serialize for TimelineDocument<'_> {
             "steps",
             &Rows(
                 |seq: Sink<'_>| {
-                    self.store.each_transition(&self.run.id, |t| {
+                    self.store.each_transition(&self.run.id, 0, |t| {
                         let took = Took::between(&previous.borrow(), &t.at, &self.stops);
                         let mut step = json!({ "seq": t.seq, "from": t.from, "to": t.to,
                             "event": t.event, "agent": t.agent, "at": t.at, "duration_ms": took.ms });
@@ -470,11 +488,7 @@ fn steps_table(
     (total, shown): (u32, u32),
     out: &Output,
 ) -> Result<Vec<TransitionRecord>, Error> {
-    let left_out = if shown == 0 {
-        0
-    } else {
-        total.saturating_sub(shown)
-    };
+    let left_out = left_out(total, shown);
     let (transitions, looping, took) = if left_out == 0 {
         let transitions = store.transitions(&run.id)?;
         let took = step_durations(&run.created_at, &transitions, stops);
@@ -492,7 +506,7 @@ fn steps_table(
     };
     if left_out > 0 {
         out.para(format!(
-            "Its last {} of {} steps (`--steps 0` shows every one, `--json` the whole record):",
+            "Its last {} of {} steps (`--steps 0` shows every one):",
             shown, total
         ));
     }
@@ -635,7 +649,7 @@ fn timeline(store: &Store, run: &Run, json: bool, out: &Output) -> Result<(), Er
         // Row by row, as `--json`: a run of a million steps is never in
         // memory whole.
         let mut previous = run.created_at.clone();
-        let printed = store.each_transition(&run.id, |t| {
+        let printed = store.each_transition(&run.id, 0, |t| {
             let ms = Took::between(&previous, &t.at, &stops).ms;
             safe_line(
                 out,

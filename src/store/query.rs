@@ -343,39 +343,104 @@ impl Store {
             .ctx(self, "reading transitions")
     }
 
-    /// Hands the run's transitions to `f` one at a time, by seq, as they
-    /// are read (a run of a million steps is never in memory whole). Stops
-    /// at `f`'s first error, which it returns inside the store's result.
+    /// Hands the run's transitions after `after` (0: all) to `f` one at a
+    /// time, by seq, as they are read (a run of a million steps is never in
+    /// memory whole). Stops at `f`'s first error, which it returns inside
+    /// the store's result.
     pub fn each_transition<E>(
         &self,
         run_id: &str,
+        after: u32,
         f: impl FnMut(TransitionRecord) -> Result<(), E>,
     ) -> Result<Result<(), E>, StoreError> {
-        let sql = format!("SELECT {TRANSITION_COLUMNS} WHERE t.run_id = ?1 ORDER BY t.seq");
-        self.each_row(&sql, run_id, transition_from_row, f)
+        let sql = format!(
+            "SELECT {TRANSITION_COLUMNS} WHERE t.run_id = ?1 AND t.seq > ?2 ORDER BY t.seq"
+        );
+        self.each_row(&sql, params![run_id, after], transition_from_row, f)
             .ctx(self, "reading transitions")
     }
 
-    /// [`Store::each_transition`] for the run's messages, by id.
+    /// [`Store::each_transition`] for the run's messages of the steps after
+    /// `after` (0: all), by id.
     pub fn each_message<E>(
         &self,
         run_id: &str,
-        f: impl FnMut(MessageRecord) -> Result<(), E>,
+        after: u32,
+        mut f: impl FnMut(MessageRecord) -> Result<(), E>,
     ) -> Result<Result<(), E>, StoreError> {
-        let sql = format!("{MESSAGE_QUERY} WHERE m.run_id = ?1 ORDER BY m.id");
-        self.each_row(&sql, run_id, message_from_row, f)
-            .ctx(self, "reading messages")
+        if after == 0 {
+            let sql = format!("{MESSAGE_QUERY} WHERE m.run_id = ?1 ORDER BY m.id");
+            return self
+                .each_row(&sql, [run_id], message_from_row, f)
+                .ctx(self, "reading messages");
+        }
+        let sql = format!("{MESSAGE_QUERY} WHERE m.id = ?1");
+        for id in self.message_ids_after(run_id, after)? {
+            let each = self.each_row(&sql, [id], message_from_row, &mut f);
+            match each.ctx(self, "reading messages")? {
+                Ok(()) => {}
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// The ids of the run's messages of the steps after `after`, in order,
+    /// from its last ones back, kind by kind: the only index on messages
+    /// is `(run_id, kind, id)` (a step's transaction writes no other), and
+    /// a run's message ids grow with their step (a step's messages are
+    /// written by the step, a fork's copies in order before its own), so
+    /// each kind's read stops at its first message of an earlier step.
+    /// The last steps of a run of a million are found in a few seeks.
+    fn message_ids_after(&self, run_id: &str, after: u32) -> Result<Vec<i64>, StoreError> {
+        let mut next_kind = self
+            .conn
+            .prepare_cached(
+                "SELECT kind FROM messages WHERE run_id = ?1 AND kind > ?2 ORDER BY kind LIMIT 1",
+            )
+            .ctx(self, "reading messages")?;
+        let mut of_kind = self
+            .conn
+            .prepare_cached(
+                "SELECT id, seq FROM messages INDEXED BY messages_by_run_kind \
+                 WHERE run_id = ?1 AND kind = ?2 ORDER BY id DESC",
+            )
+            .ctx(self, "reading messages")?;
+        let mut ids = Vec::new();
+        let mut kind = String::new();
+        while let Some(k) = next_kind
+            .query_row(params![run_id, kind], |r| r.get::<_, String>(0))
+            .optional()
+            .ctx(self, "reading messages")?
+        {
+            let mut rows = of_kind
+                .query(params![run_id, k])
+                .ctx(self, "reading messages")?;
+            while let Some(row) = rows.next().ctx(self, "reading messages")? {
+                let (id, seq): (i64, u32) = (
+                    row.get(0).ctx(self, "reading messages")?,
+                    row.get(1).ctx(self, "reading messages")?,
+                );
+                if seq <= after {
+                    break;
+                }
+                ids.push(id);
+            }
+            kind = k;
+        }
+        ids.sort_unstable();
+        Ok(ids)
     }
 
     fn each_row<T, E>(
         &self,
         sql: &str,
-        run_id: &str,
+        params: impl rusqlite::Params,
         read: impl Fn(&Row<'_>) -> rusqlite::Result<T>,
         mut f: impl FnMut(T) -> Result<(), E>,
     ) -> rusqlite::Result<Result<(), E>> {
         let mut stmt = self.conn.prepare_cached(sql)?;
-        let mut rows = stmt.query([run_id])?;
+        let mut rows = stmt.query(params)?;
         while let Some(row) = rows.next()? {
             if let Err(e) = f(read(row)?) {
                 return Ok(Err(e));

@@ -1931,3 +1931,63 @@ fn what_is_not_a_file_where_the_database_belongs_is_refused_at_once() {
         assert!(t0.elapsed() < std::time::Duration::from_secs(5));
     }
 }
+
+/// The messages of a run's last steps, found kind by kind from its newest
+/// back, are exactly its messages of those steps in order — in a fork too,
+/// whose copies and note come before its own steps'.
+#[test]
+fn the_messages_after_a_step_are_those_of_the_later_steps_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    let kinds = ["task_spec", "test_result", "review"];
+    let mut at = "plan".to_owned();
+    let record = |store: &mut Store, run: &str, at: &mut String, i: usize| {
+        let to = format!("s{i}");
+        let mut s = step(at, "e", &to);
+        // 0, 1 or 2 messages a step, of kinds in turn.
+        for k in 0..i % 3 {
+            s.messages.push(NewMessage {
+                kind: kinds[(i + k) % 3].into(),
+                state: at.clone(),
+                payload: json!({"step": i, "k": k}),
+            });
+        }
+        store.record_step(run, &s).unwrap();
+        *at = to;
+    };
+    for i in 0..9 {
+        record(&mut store, &run.id, &mut at, i);
+    }
+    let fork = NewRun {
+        id: Some(Store::new_run_id()),
+        ..new_run()
+    };
+    let forked = store
+        .fork_run(&run.id, 5, &fork, Some(json!("again")))
+        .unwrap();
+    let mut at = store.transitions(&forked.id).unwrap()[4].to.clone();
+    for i in 9..14 {
+        record(&mut store, &forked.id, &mut at, i);
+    }
+    for id in [&run.id, &forked.id] {
+        let all = store.messages(id).unwrap();
+        let last = store.transition_count(id).unwrap();
+        for after in 0..=last + 1 {
+            let mut got = Vec::new();
+            store
+                .each_message(id, after, |m| {
+                    got.push((m.id, m.seq));
+                    Ok::<_, std::convert::Infallible>(())
+                })
+                .unwrap()
+                .unwrap();
+            let want: Vec<(i64, u32)> = all
+                .iter()
+                .filter(|m| m.seq > after)
+                .map(|m| (m.id, m.seq))
+                .collect();
+            assert_eq!(got, want, "run {id} after {after}");
+        }
+    }
+}

@@ -248,7 +248,15 @@ fn a_runs_json_has_every_step_with_its_loop_and_every_message() {
     let text = stdout(&sb, &["history", &r.run_id(), "--json"]);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let at = |key: &str| text.find(&format!("\n  \"{key}\": ")).unwrap();
-    let order = ["messages", "run", "schema_version", "transitions", "usage"].map(at);
+    let order = [
+        "messages",
+        "run",
+        "schema_version",
+        "steps_left_out",
+        "transitions",
+        "usage",
+    ]
+    .map(at);
     assert!(order.is_sorted(), "{order:?}");
     let steps = v["transitions"].as_array().unwrap();
     let seqs: Vec<u64> = steps.iter().map(|t| t["seq"].as_u64().unwrap()).collect();
@@ -269,6 +277,67 @@ fn a_runs_json_has_every_step_with_its_loop_and_every_message() {
     assert!(ids.len() >= seqs.len() / 2 && ids.is_sorted(), "{ids:?}");
     assert_eq!(v["run"]["run_id"], r.run_id());
     assert_eq!(v["usage"]["invocations"], 0);
+}
+
+/// `--steps N` cuts `--json` as it cuts the table: the last N steps'
+/// transitions and messages, how many it left out, and no loops (which
+/// loop a step was in needs every step before it); a run of a million
+/// steps prints its last thousand by default, not 600 MB.
+#[test]
+fn a_runs_json_of_its_last_steps_has_their_messages_and_says_what_it_left_out() {
+    let sb = Sandbox::example();
+    let r = scenarios::failed_run(&sb, "never passes");
+    let id = r.run_id();
+    let all = json(&sb, &["history", &id, "--json"]);
+    assert_eq!(all["steps_left_out"], 0);
+    assert_eq!(all, json(&sb, &["history", &id, "--json", "--steps", "0"]));
+    let total = all["transitions"].as_array().unwrap().len();
+    assert!(total > 4, "{all}");
+
+    let last = json(&sb, &["history", &id, "--json", "--steps", "3"]);
+    assert_eq!(last["steps_left_out"], total - 3);
+    let cut = total as u64 - 3;
+    let seqs: Vec<u64> = last["transitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, vec![cut + 1, cut + 2, cut + 3]);
+    assert!(
+        last["transitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["loop"].is_null())
+    );
+    // Exactly the whole record's messages of those steps, in order.
+    let of_last: Vec<&serde_json::Value> = all["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["seq"].as_u64().unwrap() > cut)
+        .collect();
+    assert!(!of_last.is_empty());
+    assert_eq!(
+        last["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect::<Vec<_>>(),
+        of_last
+    );
+    assert_eq!(last["run"], all["run"]);
+    assert_eq!(last["usage"], all["usage"]);
+
+    // The table says the same.
+    let table = stdout(&sb, &["history", &id, "--steps", "3"]);
+    assert!(
+        table.contains(&format!(
+            "Its last 3 of {total} steps (`--steps 0` shows every one):"
+        )),
+        "{table}"
+    );
 }
 
 #[test]
