@@ -5,6 +5,8 @@
 
 use std::io;
 
+use std::sync::Mutex;
+
 use crate::diagnostics::Diagnostics;
 use crate::orchestrator::RunError;
 use crate::store::StoreError;
@@ -90,8 +92,13 @@ impl Error {
         }
     }
 
-    /// What the user can do about it.
+    /// What the user can do about it, naming the run the command is about
+    /// where the advice says `<run>` (see [`about_run`]).
     pub fn help(&self) -> Option<String> {
+        self.advice().map(|help| fill_run(&help))
+    }
+
+    fn advice(&self) -> Option<String> {
         match self {
             Error::Usage { help, .. } => help.clone(),
             Error::Config { .. } => Some("run `modix validate` and fix what it reports".into()),
@@ -190,4 +197,27 @@ pub(crate) fn store_help(e: &StoreError) -> Option<&'static str> {
         }
         _ => return None,
     })
+}
+
+/// The run the command at work is about, once it is known (resolved from
+/// its RUN argument, created by `go` or `fork`, taken up by `resume`).
+static SUBJECT: Mutex<Option<String>> = Mutex::new(None);
+
+/// Notes that the command is about run `id`: advice written for any run
+/// (`modix resume <run>`) names it when the command fails.
+pub(crate) fn about_run(id: &str) {
+    if let Ok(mut subject) = SUBJECT.lock() {
+        *subject = Some(id.to_owned());
+    }
+}
+
+/// `help` with `<run>` replaced by the run the command is about — or by
+/// `RUN`, the README's name for any run reference, when none is known yet:
+/// pasted into a shell, `<run>` would read a file named `run`.
+fn fill_run(help: &str) -> String {
+    if !help.contains("<run>") {
+        return help.to_owned();
+    }
+    let subject = SUBJECT.lock().ok().and_then(|s| s.clone());
+    help.replace("<run>", subject.as_deref().unwrap_or("RUN"))
 }

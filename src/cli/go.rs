@@ -204,7 +204,7 @@ pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
         (false, _, _) => {
             return Err(Error::usage(
                 format!("run {run_id} has not failed: --from and --note redrive a failed run"),
-                "`modix resume <run>` alone continues an interrupted or stopped run",
+                format!("`modix resume {run_id}` alone continues an interrupted or stopped run"),
             ));
         }
     };

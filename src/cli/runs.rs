@@ -23,6 +23,12 @@ fn newest_offset(reference: &str) -> Option<usize> {
 
 /// The run `reference` names: `last`, `last~N`, or an id prefix.
 pub fn resolve(store: &Store, reference: &str) -> Result<Run, Error> {
+    let run = resolve_ref(store, reference)?;
+    crate::error::about_run(&run.id);
+    Ok(run)
+}
+
+fn resolve_ref(store: &Store, reference: &str) -> Result<Run, Error> {
     let Some(back) = newest_offset(reference) else {
         return Ok(store.run(reference)?);
     };

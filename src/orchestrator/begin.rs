@@ -35,7 +35,10 @@ pub fn start(
         overrides: opts.overrides.clone(),
     });
     let run = match created {
-        Ok(run) => run,
+        Ok(run) => {
+            crate::error::about_run(&run.id);
+            run
+        }
         Err(e) => {
             // Nothing refers to the workspace: take it away again.
             drop(ws);
@@ -84,6 +87,7 @@ fn resume_run(
 ) -> Result<RunReport, RunError> {
     let mut store = open_store(project)?;
     let run = store.run(run_ref)?;
+    crate::error::about_run(&run.id);
     let not_resumable =
         |message: String, help: &'static str| RunError::NotResumable { message, help };
     check_resumable(&run, opts)?;

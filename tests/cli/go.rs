@@ -551,10 +551,32 @@ fn ctrl_c_interrupts_kills_the_agent_and_resume_completes() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
-    // Resuming a finished run is refused.
-    let out = sb.modix().args(["resume", &run]).output().unwrap();
+    // The advice names the run, where a placeholder pasted into a shell
+    // would read a file named `run`.
+    assert!(
+        output_text(&out).contains(&format!("`modix history {run}` shows the run")),
+        "{}",
+        output_text(&out)
+    );
+    // Resuming a finished run is refused, and how to go on names it too,
+    // by whatever reference the user gave.
+    let out = sb.modix().args(["resume", "last"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(output_text(&out).contains("already ended"));
+    let text = output_text(&out);
+    assert!(text.contains("already ended"), "{text}");
+    assert!(
+        text.contains(&format!("`modix resume {run} --from STATE --note TEXT`")),
+        "{text}"
+    );
+    assert!(!text.contains("<run>"), "{text}");
+    let out = sb
+        .modix()
+        .args(["resume", &run, "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let help = v["error"]["help"].as_str().unwrap();
+    assert!(help.contains(&format!("modix history {run}`")), "{help}");
 }
 
 #[test]
