@@ -7,16 +7,18 @@
 //! - every tracked file (`git ls-files` on the run's private index: after
 //!   `add -A` that is every file git would record, tracked-but-ignored ones
 //!   included), so an edit shows in the file's own stat;
-//! - every directory the `ignore` crate's walker does not skip (honouring
-//!   `.gitignore` and `info/exclude` as git does, plus the tracking-ignore
-//!   list), so a file created, removed or renamed shows in its folder's mtime
-//!   — the same idea as git's untracked cache;
+//! - every directory the `ignore` crate's walker does not skip (by the
+//!   rules git reads: each `.gitignore` as git reads it — never through a
+//!   symlink, see [`rule_file`] — then `info/exclude` and the run's excludes
+//!   file; plus the tracking-ignore list), so a file created, removed or
+//!   renamed shows in its folder's mtime — the same idea as git's untracked
+//!   cache;
 //! - git's own HEAD/index/ref files of the workspace and the exclude files, so
 //!   an agent's own `git commit` or a changed ignore rule is noticed.
 //!
-//! Nothing git would record can change unseen: the walker reads no global
-//! excludes file, so it watches *more* folders than git needs (costing only a
-//! needless git run). Paths modified in the same clock tick as the snapshot
+//! Nothing git would record can change unseen: a rule file modix leaves
+//! unread (too big, not UTF-8) only makes it watch *more* folders than git
+//! needs (costing only a needless git run). Paths modified in the same clock tick as the snapshot
 //! ("racy", as git calls them) are also hashed — a file's content, a folder's
 //! entry names — so a later same-tick write is still seen.
 //!
@@ -245,12 +247,18 @@ impl ScanPlan {
     pub fn refresh(&mut self, tracked: &[PathBuf]) -> Result<()> {
         let mut files = self.fingerprints.clone();
         files.extend_from_slice(tracked);
-        // Walked first: a failed walk leaves the plan as it was.
-        let (mut dirs, poisoned) = self.walk_dirs()?;
-        if !poisoned.is_empty() {
-            self.removed.extend(remove_special(&poisoned)?);
-            dirs = self.walk_dirs()?.0;
+        self.global = self
+            .excludes
+            .iter()
+            .filter_map(|f| matcher(&self.root, std::slice::from_ref(f)))
+            .collect();
+        // Walked first: a failed walk leaves the plan's lists as they were.
+        let mut walked = self.walk_dirs()?;
+        if !walked.poisoned.is_empty() {
+            self.removed.extend(remove_special(&walked.poisoned)?);
+            walked = self.walk_dirs()?;
         }
+        let Walked { dirs, rules, .. } = walked;
         // The files still listed keep what they held (a full scan checks it
         // is still their inode before it is trusted).
         let held = std::mem::take(&mut self.held);
@@ -285,17 +293,7 @@ impl ScanPlan {
         }
         self.expected = expected;
         self.file_dir = file_dir;
-        self.gitignores = self
-            .dirs()
-            .iter()
-            .filter(|d| d.join(".gitignore").is_file())
-            .filter_map(|d| Some((d.clone(), matcher(d, &[d.join(".gitignore")])?)))
-            .collect();
-        self.global = self
-            .excludes
-            .iter()
-            .filter_map(|f| matcher(&self.root, std::slice::from_ref(f)))
-            .collect();
+        self.gitignores = rules;
         self.generation += 1;
         self.rewatch();
         Ok(())
@@ -317,25 +315,36 @@ impl ScanPlan {
         &self.list.paths[self.n_files..]
     }
 
-    /// The non-ignored folders in scope, the scope's own folder included.
-    /// The folders the walker does not skip, and the special files (see
-    /// [`special_git_files`]) it found where git reads its rules: their
-    /// folders are not walked into (the walker would wait on them), and
-    /// [`ScanPlan::refresh`] removes them and walks again.
-    fn walk_dirs(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    /// The non-ignored folders in scope, the scope's own folder included,
+    /// with the rules of each folder walked (see [`rule_file`]); and the
+    /// special files (see [`special_git_files`]) found where git reads its
+    /// rules: their folders are not walked into (the walker would wait on
+    /// them), and [`ScanPlan::refresh`] removes them and walks again.
+    ///
+    /// The walker reads no rule file itself: it would follow a symlinked
+    /// `.gitignore` and read it whole, as git does not (a rule there would
+    /// hide from the watch a folder git records, and a link to a big file
+    /// would cost minutes and gigabytes). Which folders are skipped is
+    /// decided here, by the rules git reads, in git's precedence.
+    fn walk_dirs(&self) -> Result<Walked> {
         let root = self.root.clone();
         let scope = self.scope.clone();
+        let global = self.global.clone();
         let poisoned = std::sync::Arc::new(std::sync::Mutex::new(special_git_files(&self.root)));
         let found = poisoned.clone();
+        let rules = std::sync::Arc::new(std::sync::Mutex::new(HashMap::new()));
+        if let Some(g) = rule_file(&self.root) {
+            lock(&rules).insert(self.root.clone(), g);
+        }
+        let read = rules.clone();
         let mut walk = WalkBuilder::new(&self.root);
         walk.standard_filters(false)
             .hidden(false)
             .parents(false)
             .ignore(false)
-            .git_ignore(true)
-            .git_exclude(true)
+            .git_ignore(false)
+            .git_exclude(false)
             .git_global(false)
-            .require_git(false)
             .follow_links(false)
             .overrides(self.noise.clone())
             .filter_entry(move |e| {
@@ -347,15 +356,23 @@ impl ScanPlan {
                 if !(rel.starts_with(&scope) || scope.starts_with(rel)) {
                     return false;
                 }
+                // Its parent was walked (and its rules read) before it.
+                if e.depth() > 0
+                    && let Some(parent) = e.path().parent()
+                    && ignored_by(&lock(&read), &global, &root, parent, e.path(), true)
+                {
+                    return false;
+                }
                 let special = special_git_files(e.path());
                 let safe = special.is_empty();
-                if let Ok(mut list) = found.lock() {
-                    list.extend(special);
+                lock(&found).extend(special);
+                if safe && let Some(g) = rule_file(e.path()) {
+                    lock(&read).insert(e.path().to_path_buf(), g);
                 }
                 safe
             });
         let mut dirs = Vec::new();
-        let root_safe = poisoned.lock().map(|l| l.is_empty()).unwrap_or(false);
+        let root_safe = lock(&poisoned).is_empty();
         if root_safe {
             for item in walk.build() {
                 let e = item.map_err(|e| {
@@ -367,8 +384,13 @@ impl ScanPlan {
                 }
             }
         }
-        let poisoned = poisoned.lock().map(|l| l.clone()).unwrap_or_default();
-        Ok((dirs, poisoned))
+        let poisoned = lock(&poisoned).clone();
+        let rules = std::mem::take(&mut *lock(&rules));
+        Ok(Walked {
+            dirs,
+            poisoned,
+            rules,
+        })
     }
 
     /// The special files found where git reads its rules, before git runs,
@@ -570,23 +592,97 @@ impl ScanPlan {
         seen == self.expected[i].len()
     }
 
-    /// git's precedence: the nearest `.gitignore` with a matching pattern
-    /// decides, then `info/exclude`, then the excludes file. (The folder
-    /// itself is watched, so none of its parents is ignored.)
+    /// Whether git ignores `path` in the watched folder `dir`.
     fn ignored(&self, dir: &Path, path: &Path, is_dir: bool) -> bool {
-        let chain = dir
-            .ancestors()
-            .take_while(|d| d.starts_with(&self.root))
-            .filter_map(|d| self.gitignores.get(d))
-            .chain(&self.global);
-        for gi in chain {
-            let m = gi.matched(path, is_dir);
-            if !m.is_none() {
-                return m.is_ignore();
-            }
-        }
-        false
+        ignored_by(
+            &self.gitignores,
+            &self.global,
+            &self.root,
+            dir,
+            path,
+            is_dir,
+        )
     }
+}
+
+/// What [`ScanPlan::walk_dirs`] found.
+struct Walked {
+    dirs: Vec<PathBuf>,
+    poisoned: Vec<PathBuf>,
+    /// The rules of each folder walked that has a `.gitignore` git reads.
+    rules: HashMap<PathBuf, Gitignore>,
+}
+
+/// The lock's value, even when a panicking holder poisoned it.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// git's precedence: the nearest `.gitignore` (of `dir` or a folder above
+/// it, up to `root`) with a matching pattern decides, then `info/exclude`,
+/// then the excludes file. (`dir` is not ignored itself.)
+fn ignored_by(
+    rules: &HashMap<PathBuf, Gitignore>,
+    global: &[Gitignore],
+    root: &Path,
+    dir: &Path,
+    path: &Path,
+    is_dir: bool,
+) -> bool {
+    let chain = dir
+        .ancestors()
+        .take_while(|d| d.starts_with(root))
+        .filter_map(|d| rules.get(d))
+        .chain(global);
+    for gi in chain {
+        let m = gi.matched(path, is_dir);
+        if !m.is_none() {
+            return m.is_ignore();
+        }
+    }
+    false
+}
+
+/// The largest `.gitignore` modix reads. git reads up to 100 MiB; a real
+/// one is a few KiB, and compiling a huge one costs modix far more than
+/// git (a 300 MB one took minutes and gigabytes). Leaving one unread only
+/// makes the watch see more than git records: at worst a needless git run.
+const RULES_MAX: u64 = 1 << 20;
+
+/// The rules of `dir`'s `.gitignore` as git reads them: a regular file,
+/// never followed through a symlink (git 2.32 and later does not follow
+/// one either), opened without waiting (a FIFO swapped in meanwhile), at
+/// most [`RULES_MAX`] bytes of UTF-8. `None` when there is none, or none
+/// modix reads: then nothing is ignored by it, which is safe.
+fn rule_file(dir: &Path) -> Option<Gitignore> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(".gitignore");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(&path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > RULES_MAX {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(RULES_MAX + 1).read_to_string(&mut text).ok()?;
+    if text.len() as u64 > RULES_MAX {
+        return None;
+    }
+    let mut b = GitignoreBuilder::new(dir);
+    for (i, line) in text.lines().enumerate() {
+        // As git, a byte-order mark opening the file is not a pattern.
+        let line = if i == 0 {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            line
+        };
+        b.add_line(Some(path.clone()), line).ok()?;
+    }
+    b.build().ok()
 }
 
 fn now() -> Duration {
@@ -1391,6 +1487,28 @@ mod tests {
         std::os::unix::fs::symlink(d.join("real"), d.join(".gitignore")).unwrap();
         std::fs::write(d.join(".gitattributes"), "* text\n").unwrap();
         assert!(special_git_files(d).is_empty());
+    }
+
+    /// A `.gitignore` is read as git reads one: never through a symlink,
+    /// never one too big to be a real one; what is left unread ignores
+    /// nothing (the watch then sees more, never less, than git records).
+    #[test]
+    fn rule_files_are_read_as_git_reads_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let ignores =
+            |d: &Path| rule_file(d).is_some_and(|g| g.matched(d.join("x.o"), false).is_ignore());
+        std::fs::write(d.join(".gitignore"), "\u{feff}*.o\n").unwrap();
+        assert!(ignores(d));
+        std::fs::write(d.join("real"), "*.o\n").unwrap();
+        std::fs::remove_file(d.join(".gitignore")).unwrap();
+        std::os::unix::fs::symlink(d.join("real"), d.join(".gitignore")).unwrap();
+        assert!(!ignores(d), "a symlinked .gitignore is not followed");
+        std::fs::remove_file(d.join(".gitignore")).unwrap();
+        let mut big = "*.o\n".to_owned();
+        big.push_str(&"a".repeat(RULES_MAX as usize));
+        std::fs::write(d.join(".gitignore"), big).unwrap();
+        assert!(!ignores(d), "one over the limit is not read");
     }
 
     #[test]

@@ -2270,6 +2270,38 @@ fn fifos_where_git_reads_its_rules_never_hang_a_run() {
     assert!(root.join(".git").is_file());
 }
 
+/// A symlinked `.gitignore`: git does not follow one, so its rules hide
+/// nothing from the record, and modix's watch must not follow it either.
+/// Here its target, outside the workspace, says `sub/`: a read-only tester
+/// that writes into `d/sub/` (which git records) is still caught, and the
+/// run never reaches DONE on a tree other than the one recorded.
+#[test]
+fn a_symlinked_gitignore_hides_nothing_from_the_watch() {
+    let sb = repo();
+    let rules = sb.dir.path().join("rules");
+    write_file(&rules, "sub/\n");
+    agent_with_scope(
+        &sb,
+        &["calc.py", "d/.gitignore", "d/sub/keep"],
+        &format!(
+            "{FIX}\n    mkdir -p d/sub && ln -s {} d/.gitignore && echo keep > d/sub/keep\n{DONE}",
+            rules.display()
+        ),
+    );
+    sb.edit_json(".modix/agents.json", |v| {
+        v["agents"]["tester"]["command"] =
+            serde_json::json!(["sh", "-c", "echo sneaky > d/sub/new.txt"]);
+    });
+    let r = sb.go_json("Fix mean()");
+    let text = reasons(&r);
+    assert_eq!(r.code, Some(1), "{text}\n{}", r.stderr);
+    assert!(!text.contains("-> DONE"), "{text}");
+    assert!(
+        text.contains("may not change files") && text.contains("d/sub/new.txt"),
+        "{text}"
+    );
+}
+
 /// The same FIFO left by an agent whose modix was killed: `resume` walks
 /// the workspace before anything else and removes it, says so, and
 /// finishes the run.
