@@ -478,6 +478,7 @@ impl Work {
         };
         let moved = settled.moved;
         let oversized = settled.oversized.clone();
+        let embedded = settled.embedded.clone();
         let submodules = self.ws.stash_changed_submodules(step.seq)?;
         let mut work = StepWork::new(settled, step.agent, verdict);
         if let Some(claimed) = &work.claimed {
@@ -501,6 +502,7 @@ impl Work {
         let refusal = match verdict {
             _ if secret.is_some() => secret,
             _ if !oversized.is_empty() => Some(self.oversized(&oversized, &work)),
+            _ if !embedded.is_empty() => Some(self.embedded(&embedded, &work)),
             _ if !submodules.is_empty() => Some(in_submodules(&submodules, &work)),
             Verdict::Output(_) => self.refusal(step, &work.files),
             Verdict::Failed(f) => Some(Refusal {
@@ -581,6 +583,35 @@ impl Work {
                 list(&named)
             ),
             paths,
+            keep: true,
+        }
+    }
+
+    /// Repositories the step made inside the tree: git records each as a
+    /// commit id only (of a repository no one else has), so their files
+    /// would be in no step, no diff and no `apply`. The step is refused,
+    /// naming them; the folders stay (their files are in no commit to keep
+    /// them), for the next attempt to make plain folders of.
+    fn embedded(&self, repos: &[String], work: &StepWork) -> Refusal {
+        let named: Vec<String> = repos.iter().map(|p| self.shown(p).to_owned()).collect();
+        let what = match repos.len() {
+            1 => "a git repository".to_owned(),
+            n => format!("{n} git repositories"),
+        };
+        Refusal {
+            why: format!(
+                "made {what} inside the workspace: {} (git records such a folder as a commit \
+                 id, none of its files); the step was taken off",
+                list(&named)
+            ),
+            feedback: format!(
+                "Your previous attempt was rejected and its changes were taken off: it made a \
+                 git repository of its own inside the project ({}), whose files git cannot \
+                 record. Remove its `.git` (the files stay, as plain files of the project) \
+                 and do not run `git init` or `git clone` inside the project.",
+                list(&named)
+            ),
+            paths: work.files.iter().map(|c| c.path.clone()).collect(),
             keep: true,
         }
     }

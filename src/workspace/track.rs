@@ -45,6 +45,11 @@ pub struct Settled {
     /// Files the step wrote over the size limit (path, bytes): removed
     /// before git read them (see [`Workspace::set_max_file_bytes`]).
     pub oversized: Vec<(String, u64)>,
+    /// Git repositories the step made inside the tree (`git init` in a
+    /// folder, a clone): git records such a folder as one commit id (a
+    /// gitlink), none of its files, so what is in it is neither recorded
+    /// nor brought back by `apply`.
+    pub embedded: Vec<String>,
 }
 
 /// A step taken off.
@@ -69,6 +74,9 @@ pub struct Discarded {
     pub reference: Option<String>,
     pub paths: Vec<String>,
 }
+
+/// The mode git gives a folder that holds a repository of its own.
+const GITLINK: &str = "160000";
 
 impl Workspace {
     /// Records whatever changed since the last recorded step as a commit on
@@ -184,6 +192,7 @@ impl Workspace {
             fast_path: false,
             moved: false,
             oversized: Vec::new(),
+            embedded: Vec::new(),
         }
     }
 
@@ -277,14 +286,17 @@ impl Workspace {
         };
         let sync = !empty || refs.head.as_deref() != Some(last.as_str()) || !refs.attached;
         self.point_run_at(&refs, &commit, &format!("modix: step {seq}"), sync)?;
-        let changes = if empty {
+        let entries = if empty {
             Vec::new()
         } else {
             diff_trees(&self.git, &self.ctx, &last, &commit)?
-                .into_iter()
-                .map(|e| e.change)
-                .collect()
         };
+        let embedded = entries
+            .iter()
+            .filter(|e| e.new_mode == GITLINK && e.old_mode != GITLINK)
+            .map(|e| e.change.path.clone())
+            .collect();
+        let changes = entries.into_iter().map(|e| e.change).collect();
         let moved = refs.run_ref.as_deref() != Some(commit.as_str());
         let tree_changed = tree != self.last_tree;
         self.record.last_commit = commit.clone();
@@ -302,6 +314,7 @@ impl Workspace {
             fast_path: false,
             moved,
             oversized,
+            embedded,
         })
     }
 

@@ -2302,6 +2302,43 @@ fn a_symlinked_gitignore_hides_nothing_from_the_watch() {
     );
 }
 
+/// A repository an agent makes inside the tree (`git init` in a folder)
+/// is one git records as a bare commit id, none of its files: the step is
+/// refused, naming it, rather than recorded as a change `diff` and `apply`
+/// cannot show or bring back. Once the next attempt removes its `.git`,
+/// the files are recorded as the project's.
+#[test]
+fn a_git_repository_made_inside_the_workspace_is_refused_until_it_is_a_plain_folder() {
+    let sb = repo();
+    agent_with_scope(
+        &sb,
+        &[],
+        &format!(
+            r#"    if [ "$MODIX_ATTEMPT" = 1 ]; then
+      mkdir sub && cd sub && git init -q && echo hi > f && git add f && git -c user.name=a -c user.email=a@b commit -qm x && cd ..
+    else
+      rm -rf sub/.git
+    fi
+{FIX}
+{DONE}"#
+        ),
+    );
+    scenarios::passing_tester(&sb);
+    let r = sb.go_json("Fix mean()");
+    let text = reasons(&r);
+    assert_eq!(r.code, Some(0), "{text}\n{}", r.stderr);
+    assert!(
+        text.contains("made a git repository inside the workspace: sub"),
+        "{text}"
+    );
+    let branch = format!("modix/{}", short(&sb, &r.run_id()));
+    let tree = git(&sb.root(), &["ls-tree", "-r", &branch, "--", "sub"]);
+    assert!(
+        tree.starts_with("100644 blob ") && tree.contains("\tsub/f"),
+        "{tree}"
+    );
+}
+
 /// The same FIFO left by an agent whose modix was killed: `resume` walks
 /// the workspace before anything else and removes it, says so, and
 /// finishes the run.
