@@ -74,6 +74,13 @@ impl Redactor {
             })
             .collect();
         pairs.extend(escaped);
+        // A value base64-encoded (an `Authorization: Basic` header, an
+        // environment dumped through `base64`) is the same secret too.
+        let encoded: Vec<(String, String)> = pairs
+            .iter()
+            .flat_map(|(n, v)| base64_forms(v).into_iter().map(move |f| (n.clone(), f)))
+            .collect();
+        pairs.extend(encoded);
         pairs.sort_by(|a, b| a.1.cmp(&b.1));
         pairs.dedup_by(|a, b| a.1 == b.1);
         let values = AhoCorasick::builder()
@@ -454,6 +461,53 @@ impl serde_json::ser::Formatter for &mut Gather {
     );
 }
 
+/// The shortest base64 stretch looked for: shorter ones would match
+/// ordinary words and encoded data by chance.
+const MIN_BASE64_LEN: usize = 12;
+
+/// What `value` looks like inside base64 text, standard and URL-safe
+/// alphabets: the characters that encode its bytes alone, for each of the
+/// three places it can start within a 3-byte group (the characters at
+/// either end also hold bits of its neighbours, whatever they are).
+fn base64_forms(value: &str) -> Vec<String> {
+    let mut forms = Vec::new();
+    for offset in 0..3 {
+        let mut data = vec![0u8; offset];
+        data.extend_from_slice(value.as_bytes());
+        let text = base64(&data);
+        // Character `c` holds bits 6c..6c+6: whole inside the value when
+        // its first bit is at or after the value's start and its last
+        // before the value's end.
+        let first = (offset * 8).div_ceil(6);
+        let end = (data.len() * 8) / 6;
+        let Some(stable) = text.get(first..end).filter(|s| s.len() >= MIN_BASE64_LEN) else {
+            continue;
+        };
+        let url_safe = stable.replace('+', "-").replace('/', "_");
+        if url_safe != stable {
+            forms.push(url_safe);
+        }
+        forms.push(stable.to_owned());
+    }
+    forms
+}
+
+/// Standard base64 of `data`, without padding.
+fn base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for group in data.chunks(3) {
+        let bits = group
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, b)| acc | u32::from(*b) << (16 - 8 * i));
+        for i in 0..=group.len() {
+            out.push(char::from(ALPHABET[(bits >> (18 - 6 * i) & 63) as usize]));
+        }
+    }
+    out
+}
+
 fn redact_shapes(s: &str) -> Cow<'_, str> {
     SHAPES.replace_all(s, |c: &Captures| {
         if let Some(prefix) = c.name("bearer") {
@@ -497,6 +551,34 @@ mod tests {
         );
         let both = format!("{line} raw s3cr3t\"pa\\ss-0123456789");
         assert_eq!(r.configured_in(both.as_bytes()), ["PASSWORD"]);
+    }
+
+    #[test]
+    fn a_value_base64_encoded_is_the_same_secret() {
+        let key = "sk-ant-api03-SECRETKEYVALUE1234567890abcdefXYZ";
+        let r = Redactor::new([("ANTHROPIC_API_KEY", key)]);
+        // Alone, after a prefix at each place in a 3-byte group, with a
+        // newline after it, and in the URL-safe alphabet.
+        for prefix in ["", "u", "us", "user:", "ANTHROPIC_API_KEY="] {
+            for suffix in ["", "\n"] {
+                let encoded = base64(format!("{prefix}{key}{suffix}").as_bytes());
+                for text in [encoded.clone(), encoded.replace('+', "-").replace('/', "_")] {
+                    let out = r.redact(&text);
+                    assert!(
+                        out.contains("[REDACTED:ANTHROPIC_API_KEY]"),
+                        "{text} -> {out}"
+                    );
+                }
+            }
+        }
+        assert_eq!(base64(b"Man"), "TWFu");
+        assert_eq!(base64(b"Ma"), "TWE");
+        // A short value's base64 is too short to look for.
+        assert!(
+            base64_forms("12345678")
+                .iter()
+                .all(|f| f.len() >= MIN_BASE64_LEN)
+        );
     }
 
     #[test]

@@ -453,6 +453,71 @@ fn credentials_in_a_proxy_url_are_redacted_like_keys() {
     }
 }
 
+/// A key an agent prints base64-encoded (an env dump piped through
+/// `base64`, a Basic auth header: the key after a prefix, at every place in
+/// a 3-byte group) is the key: redacted from the terminal and the record.
+#[test]
+fn a_key_printed_base64_encoded_is_redacted_like_the_key() {
+    let sb = Sandbox::example();
+    keyed(&sb);
+    crate::scenarios::agent(
+        &sb,
+        &format!(
+            "    for p in '' 'u:' 'us:' 'ANTHROPIC_API_KEY='; do printf '%s%s' \"$p\" \"$ANTHROPIC_API_KEY\" | base64 -w0; echo; done\n\
+             printf 'Authorization: Basic %s\\n' \"$(printf 'me:%s' \"$ANTHROPIC_API_KEY\" | base64 -w0)\" >&2\n{}",
+            crate::scenarios::EXECUTOR_OK
+        ),
+    );
+    crate::scenarios::passing_tester(&sb);
+    let out = sb
+        .modix()
+        .env("ANTHROPIC_API_KEY", KEY)
+        .args(["-v", "go", "encode"])
+        .output()
+        .unwrap();
+    let mut printed = output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{printed}");
+    assert!(printed.contains("Authorization: Basic"), "{printed}");
+    let run = sb.runs()[0]["run_id"].as_str().unwrap().to_owned();
+    for n in ["2", "3"] {
+        let out = sb
+            .modix()
+            .args(["history", &run, "--invocation", n, "--json"])
+            .output()
+            .unwrap();
+        printed.push_str(&output_text(&out));
+    }
+    let encodings = ["", "u:", "us:", "me:", "ANTHROPIC_API_KEY="].map(|p| {
+        let plain = format!("{p}{KEY}");
+        let mut child = std::process::Command::new("base64")
+            .arg("-w0")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(plain.as_bytes())
+            .unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+    });
+    for encoded in &encodings {
+        // The middle of the encoded key: what no neighbour's bits touch.
+        let part = &encoded[encoded.len() / 2 - 10..encoded.len() / 2 + 10];
+        assert!(!printed.contains(part), "{encoded} printed: {printed}");
+        for (path, bytes) in files(&sb.root().join(".modix")) {
+            assert!(
+                !bytes.windows(20).any(|w| w == part.as_bytes()),
+                "{} holds the base64 of a key",
+                path.display()
+            );
+        }
+    }
+}
+
 /// Peak memory of finished children of this process (Linux: kilobytes).
 fn children_max_rss_kb() -> i64 {
     let mut usage = std::mem::MaybeUninit::<nix::libc::rusage>::zeroed();
