@@ -696,9 +696,13 @@ impl Progress {
                 r.run_id
             ),
             RunStatus::Failed => format!(
-                "Run {} {}: ended in {state} (a human steps in: `modix resume {} --from STATE --note TEXT` redrives it)",
+                "Run {} {}: ended in {state}{} (a human steps in: `modix resume {} --from STATE --note TEXT` redrives it)",
                 r.run_id,
                 out.paint("failed", tone),
+                r.reason
+                    .as_deref()
+                    .map(|why| format!(" from {}", esc(why)))
+                    .unwrap_or_default(),
                 r.run_id
             ),
             RunStatus::Stopped => format!(

@@ -367,7 +367,7 @@ impl Driver<'_> {
             let turn = match &state.kind {
                 StateKind::Terminal { .. } => {
                     let status = status_in(&state.kind);
-                    return Ok(self.report(status, None));
+                    return Ok(self.report(status, self.failed_because(status)));
                 }
                 StateKind::Input { event } => {
                     invoke::input_turn(event, &state.name, &self.info.run.epic)
@@ -581,6 +581,18 @@ impl Driver<'_> {
 
     pub(super) fn state_name(&self) -> &str {
         &self.info.workflow.machine.state(self.cursor.state()).name
+    }
+
+    /// Why a run that ended in failure got there: the reason of the step
+    /// that took it there (an agent's failure class and its CLI's own
+    /// words), so the last word of `go` names it, even with `-q`.
+    fn failed_because(&self, status: RunStatus) -> Option<String> {
+        let t = self
+            .last_transition
+            .as_ref()
+            .filter(|_| status == RunStatus::Failed)?;
+        let reason = t.reason.as_deref().filter(|r| !r.is_empty())?;
+        Some(format!("{}: {reason}", t.from))
     }
 
     pub(super) fn report(&self, status: RunStatus, reason: Option<String>) -> RunReport {

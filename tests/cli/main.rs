@@ -8,6 +8,7 @@ mod doctor;
 mod doctor_login;
 mod dry_run;
 mod escaping;
+mod failures;
 mod fsm;
 mod fsm_language;
 mod go;
