@@ -211,12 +211,25 @@ fn claude() -> Shell {
         failures: vec![
             field(Auth, "/error", "^authentication_failed$"),
             field(Auth, "/api_error_status", "^(401|403)$"),
-            rule(Auth, "Not logged in|Invalid API key"),
+            rule(
+                Auth,
+                "Not logged in|Invalid API key|OAuth token has expired|authentication_error",
+            ),
+            // The account's credit or quota is spent: no retry brings it back.
+            field(BudgetExceeded, "/error", "^billing_error$"),
+            rule(BudgetExceeded, "Credit balance is too low|billing_error"),
+            // The request as built does not fit the model: the same prompt
+            // fails the same way however often it is sent.
+            rule(
+                BadInvocation,
+                "Prompt is too long|exceeds? (the )?(model's )?(maximum )?context",
+            ),
             stopping(field(RateLimited, "/error", "^rate_limit$")),
             field(RateLimited, "/api_error_status", "^429$"),
             stopping(field(Overloaded, "/error", "^overloaded$")),
             field(Overloaded, "/api_error_status", "^(5\\d\\d)$"),
             field(NotFound, "/error", "^model_not_found$"),
+            field(NotFound, "/api_error_status", "^404$"),
             rule(
                 Network,
                 "Unable to connect to API|ConnectionRefused|FailedToOpenSocket",
@@ -302,6 +315,15 @@ fn codex() -> Shell {
         permission_modes: modes("workspace-write", "read-only"),
         failures: vec![
             rule(Auth, "unexpected status 40[13]|Not logged in|Unauthorized"),
+            // A spent quota comes as a 429 too: it is told apart first.
+            rule(
+                BudgetExceeded,
+                "Quota exceeded|insufficient_quota|exceeded your current quota|usage limit",
+            ),
+            rule(
+                BadInvocation,
+                "context window|context_length_exceeded|maximum context length",
+            ),
             rule(RateLimited, "last status: 429|429 Too Many Requests"),
             rule(
                 Overloaded,
@@ -383,6 +405,19 @@ fn gemini() -> Shell {
             exit(BudgetExceeded, 53),
             // Status codes as whole numbers: a port or a pid in the same
             // text (`127.0.0.1:45031`) is not a 503.
+            // A daily quota spent is not a rate limit: no retry today helps.
+            rule(
+                BudgetExceeded,
+                "exhausted your daily quota|daily quota|per ?day",
+            ),
+            rule(
+                NotFound,
+                "models/\\S+ is not found|\\bNOT_FOUND\\b|model .*not found",
+            ),
+            rule(
+                BadInvocation,
+                "input token count .*exceeds|exceeds the maximum number of tokens|context window",
+            ),
             rule(RateLimited, "\\b429\\b|RESOURCE_EXHAUSTED|Quota exceeded"),
             rule(Overloaded, "\\b503\\b|UNAVAILABLE|overloaded"),
             stopping(rule(Network, "Attempt \\d+ failed.*fetch failed")),

@@ -103,3 +103,148 @@ fn the_last_line_of_a_failed_run_names_the_failure_even_quiet() {
         "PLANNING: agent failed (auth): Not logged in · Please run /login"
     );
 }
+
+/// Failures no retry fixes, in each CLI's shape: a spent quota or credit
+/// (a 429 from OpenAI), a prompt over the model's context window, a model
+/// that does not exist (only the result's status says so), an expired
+/// login. Each is its permanent class, caught to FAILED after one
+/// invocation — not retried as a rate limit, nor sent round the executor's
+/// loop as an agent error — with the CLI's own reason.
+#[test]
+fn failures_no_retry_fixes_are_told_apart_and_not_retried() {
+    let claude_result = |status: &str, error: &str, text: &str| {
+        format!(
+            "{}\n{}\n",
+            json!({"type": "assistant", "message": {"model": "<synthetic>", "content": [{"type": "text", "text": text}]}, "error": error}),
+            json!({"type": "result", "subtype": "success", "is_error": true, "api_error_status": serde_json::from_str::<serde_json::Value>(status).unwrap(), "result": text})
+        )
+    };
+    let codex_failed = |message: &str| {
+        format!(
+            "{}\n{}\n{}\n",
+            json!({"type": "turn.started"}),
+            json!({"type": "error", "message": message}),
+            json!({"type": "turn.failed", "error": {"message": message}})
+        )
+    };
+    let cases: Vec<(&str, String, &str, i32, &str, &str)> = vec![
+        (
+            "claude",
+            claude_result("400", "billing_error", "Credit balance is too low"),
+            "",
+            1,
+            "budget_exceeded",
+            "Credit balance is too low",
+        ),
+        (
+            "claude",
+            claude_result("400", "invalid_request", "Prompt is too long"),
+            "",
+            1,
+            "bad_invocation",
+            "Prompt is too long",
+        ),
+        (
+            "claude",
+            format!(
+                "{}\n",
+                json!({"type": "result", "subtype": "success", "is_error": true, "api_error_status": 404,
+                       "result": "There's an issue with the selected model (claude-x). It may not exist or you may not have access to it."})
+            ),
+            "",
+            1,
+            "not_found",
+            "issue with the selected model",
+        ),
+        (
+            "claude",
+            format!(
+                "{}\n",
+                json!({"type": "result", "subtype": "success", "is_error": true,
+                       "result": "OAuth token has expired. Please obtain a new token or refresh your existing token."})
+            ),
+            "",
+            0,
+            "auth",
+            "OAuth token has expired",
+        ),
+        (
+            "codex",
+            codex_failed("Quota exceeded. Check your plan and billing details."),
+            "",
+            1,
+            "budget_exceeded",
+            "Quota exceeded",
+        ),
+        (
+            "codex",
+            codex_failed(
+                r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","code":"insufficient_quota"}}"#,
+            ),
+            "",
+            1,
+            "budget_exceeded",
+            "exceeded your current quota",
+        ),
+        (
+            "codex",
+            codex_failed(
+                "Codex ran out of room in the model's context window. Start a new thread or clear earlier history before retrying.",
+            ),
+            "",
+            1,
+            "bad_invocation",
+            "context window",
+        ),
+        (
+            "gemini",
+            format!(
+                "{}\n",
+                json!({"type": "result", "status": "error", "error": {"type": "unknown",
+                       "message": "[API Error: You have exhausted your daily quota on this model.]"}})
+            ),
+            "",
+            1,
+            "budget_exceeded",
+            "daily quota",
+        ),
+        (
+            "gemini",
+            String::new(),
+            "[API Error: models/gemini-9-pro is not found for API version v1beta, or is not supported for generateContent.]\n",
+            1,
+            "not_found",
+            "is not found",
+        ),
+        (
+            "gemini",
+            format!(
+                "{}\n",
+                json!({"type": "result", "status": "error", "error": {"type": "unknown",
+                       "message": "[API Error: The input token count (1500000) exceeds the maximum number of tokens allowed (1048576).]"}})
+            ),
+            "",
+            1,
+            "bad_invocation",
+            "exceeds the maximum number of tokens",
+        ),
+    ];
+    for (preset, stdout, stderr, code, class, reason) in cases {
+        let sb = emulated(preset, &stdout, stderr, code);
+        let r = GoResult::parse(&go(&sb, &["go", "--json", "Fix mean()"]));
+        let case = format!("{preset} {class} {reason}: {}", r.stderr);
+        assert_eq!(r.code, Some(1), "{case}");
+        assert_eq!(
+            r.path()[1],
+            format!("PLANNING -catch:{class}-> FAILED"),
+            "{case}"
+        );
+        let said = r.transitions[1]["reason"].as_str().unwrap();
+        assert!(
+            said.contains(&format!("agent failed ({class}): ")) && said.contains(reason),
+            "{case}: {said}"
+        );
+        let runs = sb.runs();
+        assert_eq!(runs[0]["invocations"], 1, "{case}: retried");
+    }
+}
