@@ -106,6 +106,13 @@ impl Rules {
         if let Some(reason) = from_json {
             return reason;
         }
+        // A JSON error printed over several lines (Gemini's `-o json` on
+        // stderr): its reason, not its closing brace.
+        for text in [out.stderr.text(), stdout.clone()] {
+            if let Some(reason) = trailing_document(&text).and_then(|v| self.json_reason(&v)) {
+                return reason;
+            }
+        }
         for text in [out.stderr.text(), stdout] {
             let lines = last_lines(&text, 20);
             if let Some(line) = lines.iter().rev().find(|l| !self.noise.is_match(l)) {
@@ -117,6 +124,16 @@ impl Rules {
 
     fn json_reason(&self, v: &Value) -> Option<String> {
         self.reason.iter().find_map(|p| match v.pointer(p)? {
+            // An API's error body passed on as the message's text (Codex's
+            // `{"error":{"message":…}}` in a string): the body's reason.
+            Value::String(s) if s.trim_start().starts_with('{') => {
+                match serde_json::from_str::<Value>(s) {
+                    Ok(body) => self
+                        .json_reason(&body)
+                        .or_else(|| Some(one_line(s.trim(), REASON_MAX))),
+                    Err(_) => Some(one_line(s.trim(), REASON_MAX)),
+                }
+            }
             Value::String(s) if !s.trim().is_empty() => Some(one_line(s.trim(), REASON_MAX)),
             _ => None,
         })
@@ -139,6 +156,23 @@ impl Rules {
             .and_then(|v| self.json_reason(&v))
             .unwrap_or_else(|| one_line(line.trim(), REASON_MAX))
     }
+}
+
+/// The JSON object `text` ends with when it spans several lines: tried
+/// from each of its last lines that open one at the margin, newest first
+/// (a bounded number: a CLI's error document is short).
+fn trailing_document(text: &str) -> Option<Value> {
+    let trimmed = text.trim_end();
+    if !trimmed.ends_with('}') {
+        return None;
+    }
+    trimmed
+        .rmatch_indices("\n{")
+        .map(|(i, _)| i + 1)
+        .chain(trimmed.starts_with('{').then_some(0))
+        .take(8)
+        .find_map(|start| serde_json::from_str::<Value>(&trimmed[start..]).ok())
+        .filter(Value::is_object)
 }
 
 fn line_matches(rule: &FailureRule, re: Option<&Regex>, stream: Stream, line: &str) -> bool {
@@ -212,6 +246,18 @@ mod tests {
         let codex = Rules::of(&preset("codex").unwrap());
         let out = outcome(1, &fixture("mock-codex-429/stdout.txt"), "");
         assert_eq!(codex.classify(&out).unwrap().0, FailureClass::RateLimited);
+
+        // Gemini's `-o json` prints its error as a document over several
+        // lines on stderr: the reason is its message, not its last line.
+        let out = outcome(41, "", &fixture("gemini-nokey-json/stderr.txt"));
+        let (class, reason) = gemini.classify(&out).expect("a class");
+        assert_eq!(class, FailureClass::Auth);
+        assert!(reason.starts_with("Please set an Auth method"), "{reason}");
+
+        // Codex passes an API's error body on as its message's text: the
+        // body's own message is the reason.
+        let out = outcome(1, &fixture("mock-codex-400-other/stdout.txt"), "");
+        assert_eq!(codex.reason(&out), "Invalid value for 'input'.");
     }
 
     #[test]

@@ -17,8 +17,13 @@ pub enum ExtractError {
     Empty { source_desc: String },
     #[error("stdout is not a JSON document (output format is `json`): {error}")]
     NotJson { error: String },
-    #[error("no line of stdout is a JSON object (output format is `json-lines`)")]
-    NoJsonLine,
+    #[error("no line of stdout is {wanted} (output format is `json-lines`){cut}")]
+    NoJsonLine {
+        /// What a line had to be: a JSON object, with the selected values.
+        wanted: String,
+        /// What the output's last line says of why, when it is JSON cut short.
+        cut: String,
+    },
     #[error("result pointer `{pointer}` is not a JSON pointer; it must be empty or start with `/`")]
     BadPointer { pointer: String },
     #[error("result pointer `{pointer}` matched nothing in {searched}")]
@@ -148,7 +153,10 @@ fn from_lines(
     }
     let objects = selected(stdout, spec).rev();
     let Some(p) = pointer else {
-        let last = objects.into_iter().next().ok_or(ExtractError::NoJsonLine)?;
+        let last = objects
+            .into_iter()
+            .next()
+            .ok_or_else(|| no_json_line(stdout, spec))?;
         return Ok((last, "the last JSON line".into()));
     };
     let mut seen = 0usize;
@@ -163,7 +171,7 @@ fn from_lines(
         }
     }
     match last_seen {
-        None => Err(ExtractError::NoJsonLine),
+        None => Err(no_json_line(stdout, spec)),
         Some(last) => Err(ExtractError::PointerMissing {
             pointer: p.to_owned(),
             searched: format!(
@@ -172,6 +180,33 @@ fn from_lines(
             ),
         }),
     }
+}
+
+/// No line the spec selects: says what a line had to be, and when the
+/// output's last line is a JSON object cut short, that the stream ended in
+/// the middle of one (a CLI killed, or its output cut) — the likelier cause
+/// than a CLI that never printed its answer.
+fn no_json_line(stdout: &str, spec: &crate::config::OutputSpec) -> ExtractError {
+    let wanted = if spec.select.is_empty() {
+        "a JSON object".to_owned()
+    } else {
+        let values: Vec<String> = spec
+            .select
+            .iter()
+            .map(|(p, v)| format!("`{p}` = {v:?}"))
+            .collect();
+        format!("a JSON object with {}", values.join(" and "))
+    };
+    let last = stdout.lines().rev().map(str::trim).find(|l| !l.is_empty());
+    let cut = match last {
+        Some(l) if l.starts_with('{') && serde_json::from_str::<Value>(l).is_err() => format!(
+            "; its last line is a JSON object cut short, so the output ended in the middle of \
+             one (the CLI stopped or was stopped): `{}`",
+            crate::text::truncate(l, 80)
+        ),
+        _ => String::new(),
+    };
+    ExtractError::NoJsonLine { wanted, cut }
 }
 
 /// "has keys: a, b, c" — tells the user what a pointer could point at.
@@ -453,10 +488,35 @@ mod tests {
         );
         assert!(matches!(
             extract_json("just text\nmore\n", OutputFormat::JsonLines, None),
-            Err(ExtractError::NoJsonLine)
+            Err(ExtractError::NoJsonLine { .. })
         ));
         let err = extract_json("{\"a\":1}\n", OutputFormat::JsonLines, Some("/zz")).unwrap_err();
         assert!(err.to_string().contains("keys: a"), "{err}");
+    }
+
+    /// A stream that ends in the middle of its answer's line says so, and
+    /// what line it looked for.
+    #[test]
+    fn a_stream_cut_mid_line_says_it_ended_in_the_middle_of_one() {
+        let spec = crate::config::OutputSpec {
+            format: OutputFormat::JsonLines,
+            result_pointer: Some("/result".into()),
+            select: [("/type".to_owned(), "result".to_owned())].into(),
+            ..Default::default()
+        };
+        let out =
+            "{\"type\":\"system\",\"subtype\":\"init\"}\n{\"type\":\"result\",\"result\":\"{\\\"ti";
+        let err = extract(out, &spec).unwrap_err().to_string();
+        assert!(
+            err.starts_with("no line of stdout is a JSON object with `/type` = \"result\""),
+            "{err}"
+        );
+        assert!(err.contains("cut short"), "{err}");
+        // Whole lines that are not the one looked for: no word of a cut.
+        let err = extract("{\"type\":\"system\"}\n", &spec)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("cut short"), "{err}");
     }
 
     #[test]

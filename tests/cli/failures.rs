@@ -248,3 +248,61 @@ fn failures_no_retry_fixes_are_told_apart_and_not_retried() {
         assert_eq!(runs[0]["invocations"], 1, "{case}: retried");
     }
 }
+
+/// Where a CLI's reason sits in a JSON document printed over several lines
+/// (Gemini's `-o json` error on stderr), or in an API's error body passed
+/// on as a message's text (Codex), the last line of `go` gives its own
+/// words — not a closing brace, nor the raw body.
+#[test]
+fn a_reason_inside_a_pretty_printed_or_quoted_json_error_is_its_message() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agent-clis");
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let cases = [
+        (
+            "gemini",
+            String::new(),
+            read("gemini-nokey-json/stderr.txt"),
+            41,
+            "agent failed (auth): Please set an Auth method",
+        ),
+        (
+            "codex",
+            read("mock-codex-400-other/stdout.txt"),
+            read("mock-codex-400-other/stderr.txt"),
+            1,
+            "Invalid value for 'input'.",
+        ),
+    ];
+    for (preset, stdout, stderr, code, reason) in cases {
+        let sb = emulated(preset, &stdout, &stderr, code);
+        let out = go(&sb, &["-q", "go", "Fix mean()"]);
+        assert_eq!(out.status.code(), Some(1), "{preset}");
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert!(printed.contains(reason), "{preset}: {printed}");
+        assert!(!printed.trim_end().ends_with('}'), "{preset}: {printed}");
+    }
+}
+
+/// A stream that ends in the middle of its answer's line (the CLI killed,
+/// its output cut) says so, rather than that no line was JSON.
+#[test]
+fn a_stream_cut_in_the_middle_of_its_answer_says_so() {
+    let stdout = concat!(
+        r#"{"type":"system","subtype":"init","session_id":"s"}"#,
+        "\n",
+        r#"{"type":"result","subtype":"success","is_error":false,"result":"{\"title\": \"x\", \"summ"#
+    );
+    let sb = emulated("claude", stdout, "", 0);
+    let r = GoResult::parse(&go(&sb, &["go", "--json", "Fix mean()"]));
+    let reasons: Vec<String> = r
+        .events
+        .iter()
+        .filter_map(|e| e["reason"].as_str().map(str::to_owned))
+        .collect();
+    let all = reasons.join("\n");
+    assert!(
+        all.contains(r#"no line of stdout is a JSON object with `/type` = "result""#)
+            && all.contains("cut short"),
+        "{all}"
+    );
+}
