@@ -114,10 +114,7 @@ impl Error {
         match self {
             Error::Usage { .. } => "usage",
             Error::Config { .. } => "config",
-            Error::Store(e) => match store_exit(e) {
-                Exit::Usage => "not_found",
-                _ => "store",
-            },
+            Error::Store(e) => store_code(e),
             Error::Run(e) => e.code(),
             Error::Workspace(e) => e.code(),
             Error::Io { .. } => "io",
@@ -143,9 +140,24 @@ pub(crate) fn store_exit(e: &StoreError) -> Exit {
         | StoreError::UnknownInvocation { .. }
         | StoreError::Ambiguous { .. }
         | StoreError::Busy { .. }
+        | StoreError::Changed { .. }
         | StoreError::TooNew { .. }
         | StoreError::NeedsMigration { .. } => Exit::Usage,
         _ => Exit::Internal,
+    }
+}
+
+/// The `code` of a store error in a `--json` error object: what the user
+/// can tell apart and act on differently, else `store`.
+pub(crate) fn store_code(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::UnknownRun { .. } | StoreError::UnknownInvocation { .. } => "not_found",
+        StoreError::Ambiguous { .. } => "ambiguous",
+        StoreError::Busy { .. } => "busy",
+        StoreError::Changed { .. } => "changed",
+        StoreError::TooNew { .. } => "too_new",
+        StoreError::NeedsMigration { .. } => "needs_migration",
+        _ => "store",
     }
 }
 
@@ -186,6 +198,9 @@ pub(crate) fn store_help(e: &StoreError) -> Option<&'static str> {
         }
         StoreError::Busy { .. } => {
             "wait for that process to finish, or stop it (`modix stop RUN`, or Ctrl-C in its terminal); then `modix resume`"
+        }
+        StoreError::Changed { .. } => {
+            "someone else answered, resumed or stopped it meanwhile: `modix status RUN` shows where it is now"
         }
         StoreError::TooNew { .. } => "use the newer modix that wrote it",
         StoreError::NeedsMigration { .. } => {

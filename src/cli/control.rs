@@ -12,7 +12,7 @@ use crate::error::{Error, Exit};
 use crate::fsm::StateKind;
 use crate::orchestrator::{Answer, Engine, RunOptions, SCHEMA_VERSION};
 use crate::project::Purpose;
-use crate::store::{ControlKind, Run, RunStatus, Store};
+use crate::store::{ControlKind, Run, RunStatus, Store, StoreError};
 use crate::text;
 
 /// Who is asking: `user@host` (the user from the environment, else the
@@ -248,49 +248,63 @@ pub struct StopArgs {
 const ACK_WAIT: Duration = Duration::from_secs(5);
 
 pub fn stop(ctx: &Ctx, a: &StopArgs) -> Result<Exit, Error> {
-    let db = ctx.paths()?.db();
-    let mut store = Store::open(&db)?;
-    let run = runs::resolve(&store, &a.run)?;
-    let status = runs::status(&run);
+    let (mut store, mut run) = runs::find_writable(&ctx.paths()?, &a.run)?;
     let out = &ctx.out;
-    match status.status {
-        RunStatus::Succeeded | RunStatus::Failed => {
-            return Err(Error::usage(
-                format!(
-                    "run {} already ended ({} in {})",
-                    run.id, run.status, run.current_state
-                ),
-                "nothing to stop",
-            ));
-        }
-        RunStatus::Interrupted | RunStatus::Stopped => {
-            // No modix drives it: what its agent left running (a crash
-            // leaves the agent going, spending tokens) is stopped here.
-            let grace = Duration::from_secs(crate::config::Timeouts::default().kill_grace_secs);
-            let stopped = crate::orchestrator::stop_leftovers(&ctx.paths()?, &run.id, grace);
-            if stopped > 0 {
-                out.line(format!(
-                    "Run {} is not running ({}); stopped what its agent left running ({}). `modix resume {}` records the step as abandoned and runs it again.",
-                    run.id,
-                    status.label,
-                    match stopped {
-                        1 => "1 process".to_owned(),
-                        n => format!("{n} processes"),
-                    },
-                    run.id
-                ));
-            } else {
-                out.line(format!(
-                    "Run {} is not running ({}); nothing to stop.",
-                    run.id, status.label
+    loop {
+        let status = runs::status(&run);
+        match status.status {
+            RunStatus::Succeeded | RunStatus::Failed => {
+                return Err(Error::usage(
+                    format!(
+                        "run {} already ended ({} in {})",
+                        run.id, run.status, run.current_state
+                    ),
+                    "nothing to stop",
                 ));
             }
-            return Ok(Exit::Ok);
+            RunStatus::Interrupted | RunStatus::Stopped => {
+                return stop_leftovers(ctx, out, &run, &status.label);
+            }
+            RunStatus::Waiting => match stop_at_gate(&mut store, out, &run)? {
+                AtGate::Stopped => return Ok(Exit::Ok),
+                // Someone is answering it: it runs on, and is asked to stop.
+                AtGate::Held => break,
+                AtGate::Moved => run = store.run(&run.id)?,
+            },
+            RunStatus::Running => break,
         }
-        RunStatus::Waiting => return stop_at_gate(&mut store, out, &run),
-        RunStatus::Running => {}
     }
-    let kind = if a.now {
+    ask_to_stop(&mut store, out, &run, a.now)
+}
+
+/// A run no modix drives: what its agent left running (a crash leaves the
+/// agent going, spending tokens) is stopped here.
+fn stop_leftovers(ctx: &Ctx, out: &Output, run: &Run, label: &str) -> Result<Exit, Error> {
+    let grace = Duration::from_secs(crate::config::Timeouts::default().kill_grace_secs);
+    let stopped = crate::orchestrator::stop_leftovers(&ctx.paths()?, &run.id, grace);
+    if stopped > 0 {
+        out.line(format!(
+            "Run {} is not running ({label}); stopped what its agent left running ({}). `modix resume {}` records the step as abandoned and runs it again.",
+            run.id,
+            match stopped {
+                1 => "1 process".to_owned(),
+                n => format!("{n} processes"),
+            },
+            run.id
+        ));
+    } else {
+        out.line(format!(
+            "Run {} is not running ({label}); nothing to stop.",
+            run.id
+        ));
+    }
+    Ok(Exit::Ok)
+}
+
+/// Records a stop request for the running run and waits for its
+/// acknowledgement.
+fn ask_to_stop(store: &mut Store, out: &Output, run: &Run, now: bool) -> Result<Exit, Error> {
+    let kind = if now {
         ControlKind::StopNow
     } else {
         ControlKind::Stop
@@ -300,11 +314,7 @@ pub fn stop(ctx: &Ctx, a: &StopArgs) -> Result<Exit, Error> {
     while asked.elapsed() < ACK_WAIT {
         std::thread::sleep(Duration::from_millis(25));
         if store.control(id)?.is_some_and(|c| c.taken_at.is_some()) {
-            let when = if a.now {
-                "now"
-            } else {
-                "after its current step"
-            };
+            let when = if now { "now" } else { "after its current step" };
             out.line(format!(
                 "Run {} acknowledged the stop in {} ms; it stops {when}. `modix resume {}` continues it.",
                 run.id,
@@ -315,22 +325,28 @@ pub fn stop(ctx: &Ctx, a: &StopArgs) -> Result<Exit, Error> {
         }
         // The run may end (or its process die) before it takes the request:
         // then there is nothing to stop, and the request is withdrawn.
-        let now = store.run(&run.id)?;
-        let ended = runs::status(&now);
-        if ended.status == RunStatus::Waiting {
-            // It reached a gate meanwhile: stopped there, as `stop` does.
-            store.take_controls(&[id])?;
-            return stop_at_gate(&mut store, out, &now);
-        }
-        if ended.status != RunStatus::Running {
-            store.take_controls(&[id])?;
-            return Err(Error::usage(
-                format!(
-                    "run {} ended before it took the stop ({})",
-                    run.id, ended.label
-                ),
-                "nothing to stop",
-            ));
+        let latest = store.run(&run.id)?;
+        let ended = runs::status(&latest);
+        match ended.status {
+            RunStatus::Running => {}
+            // It reached a gate meanwhile: stopped there, as `stop` does
+            // (unless someone is answering it: then it takes the request).
+            RunStatus::Waiting => {
+                if let AtGate::Stopped = stop_at_gate(store, out, &latest)? {
+                    store.take_controls(&[id])?;
+                    return Ok(Exit::Ok);
+                }
+            }
+            _ => {
+                store.take_controls(&[id])?;
+                return Err(Error::usage(
+                    format!(
+                        "run {} ended before it took the stop ({})",
+                        run.id, ended.label
+                    ),
+                    "nothing to stop",
+                ));
+            }
         }
     }
     out.error(
@@ -345,15 +361,32 @@ pub fn stop(ctx: &Ctx, a: &StopArgs) -> Result<Exit, Error> {
     Ok(Exit::Failed)
 }
 
-/// A run waiting at a gate has no process to ask: it is stopped there.
-fn stop_at_gate(store: &mut Store, out: &Output, run: &Run) -> Result<Exit, Error> {
+/// What became of a stop of a run waiting at a gate.
+enum AtGate {
+    /// Marked stopped there.
+    Stopped,
+    /// Someone's answer holds it: it is about to run on.
+    Held,
+    /// It moved since it was read: look again.
+    Moved,
+}
+
+/// A run waiting at a gate has no process to ask: it is stopped there —
+/// unless it moved, or someone's answer took it, since it was read.
+fn stop_at_gate(store: &mut Store, out: &Output, run: &Run) -> Result<AtGate, Error> {
     let why = format!("stopped at gate {} by {}", run.current_state, who());
-    store.set_status(&run.id, RunStatus::Stopped, Some(&why))?;
-    out.line(format!(
-        "Run {} stopped (it was waiting at {}).",
-        run.id, run.current_state
-    ));
-    Ok(Exit::Ok)
+    match store.set_status_as_seen(run, RunStatus::Stopped, Some(&why)) {
+        Ok(()) => {
+            out.line(format!(
+                "Run {} stopped (it was waiting at {}).",
+                run.id, run.current_state
+            ));
+            Ok(AtGate::Stopped)
+        }
+        Err(StoreError::Busy { .. }) => Ok(AtGate::Held),
+        Err(StoreError::Changed { .. }) => Ok(AtGate::Moved),
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[derive(Debug, clap::Subcommand)]

@@ -54,6 +54,23 @@ fn resolve_ref(store: &Store, reference: &str) -> Result<Run, Error> {
 /// The project's run database opened read-only, and run `reference` in it
 /// (an unknown run when there is no database yet).
 pub fn find(paths: &crate::config::ProjectPaths, reference: &str) -> Result<(Store, Run), Error> {
+    find_with(paths, reference, Store::open_read_only)
+}
+
+/// [`find`] with the database open for writing (`stop`, `pending add`):
+/// a project without runs is told so, and gets no empty database.
+pub fn find_writable(
+    paths: &crate::config::ProjectPaths,
+    reference: &str,
+) -> Result<(Store, Run), Error> {
+    find_with(paths, reference, Store::open)
+}
+
+fn find_with(
+    paths: &crate::config::ProjectPaths,
+    reference: &str,
+    open: impl FnOnce(&std::path::Path) -> Result<Store, StoreError>,
+) -> Result<(Store, Run), Error> {
     let db = paths.db();
     if !db.exists() {
         return Err(StoreError::UnknownRun {
@@ -61,7 +78,7 @@ pub fn find(paths: &crate::config::ProjectPaths, reference: &str) -> Result<(Sto
         }
         .into());
     }
-    let store = Store::open_read_only(&db)?;
+    let store = open(&db)?;
     let run = resolve(&store, reference)?;
     Ok((store, run))
 }

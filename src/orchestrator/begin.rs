@@ -46,7 +46,7 @@ pub fn start(
             return Err(e.into());
         }
     };
-    store.claim_run(&run.id, std::process::id())?;
+    store.claim_run(&run, std::process::id())?;
     let work = work::Work::new(ws, project)?;
     drive(
         engine,
@@ -128,14 +128,16 @@ fn resume_run(
     if let Some(a) = &opts.answer {
         check_answer(machine, &run.current_state, a)?;
     }
-    store.claim_run(&run.id, std::process::id())?;
-    // Stops asked of the run before this resume are done with.
+    // Stops asked of the run before this resume are done with; one asked
+    // from here on (`modix stop` of a run this answer just took from its
+    // gate) is for this drive, and taken at its first step boundary.
     let old: Vec<i64> = store
         .open_controls(&run.id)?
         .into_iter()
         .filter(|c| c.kind != crate::store::ControlKind::Pending)
         .map(|c| c.id)
         .collect();
+    store.claim_run(&run, std::process::id())?;
     store.take_controls(&old)?;
     let opened = recover(&mut store, project, &run, opts);
     let opened = match opened {

@@ -156,7 +156,7 @@ impl RunError {
 
     pub fn code(&self) -> &'static str {
         match self {
-            RunError::Store(_) => "store",
+            RunError::Store(e) => crate::error::store_code(e),
             RunError::NotResumable { .. } => "not_resumable",
             RunError::Config(_) => "config",
             RunError::Template(_) | RunError::TemplateInRun(_) => "template",

@@ -109,6 +109,10 @@ pub enum StoreError {
         run_id: String,
         pid: u32,
     },
+    /// The run moved on between a command's checks and its claim on it:
+    /// another process answered, resumed or stopped it meanwhile.
+    #[error("run {run_id} changed while this command got ready: it is now {now}")]
+    Changed { run_id: String, now: String },
     #[error("run database {path}: {message}")]
     Invalid { path: PathBuf, message: String },
     /// The file the store opened is no longer at its path: what was

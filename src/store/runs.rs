@@ -137,6 +137,98 @@ pub(crate) fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// Refuses to change run `seen.id` unless it is as the caller saw it: no
+/// live process but `me` holds it ([`StoreError::Busy`]), and its status
+/// and state have not moved since ([`StoreError::Changed`]).
+fn as_seen(
+    tx: &rusqlite::Connection,
+    path: &std::path::Path,
+    seen: &Run,
+    me: Option<u32>,
+) -> Result<(), StoreError> {
+    type Row = (RunStatus, String, String, Option<u32>, Option<i64>);
+    let row: Option<Row> = tx
+        .query_row(
+            "SELECT status, current_state, updated_at, owner_pid, owner_started \
+             FROM runs WHERE id = ?1",
+            [&seen.id],
+            |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                ))
+            },
+        )
+        .optional()
+        .ctx(path, "reading a run's owner")?;
+    let Some((status, state, updated_at, owner, owner_started)) = row else {
+        return Err(StoreError::NotFound {
+            path: path.to_path_buf(),
+            what: format!("run {}", seen.id),
+        });
+    };
+    if let Some(pid) = owner
+        && Some(pid) != me
+        && owner_alive(pid, owner_started.and_then(|t| u64::try_from(t).ok()))
+    {
+        return Err(StoreError::Busy {
+            path: path.to_path_buf(),
+            run_id: seen.id.clone(),
+            pid,
+        });
+    }
+    let now = (status, state.as_str(), updated_at.as_str());
+    if now
+        != (
+            seen.status,
+            seen.current_state.as_str(),
+            seen.updated_at.as_str(),
+        )
+    {
+        return Err(StoreError::Changed {
+            run_id: seen.id.clone(),
+            now: format!("{status} in {state}"),
+        });
+    }
+    Ok(())
+}
+
+/// Sets a run's status in `w` (see [`Store::set_status`]).
+fn update_status(
+    w: &super::Writer<'_>,
+    run_id: &str,
+    status: RunStatus,
+    reason: Option<&str>,
+) -> Result<(), StoreError> {
+    let changed =
+        w.tx.execute(
+            "UPDATE runs SET status = ?2, status_reason = ?3, updated_at = ?4, \
+             ended_at = CASE WHEN ?5 THEN ?4 END, \
+             owner_pid = CASE WHEN ?2 = 'running' THEN owner_pid END, \
+             owner_started = CASE WHEN ?2 = 'running' THEN owner_started END, \
+             heartbeat_at = CASE WHEN ?2 = 'running' THEN heartbeat_at END \
+             WHERE id = ?1",
+            params![
+                run_id,
+                status,
+                reason.map(|r| w.text(r)),
+                now(),
+                status.is_terminal()
+            ],
+        )
+        .ctx(w.path, "setting a run's status")?;
+    if changed == 0 {
+        return Err(StoreError::NotFound {
+            path: w.path.to_path_buf(),
+            what: format!("run {run_id}"),
+        });
+    }
+    Ok(())
+}
+
 /// Whether the process that claimed a run is still the one running as
 /// `pid`: alive, and (when its start time was recorded) started then.
 pub(crate) fn owner_alive(pid: u32, started: Option<u64>) -> bool {
@@ -369,31 +461,23 @@ impl Store {
         reason: Option<&str>,
     ) -> Result<(), StoreError> {
         let w = self.write_tx()?;
-        let (tx, path) = (&w.tx, w.path);
-        let at = now();
-        let changed = tx
-            .execute(
-                "UPDATE runs SET status = ?2, status_reason = ?3, updated_at = ?4, \
-                 ended_at = CASE WHEN ?5 THEN ?4 END, \
-                 owner_pid = CASE WHEN ?2 = 'running' THEN owner_pid END, \
-                 owner_started = CASE WHEN ?2 = 'running' THEN owner_started END, \
-                 heartbeat_at = CASE WHEN ?2 = 'running' THEN heartbeat_at END \
-                 WHERE id = ?1",
-                params![
-                    run_id,
-                    status,
-                    reason.map(|r| w.text(r)),
-                    at,
-                    status.is_terminal()
-                ],
-            )
-            .ctx(path, "setting a run's status")?;
-        if changed == 0 {
-            return Err(StoreError::NotFound {
-                path: path.to_path_buf(),
-                what: format!("run {run_id}"),
-            });
-        }
+        update_status(&w, run_id, status, reason)?;
+        w.commit("committing a run's status")
+    }
+
+    /// [`Store::set_status`] for a run no process holds (a person's
+    /// `modix stop` of a run waiting at a gate), as the caller saw it:
+    /// refused as [`Store::claim_run`] refuses, so a run someone has just
+    /// begun to answer is never marked stopped (and let go) under them.
+    pub fn set_status_as_seen(
+        &mut self,
+        seen: &Run,
+        status: RunStatus,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let w = self.write_tx()?;
+        as_seen(&w.tx, w.path, seen, None)?;
+        update_status(&w, &seen.id, status, reason)?;
         w.commit("committing a run's status")
     }
 
@@ -422,37 +506,25 @@ impl Store {
         w.commit("committing a run's workdir")
     }
 
-    /// Mark `owner_pid` as the process executing the run. Refused with
-    /// [`StoreError::Busy`] while another live process owns the run and it
-    /// is Running; a dead owner (killed with -9, say) is taken over.
-    pub fn claim_run(&mut self, run_id: &str, owner_pid: u32) -> Result<(), StoreError> {
+    /// Mark `owner_pid` as the process executing the run, which the caller
+    /// checked as `seen` (answering its gate, resuming it). One write
+    /// transaction compares and claims, so of two people answering the same
+    /// gate (or resuming the same run) at once exactly one goes on:
+    /// - [`StoreError::Busy`] while another live process holds the run,
+    ///   whatever its status — a claim comes before the run says it is
+    ///   running again, and taking it then would leave the run driven by a
+    ///   process the record does not name (shown as "owner gone", its agent
+    ///   stopped as a leftover);
+    /// - [`StoreError::Changed`] when its status or state moved since the
+    ///   caller looked (someone else answered, resumed or stopped it and is
+    ///   done): what was checked no longer holds.
+    ///
+    /// A dead owner (killed with -9, say) is taken over.
+    pub fn claim_run(&mut self, seen: &Run, owner_pid: u32) -> Result<(), StoreError> {
         let w = self.write_tx()?;
         let (tx, path) = (&w.tx, w.path);
-        let row: Option<(RunStatus, Option<u32>, Option<i64>)> = tx
-            .query_row(
-                "SELECT status, owner_pid, owner_started FROM runs WHERE id = ?1",
-                [run_id],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )
-            .optional()
-            .ctx(path, "reading a run's owner")?;
-        let Some((status, owner, owner_started)) = row else {
-            return Err(StoreError::NotFound {
-                path: path.to_path_buf(),
-                what: format!("run {run_id}"),
-            });
-        };
-        if let Some(pid) = owner
-            && pid != owner_pid
-            && status == RunStatus::Running
-            && owner_alive(pid, owner_started.and_then(|t| u64::try_from(t).ok()))
-        {
-            return Err(StoreError::Busy {
-                path: path.to_path_buf(),
-                run_id: run_id.to_owned(),
-                pid,
-            });
-        }
+        let run_id = seen.id.as_str();
+        as_seen(tx, path, seen, Some(owner_pid))?;
         let started = process_start_ticks(owner_pid).map(to_i64);
         tx.execute(
             "UPDATE runs SET owner_pid = ?2, owner_started = ?3, heartbeat_at = ?4 WHERE id = ?1",

@@ -734,9 +734,10 @@ fn set_status_and_claims() {
     let me = std::process::id();
 
     // A live other owner (this very process, under its real pid) blocks.
-    store.claim_run(&run.id, me).unwrap();
-    store.claim_run(&run.id, me).unwrap(); // re-claim by the owner is fine
-    let err = store.claim_run(&run.id, me + 1).unwrap_err();
+    store.claim_run(&run, me).unwrap();
+    let run = store.run(&run.id).unwrap();
+    store.claim_run(&run, me).unwrap(); // re-claim by the owner is fine
+    let err = store.claim_run(&run, me + 1).unwrap_err();
     assert!(
         matches!(err, StoreError::Busy { pid, .. } if pid == me),
         "{err:?}"
@@ -758,8 +759,9 @@ fn set_status_and_claims() {
     let dead = child.id();
     child.wait().unwrap();
     store.set_status(&run.id, RunStatus::Running, None).unwrap();
-    store.claim_run(&run.id, dead).unwrap();
-    store.claim_run(&run.id, me).unwrap();
+    let run = store.run(&run.id).unwrap();
+    store.claim_run(&run, dead).unwrap();
+    store.claim_run(&run, me).unwrap();
     assert_eq!(store.run(&run.id).unwrap().owner_pid, Some(me));
     store.release_run(&run.id, me).unwrap();
     assert_eq!(store.run(&run.id).unwrap().owner_pid, None);
@@ -772,10 +774,48 @@ fn set_status_and_claims() {
         store.set_status("NOPE", RunStatus::Failed, None),
         Err(StoreError::NotFound { .. })
     ));
+    let mut gone = run.clone();
+    gone.id = "NOPE".into();
     assert!(matches!(
-        store.claim_run("NOPE", me),
+        store.claim_run(&gone, me),
         Err(StoreError::NotFound { .. })
     ));
+}
+
+/// Two people answering one gate: the first claim holds the run before it
+/// says running again, and the second is refused rather than taking it
+/// over (and dropping it again on its way out).
+#[test]
+fn a_claim_holds_a_waiting_run_and_a_stale_look_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&db(&dir)).unwrap();
+    let run = store.create_run(&new_run()).unwrap();
+    store
+        .set_status(&run.id, RunStatus::Waiting, Some("Approve?"))
+        .unwrap();
+    let seen = store.run(&run.id).unwrap();
+    let me = std::process::id();
+    store.claim_run(&seen, me).unwrap();
+    let err = store.claim_run(&seen, me + 1).unwrap_err();
+    assert!(
+        matches!(err, StoreError::Busy { pid, .. } if pid == me),
+        "{err:?}"
+    );
+    // Nor is a run someone is answering stopped at its gate under them.
+    let err = store
+        .set_status_as_seen(&seen, RunStatus::Stopped, Some("stop"))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Busy { .. }), "{err:?}");
+    // The first one answered and is done; the second looked before that.
+    store
+        .set_status(&run.id, RunStatus::Stopped, Some("--later"))
+        .unwrap();
+    let err = store.claim_run(&seen, me + 1).unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Changed { now, .. } if now == "stopped in plan"),
+        "{err:?}"
+    );
+    assert_eq!(store.run(&run.id).unwrap().owner_pid, None);
 }
 
 #[test]

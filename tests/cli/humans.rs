@@ -979,3 +979,64 @@ fn a_pending_message_no_agent_got_before_the_run_ended_is_said() {
         "{notice}"
     );
 }
+
+/// Two (here three) people answering the same gate at once: exactly one
+/// answer drives the run on, the others are refused as "busy" (or find the
+/// gate answered), and the run keeps its one owner throughout — it never
+/// shows as interrupted while the winner drives it, so `modix stop` asks
+/// that process rather than killing its agent as a crash's leftover.
+#[test]
+fn answers_racing_at_one_gate_leave_one_driver_and_its_claim() {
+    let sb = Sandbox::example();
+    gated(&sb);
+    slow_executor(&sb, &sb.dir.path().join("executing"), 4);
+    let run = sb.go_json("Fix mean()").run_id();
+    let mut answers: Vec<_> = (0..3)
+        .map(|_| sb.spawn(&["approve", &run, "--json"]))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut outs, mut checked) = (Vec::new(), false);
+    while !answers.is_empty() {
+        assert!(Instant::now() < deadline, "the answers never ended");
+        if let Some(i) = answers
+            .iter_mut()
+            .position(|c| c.try_wait().unwrap().is_some())
+        {
+            outs.push(answers.remove(i).wait_with_output().unwrap());
+            continue;
+        }
+        if answers.len() == 1 && !checked {
+            // The others are done: the run is held by the one left (about
+            // to say running, or running), not let go by a loser.
+            let listed = &sb.runs()[0];
+            assert!(listed["owner_pid"].is_u64(), "{listed}");
+            assert_eq!(listed["owner_gone"], false, "{listed}");
+            checked = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(checked, "the refused answers ended before the winner's run");
+    let mut winner = None;
+    for out in outs {
+        if out.status.code() == Some(0) {
+            winner = Some(GoResult::parse(&out));
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("one JSON error object ({e}): {}", output_text(&out)));
+        let code = v["error"]["code"].as_str().unwrap();
+        assert!(
+            ["busy", "changed", "usage", "not_resumable"].contains(&code),
+            "refused as someone else's answer, not a workspace in use: {v}"
+        );
+    }
+    let winner = winner.expect("one answer drives the run");
+    assert_eq!(winner.transitions.last().unwrap()["to"], "DONE");
+    let steps = sb.history_json(&run)["transitions"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let answered = steps.iter().filter(|t| t["event"] == "approved").count();
+    assert_eq!(answered, 1, "{steps:?}");
+}
