@@ -137,8 +137,7 @@ fn answer_gate(
 ) -> Result<Exit, Error> {
     let engine = Engine::new()?;
     let project = ctx.project_for("nothing was answered", Purpose::Run { workflow: None })?;
-    let store = Store::open_read_only(&project.config.paths.db())?;
-    let run = runs::resolve(&store, reference)?;
+    let (_, run) = runs::find(&project.config.paths, reference)?;
     if run.status != RunStatus::Waiting {
         return Err(Error::usage(
             format!(
@@ -212,8 +211,7 @@ pub struct ForkArgs {
 pub fn fork(ctx: &Ctx, a: &ForkArgs) -> Result<Exit, Error> {
     let engine = Engine::new()?;
     let project = ctx.project_for("nothing was forked", Purpose::Run { workflow: None })?;
-    let store = Store::open_read_only(&project.config.paths.db())?;
-    let src = runs::resolve(&store, &a.run)?;
+    let (store, src) = runs::find(&project.config.paths, &a.run)?;
     let project = super::go::as_run_started(ctx, project, &src)?;
     if let Ok(workflow) = project.workflow(Some(&src.workflow_id)) {
         super::go::ready(&engine, &project, &workflow)?;
@@ -415,7 +413,7 @@ impl PendingCommand {
 }
 
 pub fn pending(ctx: &Ctx, cmd: &PendingCommand) -> Result<Exit, Error> {
-    let db = ctx.paths()?.db();
+    let paths = ctx.paths()?;
     let out = &ctx.out;
     match cmd {
         PendingCommand::Add { run, text } => {
@@ -425,8 +423,7 @@ pub fn pending(ctx: &Ctx, cmd: &PendingCommand) -> Result<Exit, Error> {
                     "modix pending add RUN \"also handle the empty list\"",
                 ));
             }
-            let mut store = Store::open(&db)?;
-            let run = runs::resolve(&store, run)?;
+            let (mut store, run) = runs::find_writable(&paths, run)?;
             if run.status.is_terminal() {
                 return Err(Error::usage(
                     format!(
@@ -444,7 +441,7 @@ pub fn pending(ctx: &Ctx, cmd: &PendingCommand) -> Result<Exit, Error> {
             Ok(Exit::Ok)
         }
         PendingCommand::List { run, json: as_json } => {
-            let (store, run) = runs::find(&ctx.paths()?, run)?;
+            let (store, run) = runs::find(&paths, run)?;
             let items = store.controls(&run.id, ControlKind::Pending)?;
             if *as_json {
                 out.json(&json!({ "schema_version": SCHEMA_VERSION, "run_id": run.id, "pending": items }));
@@ -487,8 +484,7 @@ pub fn status(ctx: &Ctx, a: &StatusArgs) -> Result<Exit, Error> {
     let paths = ctx.paths()?;
     let db = paths.db();
     if !db.exists() {
-        ctx.out.line("No runs yet.");
-        return Ok(Exit::Ok);
+        return no_runs_yet(&ctx.out, a);
     }
     let store = Store::open_read_only(&db)?;
     let mut last = String::new();
@@ -521,7 +517,11 @@ pub fn status(ctx: &Ctx, a: &StatusArgs) -> Result<Exit, Error> {
             return Ok(Exit::Ok);
         }
         if text != last {
-            show_frame(&ctx.out, &text);
+            if show_frame(&ctx.out, &text).is_err() {
+                // Nobody reads any more (`| head`, a closed terminal): a
+                // watch that cannot be shown is over.
+                return Ok(Exit::Ok);
+            }
             last = text;
         }
         if !live {
@@ -531,17 +531,32 @@ pub fn status(ctx: &Ctx, a: &StatusArgs) -> Result<Exit, Error> {
     }
 }
 
+/// `status` in a project that has recorded no run: said as the command
+/// would say it (a run asked for by name is not there).
+fn no_runs_yet(out: &Output, a: &StatusArgs) -> Result<Exit, Error> {
+    if let Some(r) = &a.run {
+        return Err(StoreError::UnknownRun { prefix: r.clone() }.into());
+    }
+    if a.json {
+        out.json(&json!({ "schema_version": SCHEMA_VERSION, "runs": [] }));
+    } else {
+        out.line("No runs yet.");
+    }
+    Ok(Exit::Ok)
+}
+
 /// Whether a run can still change without someone resuming it.
 fn is_live(run: &Run) -> bool {
     runs::status(run).status == RunStatus::Running
 }
 
-/// One `--watch` frame: redrawn in place on a terminal, appended when piped.
-fn show_frame(out: &Output, text: &str) {
+/// One `--watch` frame: redrawn in place on a terminal, appended when
+/// piped. An error when stdout is gone.
+fn show_frame(out: &Output, text: &str) -> std::io::Result<()> {
     if out.tty {
         // Clear the screen and go home, then the frame.
-        out.line(format!("\u{1b}[2J\u{1b}[H{}", text.trim_end()));
+        out.try_line(format!("\u{1b}[2J\u{1b}[H{}", text.trim_end()))
     } else {
-        out.line(format!("{}\n", text.trim_end()));
+        out.try_line(format!("{}\n", text.trim_end()))
     }
 }

@@ -149,7 +149,15 @@ impl Output {
 
     /// A line of normal output on stdout.
     pub fn line(&self, text: impl AsRef<str>) {
-        let _ = writeln!(std::io::stdout().lock(), "{}", text.as_ref());
+        let _ = self.try_line(text);
+    }
+
+    /// [`Output::line`], saying whether it reached stdout (for output that
+    /// repeats, which must end when nobody reads it any more).
+    pub fn try_line(&self, text: impl AsRef<str>) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", text.as_ref())?;
+        out.flush()
     }
 
     /// Prose on stdout, wrapped at spaces to the terminal's width (as is, when piped).

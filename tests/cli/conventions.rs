@@ -211,3 +211,51 @@ fn an_environment_variable_modix_cannot_read_is_said_not_ignored_silently() {
     // Any case of a value it takes is that value.
     assert!(!text.contains("MODIX_CONTEXT_MODE"), "{text}");
 }
+
+/// A project that has recorded no run yet: every command that takes a RUN
+/// says there is no such run (exit 2; one JSON error object with
+/// `--json`), `status` lists none (as JSON with `--json`), and none of
+/// them creates the run database as a side effect.
+#[test]
+fn every_run_command_in_a_project_without_runs_says_no_such_run() {
+    let sb = Sandbox::initialized();
+    for args in [
+        &["approve", "last", "--json"][..],
+        &["reject", "last", "--note", "no", "--json"],
+        &["answer", "last", "approved", "--json"],
+        &["fork", "last", "--at", "1", "--json"],
+        &["pending", "list", "last", "--json"],
+        &["status", "last", "--json"],
+        &["history", "last", "--json"],
+        &["apply", "last", "--json"],
+        &["resume", "last", "--json"],
+    ] {
+        let v = json_error(&sb, args, 2);
+        assert_eq!(v["error"]["code"], "not_found", "{args:?}: {v}");
+    }
+    for args in [
+        &["stop", "last"][..],
+        &["pending", "add", "last", "hello"],
+        &["status", "01ABCDEF"],
+        &["diff", "last"],
+    ] {
+        let out = sb.modix().args(args).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            output_text(&out)
+        );
+        assert!(
+            output_text(&out).contains("no run matches"),
+            "{args:?}: {}",
+            output_text(&out)
+        );
+    }
+    let out = sb.modix().args(["status", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("status --json is JSON ({e}): {}", output_text(&out)));
+    assert_eq!(v["runs"], serde_json::json!([]), "{v}");
+    assert!(!sb.root().join(".modix/modix.db").exists());
+}

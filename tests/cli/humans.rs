@@ -1040,3 +1040,37 @@ fn answers_racing_at_one_gate_leave_one_driver_and_its_claim() {
     let answered = steps.iter().filter(|t| t["event"] == "approved").count();
     assert_eq!(answered, 1, "{steps:?}");
 }
+
+/// `status --watch` whose reader went away (`| head -1`) ends, rather than
+/// redrawing for nobody forever (without RUN it watches until stopped).
+#[test]
+fn status_watch_ends_when_its_reader_goes_away() {
+    use std::io::Read as _;
+    let sb = Sandbox::example();
+    gated(&sb);
+    sb.go_json("Fix mean()");
+    let mut child = sb.spawn(&["status", "--watch"]);
+    let mut first = [0u8; 16];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    assert!(first.starts_with(b"Run "), "{first:?}");
+    drop(child.stdout.take());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("status --watch went on with nobody reading");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{}",
+        output_text(&out)
+    );
+}
