@@ -389,32 +389,37 @@ fn parse(settings: &Settings) -> Result<Cli, Exit> {
         return Err(Exit::Ok);
     }
     if std::env::args_os().any(|a| a == "--json") {
-        let message = err.kind().as_str().map_or_else(
-            || {
-                err.to_string()
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned()
-            },
-            str::to_owned,
-        );
-        let e = Error::usage(
-            format!("{message}: {}", one_line_clap_error(&err)),
-            "`modix help` lists the commands and their options",
-        );
-        Output::new(true, false, None).report(&e);
+        let (message, tips) = clap_error_parts(&err);
+        let help = match tips {
+            Some(tips) => format!("{tips}; `modix help` lists the commands and their options"),
+            None => "`modix help` lists the commands and their options".to_owned(),
+        };
+        Output::new(true, false, None).report(&Error::usage(message, help));
     } else {
         let _ = err.print();
     }
     Err(Exit::Usage)
 }
 
-/// clap's error message on one line, without its `error:` prefix and usage block.
-fn one_line_clap_error(err: &clap::Error) -> String {
+/// clap's error as one line and its tips: the text without its `error:`
+/// prefix, usage block and `--help` hint, with what continues it (the
+/// missing `<RUN>`, `[possible values: …]`) joined on, and its `tip:`
+/// lines (`a similar argument exists: '--limit'`) apart, for the help.
+fn clap_error_parts(err: &clap::Error) -> (String, Option<String>) {
     let text = err.render().to_string();
-    let first = text.lines().next().unwrap_or_default();
-    first.trim_start_matches("error: ").trim().to_owned()
+    let (mut said, mut tips) = (Vec::new(), Vec::new());
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        match line.strip_prefix("tip: ") {
+            Some(tip) => tips.push(tip),
+            None if !line.is_empty() => said.push(line.trim_start_matches("error: ")),
+            None => {}
+        }
+    }
+    let tips = (!tips.is_empty()).then(|| tips.join("; "));
+    (said.join(" "), tips)
 }
 
 /// Log level: `-q`/`-v` flags beat `MODIX_LOG`, which beats the settings file

@@ -259,3 +259,25 @@ fn every_run_command_in_a_project_without_runs_says_no_such_run() {
     assert_eq!(v["runs"], serde_json::json!([]), "{v}");
     assert!(!sb.root().join(".modix/modix.db").exists());
 }
+
+/// A usage error clap finds, with `--json`: the whole of what clap says
+/// (the missing argument, the values it takes) once, and its tip in the
+/// help — not only its first line, nor that line twice.
+#[test]
+fn a_usage_error_as_json_says_what_clap_says_once() {
+    let sb = Sandbox::new();
+    let v = json_error(&sb, &["approve", "--json"], 2);
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("<RUN>"), "{v}");
+    let v = json_error(&sb, &["history", "--json", "--status", "bogus"], 2);
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("possible values: running"), "{v}");
+    let v = json_error(&sb, &["history", "--json", "--lmit", "3"], 2);
+    assert!(
+        v["error"]["help"].as_str().unwrap().contains("'--limit'"),
+        "{v}"
+    );
+    let v = json_error(&sb, &["history", "--json", "--limit", "-1"], 2);
+    let message = v["error"]["message"].as_str().unwrap();
+    assert_eq!(message, "unexpected argument '-1' found", "{v}");
+}
