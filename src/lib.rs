@@ -19,6 +19,11 @@
 //! Everything is crate-private; the binary calls [`cli::main`], and the
 //! benchmarks use the hidden [`bench`] hooks.
 
+// `println!`/`eprintln!` panic when their stream's reader has gone
+// (`modix … | head`, `2>&1 | head`): output goes through `cli::output`,
+// which lets a closed pipe end the output, never the command or its run.
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
 pub(crate) mod alloc;
 pub(crate) mod cli;
 pub(crate) mod config;

@@ -681,6 +681,9 @@ pub(super) fn stderr_echo(agent: &str, redactor: &Redactor) -> EchoFn {
     let redactor = redactor.clone();
     Arc::new(move |_stream, line: &str| {
         let line = format!("{prefix}{}", redactor.redact(line));
-        eprintln!("{}", crate::text::escape_controls(&line));
+        let safe = format!("{}\n", crate::text::escape_controls(&line));
+        // Not `eprintln!`, which panics when stderr's reader has gone
+        // (`modix -v go … 2>&1 | head`): that would kill the run mid-step.
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), safe.as_bytes());
     })
 }

@@ -1118,3 +1118,28 @@ fn resume_stops_the_agent_a_crashed_modix_left_running() {
     assert_eq!(abandoned["status"], "abandoned");
     assert_eq!(abandoned["pgid"], agent, "{abandoned:#}");
 }
+
+/// `modix -v go … 2>&1 | head -1`: the reader of stderr goes away while the
+/// agents' own output is still echoed there. The run goes on to its end —
+/// an echo nobody reads must not panic modix mid-step (exit 101, the run
+/// left "interrupted (owner gone)").
+#[test]
+fn a_verbose_run_whose_stderr_reader_goes_away_still_ends() {
+    use std::io::Read as _;
+    let sb = Sandbox::example();
+    let mut cmd = sb.command(&["-v", "go", "Fix mean()"]);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut first = [0u8; 1];
+    child
+        .stderr
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_eq!(sb.runs()[0]["status"], "succeeded");
+}
