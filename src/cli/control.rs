@@ -138,13 +138,22 @@ fn answer_gate(
     let engine = Engine::new()?;
     let project = ctx.project_for("nothing was answered", Purpose::Run { workflow: None })?;
     let (_, run) = runs::find(&project.config.paths, reference)?;
-    if run.status != RunStatus::Waiting {
+    let status = runs::status(&run);
+    if status.status != RunStatus::Waiting {
+        // A run stopped (or interrupted) at its gate waits again once resumed.
+        let help = match status.status {
+            RunStatus::Stopped | RunStatus::Interrupted => format!(
+                "`modix resume {}` takes it on (back to its gate, when it stopped at one); answer it then",
+                run.id
+            ),
+            _ => "`modix status` lists the runs that wait for you".to_owned(),
+        };
         return Err(Error::usage(
             format!(
                 "run {} is not waiting at a gate (it is {} in {})",
-                run.id, run.status, run.current_state
+                run.id, status.label, run.current_state
             ),
-            "`modix status` lists the runs that wait for you",
+            help,
         ));
     }
     let project = super::go::as_run_started(ctx, project, &run)?;

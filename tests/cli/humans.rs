@@ -1074,3 +1074,47 @@ fn status_watch_ends_when_its_reader_goes_away() {
         output_text(&out)
     );
 }
+
+/// `modix stop` of a run waiting at a gate marks it stopped there; an
+/// answer is then refused saying how to bring it back (resume), and once
+/// resumed it waits at the same gate and takes the answer.
+#[test]
+fn a_run_stopped_at_its_gate_is_answered_after_a_resume_and_says_so() {
+    let sb = Sandbox::example();
+    gated(&sb);
+    let run = sb.go_json("Fix mean()").run_id();
+    let out = sb.modix().args(["stop", &run]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("stopped (it was waiting at APPROVE_PLAN)"),
+        "{}",
+        output_text(&out)
+    );
+    assert_eq!(sb.runs()[0]["status"], "stopped");
+    let out = sb
+        .modix()
+        .args(["approve", &run, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (message, help) = (&v["error"]["message"], &v["error"]["help"]);
+    assert!(
+        message
+            .as_str()
+            .unwrap()
+            .contains("is not waiting at a gate (it is stopped in APPROVE_PLAN)"),
+        "{v}"
+    );
+    assert!(
+        help.as_str()
+            .unwrap()
+            .contains(&format!("modix resume {run}")),
+        "{v}"
+    );
+    let r = json_run(&sb, &["resume", &run, "--json"]);
+    assert_eq!(r.code, Some(4), "back at its gate: {}", r.stderr);
+    let r = json_run(&sb, &["approve", &run, "--json"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(r.transitions.last().unwrap()["to"], "DONE");
+}
