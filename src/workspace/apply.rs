@@ -182,7 +182,7 @@ fn apply_to_branch(
         })?;
     let user = Ctx::at(repo);
     super::publish::publish_all(git, record, false)?;
-    let run_head = run_head(git, &user, record)?;
+    let (run_head, gone) = run_head(git, &user, record)?;
     let branch_name = short_ref(&record.run_ref);
     let user_head =
         resolve_commit(git, &user, "HEAD")?.ok_or_else(|| WorkspaceError::NoCommits {
@@ -226,10 +226,10 @@ fn apply_to_branch(
             .run();
         return Err(e);
     }
-    let notes = match who {
-        Some(_) => Vec::new(),
-        None => vec![NO_IDENTITY.to_owned()],
-    };
+    let notes = gone
+        .into_iter()
+        .chain(who.is_none().then(|| NO_IDENTITY.to_owned()))
+        .collect();
     Ok(Applied {
         commit: Some(commit),
         branch,
@@ -465,7 +465,8 @@ fn write_back(git: &Git, record: &WorkspaceRecord) -> Result<Applied> {
             path: record.root.clone(),
         });
     }
-    let run_head = run_head(git, &copy, record)?;
+    // A copy's branch lives in the copy's own repository, pruned with it.
+    let (run_head, _) = run_head(git, &copy, record)?;
     let entries = diff_trees(git, &copy, &record.base_commit, &run_head)?;
     if entries.is_empty() {
         return Ok(nothing(None, NothingApplied::NoChanges));
@@ -699,17 +700,29 @@ fn delete_run_refs(git: &Git, ctx: &Ctx, record: &WorkspaceRecord) -> Result<Vec
     Ok(refs)
 }
 
-/// The run ref's commit, which must be the last recorded step.
-fn run_head(git: &Git, ctx: &Ctx, record: &WorkspaceRecord) -> Result<String> {
+/// The run ref's commit, which must be the last recorded step; and a note
+/// when the ref is gone but that commit is not.
+fn run_head(git: &Git, ctx: &Ctx, record: &WorkspaceRecord) -> Result<(String, Option<String>)> {
     let actual = read_ref(git, ctx, &record.run_ref)?;
-    if actual.as_deref() != Some(record.last_commit.as_str()) {
-        return Err(WorkspaceError::RefMoved {
-            name: short_ref(&record.run_ref),
-            expected: record.last_commit.clone(),
-            actual,
-        });
+    if actual.as_deref() == Some(record.last_commit.as_str()) {
+        return Ok((record.last_commit.clone(), None));
     }
-    Ok(record.last_commit.clone())
+    // `modix prune --branches` takes the branch, not the commits: the
+    // record names the run's verified result, and a branch that points
+    // nowhere cannot have moved it.
+    if actual.is_none() && resolve_commit(git, ctx, &record.last_commit)?.is_some() {
+        let note = format!(
+            "the run's branch {} is gone (`modix prune --branches` removes it); applied its last recorded step, {}",
+            short_ref(&record.run_ref),
+            &record.last_commit[..record.last_commit.len().min(10)]
+        );
+        return Ok((record.last_commit.clone(), Some(note)));
+    }
+    Err(WorkspaceError::RefMoved {
+        name: short_ref(&record.run_ref),
+        expected: record.last_commit.clone(),
+        actual,
+    })
 }
 
 /// A context for reading a run's objects, wherever they still are.

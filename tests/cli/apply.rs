@@ -325,3 +325,25 @@ fn the_applied_commit_is_the_users_and_modix_only_when_git_knows_no_user() {
         "{text}"
     );
 }
+
+/// `modix prune --branches` removes an ended run's workspace and branch,
+/// not its commits: `diff` still shows the run's changes, and `apply`
+/// brings them in from the recorded last step and says where the branch
+/// went — not that "an agent or a person moved it" and to resume a run that
+/// ended.
+#[test]
+fn a_run_whose_branch_was_pruned_still_applies_from_its_record() {
+    let sb = Sandbox::example();
+    let root = sb.root();
+    applied_later(&sb);
+    let out = modix(&sb, &["prune", "--branches", "--json"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let out = modix(&sb, &["apply", "last", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let notes = v["applied"]["notes"].to_string();
+    assert!(notes.contains("is gone (`modix prune --branches`"), "{v}");
+    assert_eq!(v["applied"]["paths"], serde_json::json!(["calc.py"]), "{v}");
+    let log = git(&root, &["log", "-1", "--format=%s"]);
+    assert_eq!(log.trim(), "Fix mean() in calc.py");
+}
