@@ -86,6 +86,13 @@ pub struct AnswerArgs {
     pub json: bool,
 }
 
+/// A `--note` as recorded: a blank one (`--note "$UNSET"`) is no note,
+/// rather than an empty message handed to the next agents as what a person
+/// said (`reject` asks for a real one).
+pub(super) fn note(given: &Option<String>) -> Option<String> {
+    given.clone().filter(|n| !n.trim().is_empty())
+}
+
 /// Which of the gate's events an answer raises.
 enum Pick<'a> {
     First,
@@ -94,7 +101,7 @@ enum Pick<'a> {
 }
 
 pub fn approve(ctx: &Ctx, a: &ApproveArgs) -> Result<Exit, Error> {
-    answer_gate(ctx, &a.run, Pick::First, a.note.clone(), a.later, a.json)
+    answer_gate(ctx, &a.run, Pick::First, note(&a.note), a.later, a.json)
 }
 
 pub fn reject(ctx: &Ctx, a: &RejectArgs) -> Result<Exit, Error> {
@@ -119,7 +126,7 @@ pub fn answer(ctx: &Ctx, a: &AnswerArgs) -> Result<Exit, Error> {
         ctx,
         &a.run,
         Pick::Named(&a.event),
-        a.note.clone(),
+        note(&a.note),
         a.later,
         a.json,
     )
@@ -233,7 +240,7 @@ pub fn fork(ctx: &Ctx, a: &ForkArgs) -> Result<Exit, Error> {
             &project,
             &src.id,
             a.at,
-            a.note.as_deref(),
+            note(&a.note).as_deref(),
             &by,
             opts,
             sink,

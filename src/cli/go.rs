@@ -194,7 +194,8 @@ pub fn resume(ctx: &Ctx, args: &ResumeArgs) -> Result<Exit, Error> {
     let run = Store::open_read_only(&project.config.paths.db())?.run(&run_id)?;
     let project = as_run_started(ctx, project, &run)?;
     let failed = run.status == RunStatus::Failed;
-    let redrive = match (failed, &args.from, &args.note) {
+    let note = super::control::note(&args.note);
+    let redrive = match (failed, &args.from, &note) {
         (true, from, note) => Some(orchestrator::Redrive {
             from: from.clone(),
             note: note.clone(),

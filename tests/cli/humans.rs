@@ -1118,3 +1118,23 @@ fn a_run_stopped_at_its_gate_is_answered_after_a_resume_and_says_so() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.transitions.last().unwrap()["to"], "DONE");
 }
+
+/// A blank `--note` (`--note "$UNSET"`) is no note: the record says who
+/// answered, with no dangling `: `, and the next agent is not handed an
+/// empty message as what a person said.
+#[test]
+fn a_blank_note_is_no_note() {
+    let sb = Sandbox::example();
+    gated(&sb);
+    let run = sb.go_json("Fix mean()").run_id();
+    let r = json_run(&sb, &["approve", &run, "--note", "  ", "--json"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let reason = r.transitions[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("approved by ") && !reason.contains(':'),
+        "{reason}"
+    );
+    let inv = sb.invocation(&run, 2);
+    assert_eq!(inv["state"], "EXECUTING");
+    assert!(inv["context"]["notes"][0]["note"].is_null(), "{inv}");
+}
