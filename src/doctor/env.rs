@@ -21,8 +21,9 @@ pub struct EnvName {
 
 /// The MODIX_* variables every agent receives. Mirrors
 /// `orchestrator::agent::base_env`, which builds them with their values.
-const MODIX_CONTRACT: [&str; 8] = [
+const MODIX_CONTRACT: [&str; 9] = [
     "MODIX_RUN_ID",
+    "MODIX_DRIVER",
     "MODIX_STATE",
     "MODIX_AGENT",
     "MODIX_ROLE",

@@ -456,6 +456,12 @@ fn base_env(inherited: &[(OsString, OsString)], call: &Call) -> Vec<(OsString, O
     let path = |p: &Path| p.as_os_str().to_owned();
     env.extend([
         ("MODIX_RUN_ID".into(), call.run_id.into()),
+        // Which modix started it: its leftovers are only those of a modix
+        // that is gone (`shell::processes_with_env`).
+        (
+            crate::shell::DRIVER_VAR.into(),
+            crate::shell::driver_id().into(),
+        ),
         ("MODIX_STATE".into(), call.state.into()),
         ("MODIX_AGENT".into(), call.agent.id.as_str().into()),
         ("MODIX_ROLE".into(), call.agent.role.as_str().into()),

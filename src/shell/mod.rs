@@ -24,8 +24,8 @@ pub use capture::Captured;
 pub use capture::{CaptureLimits, last_lines};
 pub use extract::extract;
 pub use process::{
-    EchoFn, EndReason, LineKind, LineWatch, ProcessOutcome, ProcessSpec, SpawnError, Stream,
-    process_start_ticks, run_process, stop_processes_with_env,
+    DRIVER_VAR, EchoFn, EndReason, LineKind, LineWatch, ProcessOutcome, ProcessSpec, SpawnError,
+    Stream, driver_id, process_start_ticks, run_process, stop_processes_with_env,
 };
 pub use reaper::adopt_orphans;
 pub use redact::{CleanText, Redactor};

@@ -219,24 +219,56 @@ pub fn process_start_ticks(pid: u32) -> Option<u64> {
     after_name.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// The variable that names, in an agent's environment, the modix process
+/// that started it (its pid and start, as [`driver_id`] gives them).
+pub const DRIVER_VAR: &str = "MODIX_DRIVER";
+
+/// This process as [`DRIVER_VAR`] names it: `pid.start` (start in clock
+/// ticks after boot), which names one process even after its pid is reused.
+pub fn driver_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let me = std::process::id();
+        format!("{me}.{}", process_start_ticks(me).unwrap_or(0))
+    })
+}
+
+/// Whether a [`driver_id`] names a process that still runs.
+fn driver_alive(id: &[u8]) -> bool {
+    let Some((pid, start)) = std::str::from_utf8(id).ok().and_then(|s| s.split_once('.')) else {
+        return false;
+    };
+    match (pid.parse::<u32>(), start.parse::<u64>()) {
+        (Ok(pid), Ok(start)) => process_start_ticks(pid) == Some(start),
+        _ => false,
+    }
+}
+
 /// Processes (other than this one) whose environment holds the exact entry
-/// `entry` (`NAME=value`), found through `/proc`: how a crashed run's
-/// leftovers are found once their process group is no help — a daemon an
-/// agent started in a session of its own keeps the environment it was
-/// given. Only processes this user may read are seen.
+/// `entry` (`NAME=value`) and whose driver (see [`DRIVER_VAR`]) is gone,
+/// found through `/proc`: how a crashed run's leftovers are found once their
+/// process group is no help — a daemon an agent started in a session of its
+/// own keeps the environment it was given. The agents of a live modix (a
+/// resume that took the run up a moment ago) are not leftovers, however the
+/// run looked when the search began. Only processes this user may read are
+/// seen.
 pub fn processes_with_env(entry: &str) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     let me = std::process::id();
+    let driver = format!("{DRIVER_VAR}=");
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&pid| pid != me)
         .filter(|pid| {
             // An environment is at most a few hundred KiB (ARG_MAX).
             let path = std::path::PathBuf::from(format!("/proc/{pid}/environ"));
-            crate::fsutil::read_small_bytes(&path, 4 << 20)
-                .is_ok_and(|env| env.split(|&b| b == 0).any(|e| e == entry.as_bytes()))
+            crate::fsutil::read_small_bytes(&path, 4 << 20).is_ok_and(|env| {
+                let mut vars = env.split(|&b| b == 0);
+                vars.clone().any(|e| e == entry.as_bytes())
+                    && !vars.any(|e| e.strip_prefix(driver.as_bytes()).is_some_and(driver_alive))
+            })
         })
         .collect()
 }
@@ -699,6 +731,40 @@ mod tests {
     use super::*;
     use std::path::Path;
     use std::sync::Mutex;
+
+    /// A run's processes are leftovers only when the modix that started
+    /// them is gone: the agents of a live one (a resume that took the run
+    /// up while `stop` looked) are not, however the run looked.
+    #[test]
+    fn leftovers_are_the_processes_of_a_modix_that_is_gone() {
+        let run = format!("MODIX_RUN_ID=leftover-test-{}", std::process::id());
+        let (name, value) = run.split_once('=').unwrap();
+        let sleeper = |driver: Option<&str>| {
+            let mut cmd = std::process::Command::new("sleep");
+            cmd.arg("30").env(name, value);
+            if let Some(d) = driver {
+                cmd.env(DRIVER_VAR, d);
+            }
+            cmd.spawn().unwrap()
+        };
+        // A driver that never ran: pid 1 did not start at tick 0.
+        let mut children = [
+            sleeper(Some(driver_id())),
+            sleeper(Some("1.0")),
+            sleeper(None),
+            sleeper(Some("not a driver")),
+        ];
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let mut found = processes_with_env(&run);
+        found.sort_unstable();
+        let mut gone: Vec<u32> = children[1..].iter().map(std::process::Child::id).collect();
+        gone.sort_unstable();
+        for child in &mut children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert_eq!(found, gone);
+    }
 
     fn spec(script: &str) -> ProcessSpec {
         ProcessSpec {
