@@ -2658,3 +2658,101 @@ fn resume_refuses_a_tampered_kept_copy_and_says_how_to_go_on() {
         "{text}"
     );
 }
+
+/// A step's record holds exactly what `git add -A` would: the settle hands
+/// git the paths `ls-files -m -o` found rather than scanning the tree
+/// twice, and that list has to cover every kind of change — an edit, a
+/// delete, a mode change, new files in new folders, names git would read
+/// as patterns (`*`, `:(glob)…`), spaces — and leave out what the
+/// project ignores and what is over the size limit.
+#[test]
+fn a_steps_record_holds_every_kind_of_change_by_name_and_nothing_ignored() {
+    let sb = repo();
+    let root = sb.root();
+    sb.write("gone.txt", "to delete\n");
+    sb.write("run.sh", "echo run\n");
+    sb.write("keep.txt", "unchanged\n");
+    sb.write(".gitignore", "*.log\n");
+    let files = [
+        "calc.py",
+        "gone.txt",
+        "run.sh",
+        "a b.txt",
+        "*",
+        ":(glob)x",
+        "new/deep/f.txt",
+        "big.bin",
+        "debug.log",
+    ];
+    let listed = serde_json::to_string(&files).unwrap();
+    sb.agent_script(&format!(
+        r#"#!/bin/sh
+cat > /dev/null
+case "$MODIX_STATE" in
+  PLANNING)
+    echo '{{"title":"t","summary":"s","complexity":"low","tasks":[{{"id":"T1","title":"do","files":{listed},"acceptance":["tests pass"]}}]}}'
+    ;;
+  *)
+{FIX}
+    rm gone.txt
+    chmod +x run.sh
+    echo spaced > 'a b.txt'
+    echo star > '*'
+    echo magic > ':(glob)x'
+    mkdir -p new/deep && echo deep > new/deep/f.txt
+    echo noise > debug.log
+    head -c 3000 /dev/zero > big.bin
+{DONE}
+    ;;
+esac
+"#
+    ));
+    scenarios::passing_tester(&sb);
+    sb.edit_json(".modix/projects.json", |v| {
+        v["max_file_bytes"] = 2000.into()
+    });
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-q", "-m", "files to change"]);
+    let r = sb.go_json("change every kind of thing");
+    assert!(
+        reasons(&r).contains("big.bin"),
+        "{}\n{}",
+        reasons(&r),
+        r.stderr
+    );
+    // The step that wrote big.bin was taken off; its record is kept.
+    let step = git(
+        &root,
+        &["for-each-ref", "--format=%(refname)", "refs/modix/"],
+    );
+    let kept = step
+        .lines()
+        .find(|r| r.contains("/rejected/"))
+        .unwrap_or_else(|| panic!("no rejected step: {step}\n{}", r.stderr));
+    // Names as git quotes them off (core.quotePath is on in the test's git).
+    let printed: Vec<String> = git(&root, &["ls-tree", "-r", "--name-only", "-z", kept])
+        .split('\0')
+        .map(str::to_owned)
+        .collect();
+    for name in [
+        "*",
+        ":(glob)x",
+        "a b.txt",
+        "new/deep/f.txt",
+        "run.sh",
+        "keep.txt",
+    ] {
+        assert!(
+            printed.iter().any(|p| p == name),
+            "{name} not recorded: {printed:?}"
+        );
+    }
+    for name in ["gone.txt", "debug.log", "big.bin"] {
+        assert!(
+            !printed.iter().any(|p| p == name),
+            "{name} recorded: {printed:?}"
+        );
+    }
+    let mode = git(&root, &["ls-tree", kept, "run.sh"]);
+    assert!(mode.starts_with("100755"), "{mode}");
+}
