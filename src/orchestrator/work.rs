@@ -277,6 +277,31 @@ fn exact_bytes(n: u64) -> String {
     }
 }
 
+/// In place, a step that changed the user's repository settings that can
+/// make git run a program (its config and what that includes, attributes,
+/// hooks): what it set was put back before modix ran git there, so nothing
+/// it named ran outside the agent's bounds; the repository is the user's,
+/// so the step is refused, naming what changed, rather than kept.
+fn git_settings(changes: &[String], work: &StepWork) -> Refusal {
+    Refusal {
+        why: format!(
+            "changed your repository's git settings, which can make git run a program: {}; \
+             they were put back as the run found them before modix ran git there, and the \
+             step was taken off",
+            list(changes)
+        ),
+        feedback: format!(
+            "Your previous attempt was rejected and its changes were taken off: it changed the \
+             repository's git settings ({}). Leave git's configuration, hooks and \
+             `.git/info/attributes` as they are: do not run `git config` or write under \
+             `.git/` (`git -c name=value` sets a value for one command).",
+            list(changes)
+        ),
+        paths: work.files.iter().map(|c| c.path.clone()).collect(),
+        keep: true,
+    }
+}
+
 /// A step that changed files inside submodules, in place: git records a
 /// submodule only as its commit, so the step is refused whole; what it did
 /// inside them was put back, kept in each one's stash.
@@ -479,6 +504,7 @@ impl Work {
         let moved = settled.moved;
         let oversized = settled.oversized.clone();
         let embedded = settled.embedded.clone();
+        let settings = settled.settings.clone();
         let submodules = self.ws.stash_changed_submodules(step.seq)?;
         let mut work = StepWork::new(settled, step.agent, verdict);
         if let Some(claimed) = &work.claimed {
@@ -487,7 +513,7 @@ impl Work {
             work.claim_mismatch = claimed.iter().any(|c| !seen.contains(c))
                 || seen.iter().any(|s| !claimed.contains(s));
         }
-        if work.empty && oversized.is_empty() && submodules.is_empty() {
+        if work.empty && oversized.is_empty() && submodules.is_empty() && settings.is_empty() {
             self.publish(moved, &mut work);
             return Ok(work);
         }
@@ -501,6 +527,7 @@ impl Work {
         };
         let refusal = match verdict {
             _ if secret.is_some() => secret,
+            _ if !settings.is_empty() => Some(git_settings(&settings, &work)),
             _ if !oversized.is_empty() => Some(self.oversized(&oversized, &work)),
             _ if !embedded.is_empty() => Some(self.embedded(&embedded, &work)),
             _ if !submodules.is_empty() => Some(in_submodules(&submodules, &work)),

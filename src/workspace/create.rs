@@ -40,7 +40,7 @@ impl Workspace {
     /// [`discard_uncommitted`](Workspace::discard_uncommitted).
     pub fn reopen(
         git: &Git,
-        record: WorkspaceRecord,
+        mut record: WorkspaceRecord,
         reset: bool,
     ) -> Result<(Workspace, Vec<String>)> {
         git.require(MIN_GIT, "modix workspaces")?;
@@ -66,6 +66,7 @@ impl Workspace {
         // A git that was killed (a stop during a settle) may have left the
         // private index locked; the tree lock says nobody else uses it.
         let _ = std::fs::remove_file(record.state_dir.join("index.lock"));
+        notes.extend(settings_at_resume(git, &mut record, reset)?);
         let ctx = record.ctx();
         let actual = read_ref(git, &ctx, &record.run_ref)?;
         if actual.as_deref() != Some(record.last_commit.as_str()) {
@@ -179,6 +180,15 @@ impl Workspace {
                 }
             }
         }
+        let settings = match &record.settings {
+            Some(digest) => Some(super::settings::Settings::load(&record.state_dir, digest)?),
+            None => None,
+        };
+        for p in settings.iter().flat_map(|s| s.watched()) {
+            if !fingerprints.iter().any(|f| f == p) {
+                fingerprints.push(p.to_path_buf());
+            }
+        }
         fingerprints.push(record.state_dir.join("exclude"));
         let excludes = vec![fingerprints[0].clone(), record.state_dir.join("exclude")];
         let plan = ScanPlan::new(
@@ -205,6 +215,7 @@ impl Workspace {
             tracked: Vec::new(),
             last_tree,
             kept,
+            settings,
             max_file_bytes: None,
             _lock: lock,
         };
@@ -237,6 +248,42 @@ impl Workspace {
         self.snapshot = Some(self.plan.scan());
         Ok(())
     }
+}
+
+/// In place in a repository, before modix runs any git there on a resume:
+/// the user's repository settings against what the run kept. A difference
+/// is what an agent interrupted mid-step left, or the person's own change
+/// since — modix cannot tell — so it is refused unless `reset` puts it
+/// back (the note says what). A record from before keeps them now.
+fn settings_at_resume(
+    git: &Git,
+    record: &mut WorkspaceRecord,
+    reset: bool,
+) -> Result<Option<String>> {
+    use super::settings::Settings;
+    if record.mode != Mode::InPlace || record.repo_root.is_none() {
+        return Ok(None);
+    }
+    let Some(digest) = &record.settings else {
+        if let Some(info) = discover(git, &record.root)? {
+            let kept = Settings::take(git, &info.toplevel, &info.git_dir, &info.common_dir)?;
+            record.settings = Some(kept.save(&record.state_dir)?);
+        }
+        return Ok(None);
+    };
+    let kept = Settings::load(&record.state_dir, digest)?;
+    let changes = kept.differences(git);
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    if !reset {
+        return Err(WorkspaceError::SettingsChanged { changes });
+    }
+    let put = kept.put_back(git)?;
+    Ok(Some(format!(
+        "your repository's git settings were put back as the run found them: {}",
+        list(&put)
+    )))
 }
 
 /// Where a run in a tree with uncommitted changes starts, and the note that
@@ -348,6 +395,7 @@ fn create_worktree(
         git_dir: Some(own_git_dir),
         borrowed: true,
         guard: Some(kept.digest()),
+        settings: None,
         run_ref: branch,
         base_commit: base.clone(),
         last_commit: base,
@@ -574,6 +622,7 @@ fn create_copy(
         git_dir: Some(own_git_dir),
         borrowed: false,
         guard: Some(kept.digest()),
+        settings: None,
         run_ref: branch,
         base_commit: base.clone(),
         last_commit: base,
@@ -665,6 +714,16 @@ fn create_in_place(
     cleanup.dirs.push(state.clone());
     super::orphans::write_owner(&state, project, &opts.run_id, Mode::InPlace)?;
     write_excludes(git, project, &state, &opts.tracking_ignore)?;
+    // What of the user's repository can make git run a program, as the run
+    // finds it: held to that before modix runs git there after a step.
+    let settings = match &info {
+        Some(i) => {
+            let kept =
+                super::settings::Settings::take(git, &i.toplevel, &i.git_dir, &i.common_dir)?;
+            Some(kept.save(&state)?)
+        }
+        None => None,
+    };
     if let Some(gd) = &git_dir {
         // A git dir of modix's own: nothing is ever created in the user's folder.
         git.cmd(&state)
@@ -721,6 +780,7 @@ fn create_in_place(
         git_dir,
         borrowed: false,
         guard: None,
+        settings,
         run_ref,
         base_commit: base.clone(),
         last_commit: base,

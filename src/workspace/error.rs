@@ -108,6 +108,12 @@ pub enum WorkspaceError {
     LeftInPlace { paths: Vec<String> },
 
     #[error(
+        "your repository's git settings changed since the run stopped ({}): what an agent interrupted in the middle of a step left, or a change of yours since; a setting there can make git run a program, so modix runs no git in the repository until they are as the run found them. If a change is yours, note it to make it again after the run; `modix resume --reset` puts them back as the run found them",
+        list(changes)
+    )]
+    SettingsChanged { changes: Vec<String> },
+
+    #[error(
         "the workspace has changes that were not recorded ({}); record them (settle) or discard them first",
         files(paths)
     )]
@@ -191,6 +197,7 @@ impl WorkspaceError {
             E::BranchHasYourCommits { .. } => "branch_has_your_commits",
             E::Unrecorded { .. } => "unrecorded",
             E::LeftInPlace { .. } => "left_in_place",
+            E::SettingsChanged { .. } => "settings_changed",
             E::NotLastStep { .. } => "not_last_step",
             E::Conflict { .. } => "conflict",
             E::DirtyTarget { .. } => "dirty_target",

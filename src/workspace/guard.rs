@@ -250,7 +250,7 @@ fn read_regular_if(path: &Path, len: Option<usize>) -> Result<Option<Vec<u8>>> {
     }
 }
 
-fn remove(path: &Path) -> Result<()> {
+pub(super) fn remove(path: &Path) -> Result<()> {
     let Ok(meta) = path.symlink_metadata() else {
         return Ok(());
     };

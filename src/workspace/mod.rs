@@ -30,6 +30,7 @@ mod orphans;
 mod preflight;
 mod publish;
 mod scan;
+mod settings;
 mod track;
 mod watch;
 
@@ -151,6 +152,11 @@ pub struct WorkspaceRecord {
     /// `guard`); `None` in records from before the guard.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guard: Option<String>,
+    /// In place in a repository: the digest of what the run keeps of the
+    /// user's repository settings that can make git run a program (see
+    /// `settings`); `None` in other modes and in records from before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<String>,
     /// The ref holding the run's steps: `refs/heads/modix/<id>` (worktree,
     /// copy) or `refs/modix/runs/<id>/head` (in place).
     pub run_ref: String,
@@ -215,6 +221,9 @@ pub struct Workspace {
     /// What the guard puts back before modix runs git in the run's own
     /// repository.
     kept: Option<guard::Kept>,
+    /// In place: the user's repository settings as the run found them,
+    /// held to that before modix runs git there.
+    settings: Option<settings::Settings>,
     /// The largest file a step may write (see `track::remove_oversized`).
     max_file_bytes: Option<u64>,
     /// Held for the workspace's life: one live run per tree.

@@ -54,6 +54,11 @@ pub struct Settled {
     /// gitlink), none of its files, so what is in it is neither recorded
     /// nor brought back by `apply`.
     pub embedded: Vec<String>,
+    /// In place: what the step changed of the user's repository settings
+    /// that can make git run a program (`.git/config (filter.x.clean
+    /// set)`), put back before modix ran git there (see `settings`).
+    #[serde(default)]
+    pub settings: Vec<String>,
 }
 
 /// A step taken off.
@@ -170,10 +175,18 @@ impl Workspace {
     /// (see [`guard`](super::guard)) before modix runs git there; the note
     /// for the step's record.
     fn guard(&self) -> Result<Vec<String>> {
+        let mut notes = Vec::new();
+        let put = self.put_back_settings()?;
+        if !put.is_empty() {
+            notes.push(format!(
+                "the agent changed your repository's git settings ({}); put back before modix ran git there, so nothing it planted ran",
+                super::error::list(&put)
+            ));
+        }
         let Some(kept) = &self.kept else {
-            return Ok(Vec::new());
+            return Ok(notes);
         };
-        let mut notes: Vec<String> = super::guard::note(&kept.restore()?).into_iter().collect();
+        notes.extend(super::guard::note(&kept.restore()?));
         let locks = kept.clear_stale_locks(&self.record.state_dir)?;
         if !locks.is_empty() {
             notes.push(format!(
@@ -182,6 +195,15 @@ impl Workspace {
             ));
         }
         Ok(notes)
+    }
+
+    /// In place: puts back what an agent changed of the user's repository
+    /// settings that can make git run a program; what it was, named.
+    fn put_back_settings(&self) -> Result<Vec<String>> {
+        match &self.settings {
+            Some(s) => s.put_back(&self.git),
+            None => Ok(Vec::new()),
+        }
     }
 
     fn unchanged(&self, notes: Vec<String>) -> Settled {
@@ -197,6 +219,7 @@ impl Workspace {
             moved: false,
             oversized: Vec::new(),
             embedded: Vec::new(),
+            settings: Vec::new(),
         }
     }
 
@@ -253,6 +276,8 @@ impl Workspace {
     }
 
     fn settle_with_git(&mut self, seq: u64, state: &str, attempt: u32) -> Result<Settled> {
+        // First of all: no git runs there before the settings are as kept.
+        let settings = self.put_back_settings()?;
         let guarded = self.guard()?;
         let last = self.record.last_commit.clone();
         let refs = self.ref_state()?;
@@ -320,6 +345,7 @@ impl Workspace {
             moved,
             oversized,
             embedded,
+            settings,
         })
     }
 

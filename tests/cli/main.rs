@@ -15,6 +15,7 @@ mod go;
 mod graph;
 mod history;
 mod humans;
+mod in_place_settings;
 mod init;
 mod init_stacks;
 mod mock_anthropic;
