@@ -11,7 +11,12 @@
 //! ones the user's own git uses, or the blobs modix records (and later applies
 //! to the user's branch) would differ from what the user's git would write.
 //! What modix must decide itself it overrides with `-c` (highest precedence):
-//! identity, hooks, signing, fsmonitor, automatic gc, path quoting.
+//! identity, hooks, signing, fsmonitor, automatic gc, path quoting, the
+//! `ext::` transport; every command that prints a diff passes
+//! `--no-ext-diff --no-textconv`. What no `-c` can override — a filter an
+//! agent names, an attributes file, an include — is held to what the run
+//! found in an in-place run (`settings`) and put back in the repositories
+//! modix owns (`guard`).
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -45,6 +50,11 @@ const FIXED_CONFIG: &[&str] = &[
     // Our commands must never start a gc or maintenance in the user's repo.
     "gc.auto=0",
     "maintenance.auto=false",
+    // No transport that runs a command (`ext::CMD` as a remote or
+    // alternate's URL), and no signature checked by a `gpg.program` when
+    // modix reads a log: programs a repository's config could name.
+    "protocol.ext.allow=never",
+    "log.showSignature=false",
 ];
 
 /// modix's identity, on the commits it makes for itself (the steps of a
@@ -1058,6 +1068,60 @@ mod tests {
         let removed = scrubbed(keys.iter().map(OsString::from));
         let removed: Vec<&str> = removed.iter().map(|k| k.to_str().unwrap()).collect();
         assert_eq!(removed, &keys[..10]);
+    }
+
+    /// Programs a repository's config names that modix's own git must not
+    /// run: an `ext::` remote the config allows, a `gpg.program` that
+    /// `log.showSignature` would run on a signed commit.
+    #[test]
+    fn a_repositorys_config_runs_no_transport_or_signature_program() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (repo, ran) = (tmp.path().join("r"), tmp.path().join("ran"));
+        let git = Git::new()
+            .with_env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .with_env("GIT_CONFIG_NOSYSTEM", "1");
+        git.cmd(tmp.path())
+            .args(["init", "-q"])
+            .arg(&repo)
+            .run()
+            .unwrap();
+        let script = tmp.path().join("planted");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh
+touch {}
+",
+                ran.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let tree = git.cmd(&repo).args(["write-tree"]).run_text().unwrap();
+        let signed = format!(
+            "tree {tree}\nauthor a <a@b> 1700000000 +0000\ncommitter a <a@b> 1700000000 +0000\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n -----END PGP SIGNATURE-----\n\nsigned\n"
+        );
+        let commit = git
+            .cmd(&repo)
+            .args(["hash-object", "-t", "commit", "-w", "--stdin"])
+            .input(signed.into_bytes())
+            .run_text()
+            .unwrap();
+        for kv in [
+            ["protocol.ext.allow", "always"],
+            ["remote.x.url", &format!("ext::{} %S", script.display())],
+            ["log.showSignature", "true"],
+            ["gpg.program", &script.display().to_string()],
+        ] {
+            git.cmd(&repo).arg("config").args(kv).run().unwrap();
+        }
+        let _ = git.cmd(&repo).args(["fetch", "-q", "x"]).output().unwrap();
+        git.cmd(&repo)
+            .args(["log", "-1", "--format=raw", &commit])
+            .run()
+            .unwrap();
+        assert!(!ran.exists(), "modix's git ran a program the config named");
     }
 
     #[test]
