@@ -724,12 +724,14 @@ fn create_in_place(
         }
         None => None,
     };
+    let mut guard = None;
     if let Some(gd) = &git_dir {
         // A git dir of modix's own: nothing is ever created in the user's folder.
         git.cmd(&state)
             .args(["init", "-q", "--bare", "--template="])
             .arg(gd)
             .run()?;
+        guard = Some(super::guard::Kept::take(gd, &state)?.digest());
     } else if let Some(info) = &info {
         // Seed the private index from the user's (read, never written) so
         // stat data is reused and sparse-checkout entries stay as they are.
@@ -779,7 +781,7 @@ fn create_in_place(
         state_dir: state,
         git_dir,
         borrowed: false,
-        guard: None,
+        guard,
         settings,
         run_ref,
         base_commit: base.clone(),

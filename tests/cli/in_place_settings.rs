@@ -165,3 +165,37 @@ fn a_resume_after_a_crash_runs_nothing_an_interrupted_agent_planted() {
     assert!(!sb.root().join("half.py").exists());
     assert!(sb.read("calc.py").contains("/ len(values)"));
 }
+
+/// In place in a folder without git, modix's git dir is its own (in the
+/// run's state folder), and an agent that finds it and plants a filter
+/// there has it put back before modix runs git there, as in a worktree.
+#[test]
+fn in_place_without_git_modixs_own_git_dir_is_guarded() {
+    let sb = Sandbox::example();
+    sb.edit_json(".modix/projects.json", |v| {
+        v["workspace"] = "in_place".into()
+    });
+    let ran = sb.dir.path().join("planted-command-ran");
+    let executor = format!(
+        r#"    if [ "$MODIX_ATTEMPT" = 1 ]; then
+      for gd in "$HOME"/worktrees/*/*.state/git; do
+        git --git-dir="$gd" config filter.ev.clean 'sh -c "touch {ran}; cat"'
+        mkdir -p "$gd/info" && echo '*.py filter=ev' > "$gd/info/attributes"
+      done
+    fi
+{FIX}
+{DONE}"#,
+        ran = ran.display()
+    );
+    scenarios::agent(&sb, &executor);
+    scenarios::passing_tester(&sb);
+    let r = sb.go_json("Fix mean()");
+    assert!(!ran.exists(), "modix's git ran what the agent planted");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let notes = sb.invocation(&r.run_id(), 2)["changes"]["notes"].to_string();
+    assert!(
+        notes.contains("config (changed)") && notes.contains("info/attributes (changed)"),
+        "{notes}"
+    );
+    assert!(sb.read("calc.py").contains("/ len(values)"));
+}
