@@ -942,6 +942,16 @@ fn show_changes(changes: &serde_json::Value, out: &Output) {
             },
         );
     }
+    if let Some(ran) = work.test.as_ref().and_then(|t| t.ran.as_ref()) {
+        let against = match &ran.baseline {
+            Some(b) => format!(" (baseline: {} at step {})", b.count.describe(), b.seq),
+            None => String::new(),
+        };
+        names_line(out, format!("tests: {}{against}", ran.describe()));
+        if let Some(why) = &ran.refused {
+            names_line(out, format!("not a pass: {why}"));
+        }
+    }
     if let Some(why) = &work.no_progress {
         names_line(out, format!("no progress: {why}"));
     }

@@ -652,8 +652,12 @@ pub struct Scope {
 }
 
 /// Paths no agent may change unless its manifest allows it, when
-/// `projects.json` names none: the tests (the oracle of a fix), modix's own
-/// config and CI config, across the common stacks.
+/// `projects.json` names none: the tests (the oracle of a fix), the files
+/// that change how they are collected or run, modix's own config and CI
+/// config, across the common stacks. Files that also hold what ordinary
+/// work changes (`package.json`, `pyproject.toml`, `setup.cfg`: a project's
+/// dependencies) are not among them: a test command run through them is
+/// held to its runner's summary instead (see `orchestrator::evidence`).
 pub const DEFAULT_PROTECTED: &[&str] = &[
     "tests/**",
     "test/**",
@@ -667,12 +671,31 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     "**/*Test.java",
     "**/*Tests.cs",
     "spec/**",
+    // What decides which tests run, or runs before them.
+    "**/conftest.py",
+    "pytest.ini",
+    "tox.ini",
+    "noxfile.py",
+    "**/sitecustomize.py",
+    "**/usercustomize.py",
+    // A module by a runner's name shadows it (`python -m unittest`).
+    "unittest.py",
+    "pytest.py",
+    "**/jest.config.*",
+    "**/vitest.config.*",
+    "**/vitest.workspace.*",
+    "**/.mocharc*",
+    ".config/nextest.toml",
     ".modix/**",
     ".github/workflows/**",
     ".gitlab-ci.yml",
     ".circleci/**",
     ".ci/**",
 ];
+
+/// Added to [`DEFAULT_PROTECTED`] when the project's tests run through
+/// `make`: its test target is then the test command.
+pub const MAKEFILES: &[&str] = &["GNUmakefile", "makefile", "Makefile"];
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

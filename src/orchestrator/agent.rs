@@ -652,6 +652,16 @@ fn ended(out: &ProcessOutcome) -> String {
     }
 }
 
+/// What a test command judged by its exit status printed (stdout, then
+/// stderr), for the judge to read its runner's summary from
+/// ([`super::evidence`]); `None` for any other agent, whose answer is its
+/// own.
+pub(super) fn test_output(call: &Call, out: &ProcessOutcome) -> Option<String> {
+    let by_exit = call.agent.manifest.output_mode == OutputMode::ExitStatus;
+    (by_exit && out.end == EndReason::Exited && call.output == "test_result")
+        .then(|| format!("{}\n{}", out.stdout.text(), out.stderr.text()))
+}
+
 /// A result made from the exit code, for commands such as test runners.
 fn synthesize(output_schema: &str, agent: &Agent, out: &ProcessOutcome) -> Value {
     let passed = out.exit_code == Some(0);

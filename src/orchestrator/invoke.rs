@@ -113,6 +113,9 @@ struct Tried {
     work: Option<StepWork>,
     /// What the agent answered, kept even when its work is rejected.
     answer: Option<Value>,
+    /// What a test command judged by its exit status printed: the evidence
+    /// that its tests ran.
+    printed: Option<String>,
     started: Instant,
 }
 
@@ -384,6 +387,7 @@ impl super::RunInfo<'_> {
         let seq = u64::from(flight.seq);
         let mut verdict = ran.verdict;
         let answer = verdict.output().cloned();
+        let printed = ran.out.as_ref().and_then(|o| agent::test_output(call, o));
         let work = match verdict {
             Verdict::Cancelled => None,
             _ => {
@@ -417,6 +421,7 @@ impl super::RunInfo<'_> {
             record,
             work,
             answer,
+            printed,
             started,
         })
     }
@@ -465,8 +470,20 @@ impl super::RunInfo<'_> {
             at: cursor.position(),
             seq: u64::from(cursor.transitions() + 1),
         };
-        let (event, stalled) =
-            judge.decide(spec, call.state, &mut tried.verdict, tried.work.as_mut())?;
+        let tests = tried.printed.as_deref().map(|printed| TestRun {
+            argv: match &call.agent.binding {
+                crate::config::Binding::Command { argv } => argv.as_slice(),
+                crate::config::Binding::Shell { .. } => &[],
+            },
+            printed,
+        });
+        let (event, stalled) = judge.decide(
+            spec,
+            call.state,
+            &mut tried.verdict,
+            tried.work.as_mut(),
+            tests,
+        )?;
         let outcome = tried
             .verdict
             .outcome()
@@ -751,6 +768,12 @@ async fn wait_or_cancel(cancel: &Cancel, wait: std::time::Duration) -> bool {
     }
 }
 
+/// A test command's run: its command line and what it printed.
+pub(super) struct TestRun<'a> {
+    pub argv: &'a [String],
+    pub printed: &'a str,
+}
+
 /// What decides a step's event once its work is recorded.
 struct Judge<'a> {
     work: &'a mut super::work::Work,
@@ -771,6 +794,7 @@ impl Judge<'_> {
         state: &str,
         verdict: &mut Verdict,
         work: Option<&mut StepWork>,
+        tests: Option<TestRun<'_>>,
     ) -> Result<(String, Option<String>), RunError> {
         let derive = |v: &Verdict| {
             v.outcome()
@@ -786,10 +810,16 @@ impl Judge<'_> {
         if let Some(event) = verdict.failure().and_then(|f| spec.caught(f.class)) {
             return Ok((event.to_owned(), None));
         }
-        let mut event = derive(verdict)?;
         let Some(work) = work else {
-            return Ok((event, None));
+            return Ok((derive(verdict)?, None));
         };
+        // A pass is weighed against what the runner says ran before the
+        // emit rules see it: a test command that exits 0 having run no
+        // tests (or fewer than before) has not passed.
+        if let Some(t) = tests {
+            self.work.weigh_tests(self.seq, &t, verdict, work);
+        }
+        let mut event = derive(verdict)?;
         if self.ends_in_success(&event) {
             self.work.bind_ending(self.seq, work, verdict)?;
             event = derive(verdict)?;

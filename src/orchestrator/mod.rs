@@ -16,7 +16,8 @@
 //! fork); [`driver`] is the loop that drives it; [`cursor`] is where the run
 //! stands; [`invoke`] is an agent state's turn (its [`inputs`] and
 //! [`context`] package, the process from [`agent`], what the verdict leaves
-//! behind from [`outcome`]); [`work`] judges what the turn changed;
+//! behind from [`outcome`]); [`work`] judges what the turn changed (and,
+//! with [`evidence`], whether a test command really ran its tests);
 //! [`files`] are the run's files; [`events`] is what the run tells whoever
 //! watches.
 
@@ -29,6 +30,7 @@ mod control;
 mod cursor;
 mod driver;
 mod events;
+mod evidence;
 mod files;
 mod inflight;
 mod inputs;

@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::agent::{Failure, Verdict};
+use super::evidence::{self, Runner, Tally};
+use super::invoke::TestRun;
 use super::{RunError, RunOptions};
 use crate::config::globs::PathPatterns;
-use crate::config::{Agent, DEFAULT_PROTECTED};
+use crate::config::{Agent, Binding, Config, DEFAULT_PROTECTED, MAKEFILES};
 use crate::fsm::FailureClass;
 use crate::project::Project;
 use crate::text::plural;
@@ -253,13 +255,64 @@ pub struct RejectedWork {
     pub reference: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct TestSeen {
     pub passed: bool,
     /// Failing tests, normalised and hashed: the same failure twice has the
     /// same fingerprint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fingerprint: Option<String>,
+    /// What the test command's own output says ran (exit-status testers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran: Option<TestsRan>,
+}
+
+/// How many tests a test command ran, by its runner's summary, and what
+/// it was judged against.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TestsRan {
+    /// The step (transition) it was counted at.
+    #[serde(default)]
+    pub step: u64,
+    /// The runner, by the command or by the summary found; `None`: modix
+    /// does not know it, and the count is unknown.
+    #[serde(default)]
+    pub runner: Option<Runner>,
+    /// `None`: no summary in the output.
+    #[serde(default)]
+    pub count: Option<Tally>,
+    /// The run's first count with tests in it, when this is a later one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+    /// Why a pass was not one: no tests, or fewer than the baseline, ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+/// The run's first test run whose summary counted tests that ran: later
+/// passes must run as many.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct Baseline {
+    /// The step it was counted at.
+    pub seq: u64,
+    pub count: Tally,
+}
+
+impl TestsRan {
+    /// `unittest: 5 ran`, `unittest: no tests ran`, `unittest: no summary`,
+    /// `count unknown`.
+    pub fn describe(&self) -> String {
+        let count = match &self.count {
+            Some(t) if t.ran == 0 => "no tests ran".to_owned(),
+            Some(t) => t.describe(),
+            None if self.runner.is_some() => "no summary in its output".to_owned(),
+            None => "count unknown (a test command modix does not recognise)".to_owned(),
+        };
+        match self.runner {
+            Some(r) => format!("{r}: {count}"),
+            None => count,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -388,6 +441,11 @@ pub(super) struct Work {
     redactor: crate::shell::Redactor,
     /// `projects.json` `max_file_bytes`.
     max_file_bytes: u64,
+    /// The run's first test run that counted tests (see [`Baseline`]).
+    baseline: Option<Baseline>,
+    /// The project's `package.json` at the run's base, read when a test
+    /// command first needs it (`npm test` runs its `scripts.test`).
+    package_json: Option<Option<String>>,
 }
 
 impl Work {
@@ -396,7 +454,7 @@ impl Work {
         let p = &project.config.project;
         let protected = match &p.protected {
             Some(list) => PathPatterns::new(list.iter().map(String::as_str), false),
-            None => PathPatterns::new(DEFAULT_PROTECTED.iter().copied(), false),
+            None => PathPatterns::new(default_protected(&project.config), false),
         }
         .map_err(|e| RunError::Internal(format!("projects.json `protected`: {e}")))?;
         let rec = ws.record();
@@ -421,6 +479,8 @@ impl Work {
             streak: None,
             redactor: super::agent::redactor(&project.config),
             max_file_bytes: project.config.project.max_file_bytes,
+            baseline: None,
+            package_json: None,
         })
     }
 
@@ -471,6 +531,15 @@ impl Work {
     fn remember(&mut self, w: &StepWork) {
         if w.write && !w.empty && w.rejected.is_none() && !self.seen_trees.contains(&w.tree) {
             self.seen_trees.push(w.tree.clone());
+        }
+        if self.baseline.is_none()
+            && let Some(ran) = w.test.as_ref().and_then(|t| t.ran.as_ref())
+            && let Some(count) = ran.count.filter(|c| c.ran > 0)
+        {
+            self.baseline = Some(Baseline {
+                seq: ran.step,
+                count,
+            });
         }
         if let Some(t) = &w.test {
             self.streak = match (&t.fingerprint, self.streak.take()) {
@@ -884,9 +953,11 @@ impl Work {
             }
         }
         if let Some(passed) = out.get("passed").and_then(Value::as_bool) {
+            let ran = work.test.take().and_then(|t| t.ran);
             work.test = Some(TestSeen {
                 passed,
                 fingerprint: (!passed).then(|| fingerprint(out)),
+                ran,
             });
         }
         self.remember(work);
@@ -902,6 +973,119 @@ impl Work {
         }
         work.no_progress = why.clone();
         why
+    }
+}
+
+impl Work {
+    /// Weighs a test command's result against what its runner's summary
+    /// says ran: a pass where no tests ran (a recognised runner's summary
+    /// missing or counting none), or fewer than the run's baseline, is
+    /// made a failure saying so — the executor's next attempt is told. A
+    /// command modix does not recognise, with no summary it knows in its
+    /// output, passes on its exit status as before, its count unknown.
+    pub fn weigh_tests(
+        &mut self,
+        step: u64,
+        run: &TestRun<'_>,
+        verdict: &mut Verdict,
+        work: &mut StepWork,
+    ) {
+        let Verdict::Output(out) = verdict else {
+            return;
+        };
+        let Some(passed) = out.get("passed").and_then(Value::as_bool) else {
+            return;
+        };
+        let runner = evidence::runner_of(run.argv, self.package_json());
+        let reading = evidence::read(runner, run.printed);
+        let baseline = self.baseline;
+        let refused = match passed {
+            true => refusal(&reading, baseline),
+            false => None,
+        };
+        let ran = TestsRan {
+            step,
+            runner: reading.runner,
+            count: reading.tally,
+            baseline,
+            refused: refused.clone(),
+        };
+        let summary = out.get("summary").and_then(Value::as_str).unwrap_or("");
+        let summary = match &refused {
+            Some(why) => format!("{summary}, but {why}"),
+            None if reading.runner.is_some() => format!("{summary}; {}", ran.describe()),
+            None => summary.to_owned(),
+        };
+        out["summary"] = Value::String(summary);
+        if let Some(why) = &refused {
+            out["passed"] = Value::Bool(false);
+            out["failures"] = serde_json::json!([format!(
+                "The test command exited 0, but {why}. Make the tests pass by fixing the code; \
+                 do not stop, skip or bypass them."
+            )]);
+        }
+        work.test = Some(TestSeen {
+            passed: refused.is_none() && passed,
+            fingerprint: None,
+            ran: Some(ran),
+        });
+    }
+
+    /// `package.json` as the run started (not as an agent left it).
+    fn package_json(&mut self) -> Option<&str> {
+        if self.package_json.is_none() {
+            let path = format!("{}package.json", self.prefix);
+            let read = self.ws.base_file(&path).ok().flatten();
+            self.package_json = Some(read.and_then(|b| String::from_utf8(b).ok()));
+        }
+        self.package_json.as_ref().and_then(|p| p.as_deref())
+    }
+}
+
+/// [`DEFAULT_PROTECTED`], and the makefiles when the tests run through
+/// `make` (`projects.json` `commands.test`, or a tester's command).
+fn default_protected(config: &Config) -> impl Iterator<Item = &'static str> {
+    let make = |argv: &[String]| {
+        argv.first()
+            .is_some_and(|w| matches!(w.rsplit('/').next(), Some("make" | "gmake")))
+    };
+    let testers = config.agents.values().filter(|a| a.role == "tester");
+    let by_make = config.project.commands.test.as_deref().is_some_and(make)
+        || testers
+            .filter_map(|a| match &a.binding {
+                Binding::Command { argv } => Some(argv.as_slice()),
+                Binding::Shell { .. } => None,
+            })
+            .any(make);
+    let makefiles = if by_make { MAKEFILES } else { &[] };
+    DEFAULT_PROTECTED.iter().chain(makefiles).copied()
+}
+
+/// Why a pass is not one, by what its output says ran.
+fn refusal(reading: &evidence::Reading, baseline: Option<Baseline>) -> Option<String> {
+    let runner = reading.runner.map_or("the test runner", |r| r.into());
+    match (reading.tally, baseline) {
+        (Some(t), _) if t.ran == 0 => Some(format!(
+            "no tests ran ({runner}'s summary counts none that ran{})",
+            match t.skipped {
+                0 => String::new(),
+                n => format!("; {n} skipped"),
+            }
+        )),
+        (None, _) if reading.by_command => Some(format!(
+            "no tests ran: {runner}'s summary of the tests it ran is missing from its output"
+        )),
+        (None, Some(b)) => Some(format!(
+            "no tests ran that modix could count: its output has no test summary, while the \
+             run's first counted test run (step {}) had one: {}",
+            b.seq,
+            b.count.describe()
+        )),
+        (Some(t), Some(b)) if t.unit == b.count.unit && t.ran < b.count.ran => Some(format!(
+            "fewer tests ran than in the run's first counted test run: {} now, {} at step {}",
+            t.ran, b.count.ran, b.seq
+        )),
+        _ => None,
     }
 }
 
@@ -1046,10 +1230,27 @@ mod tests {
             ".modix/agents.json",
             ".github/workflows/ci.yml",
             "pkg/tests/helpers.rs",
+            "conftest.py",
+            "pkg/sub/conftest.py",
+            "sitecustomize.py",
+            "unittest.py",
+            "jest.config.js",
+            "web/vitest.config.ts",
+            ".mocharc.yml",
+            "tox.ini",
         ] {
             assert!(p.matches(hit), "{hit}");
         }
-        for miss in ["calc.py", "src/main.rs", "contest.py", "latest/x.py"] {
+        for miss in [
+            "calc.py",
+            "src/main.rs",
+            "contest.py",
+            "latest/x.py",
+            "package.json",
+            "pyproject.toml",
+            "setup.cfg",
+            "pkg/unittest.py",
+        ] {
             assert!(!p.matches(miss), "{miss}");
         }
     }

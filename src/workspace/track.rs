@@ -773,6 +773,19 @@ impl Workspace {
         Ok(changed)
     }
 
+    /// A file of the run's base commit (`path` from the tracked tree's top):
+    /// as it was before any agent could change it; `None` when the base has
+    /// no such file.
+    pub fn base_file(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        let (code, bytes) = self
+            .git
+            .at(&self.ctx)
+            .args(["cat-file", "blob"])
+            .arg(format!("{}:{path}", self.record.base_commit))
+            .run_codes(&[0, 128])?;
+        Ok((code == 0).then_some(bytes))
+    }
+
     /// The blobs bigger than `limit` in the commits of `parent..commit`
     /// (the agents' own commits may hold a file their last one removed),
     /// with their sizes: `rev-list --filter` walks the objects without

@@ -31,6 +31,7 @@ mod shell_fields;
 mod snapshots;
 mod term;
 mod terminal;
+mod tests_ran;
 mod util;
 mod validate;
 mod validate_gate;
