@@ -123,15 +123,19 @@ pub(super) fn reopen(
     left: Option<&str>,
     redactor: &crate::shell::Redactor,
 ) -> Result<(Workspace, Vec<String>, Option<Discarded>), RunError> {
-    let record: WorkspaceRecord = serde_json::from_value(record.clone())
+    let mut record: WorkspaceRecord = serde_json::from_value(record.clone())
         .map_err(|e| RunError::Replay(format!("the run's workspace record is unreadable: {e}")))?;
-    let git = Git::new();
+    // Before any git of the resume: it reads the run's copy of the user's
+    // global config, not what an interrupted agent may have left there.
+    let (git, pin_notes) = workspace::run_git(&Git::new(), &mut record)?;
     let asked = reset;
     let reset = reset
         || (abandoned
             && record.root.is_dir()
             && Workspace::moved_by_unrecorded_step(&git, &record)?);
-    let (mut ws, mut notes) = Workspace::reopen(&git, record, reset)?;
+    let (mut ws, more) = Workspace::reopen(&git, record, reset)?;
+    let mut notes = pin_notes;
+    notes.extend(more);
     // In place, what is there may be the person's own work since: only
     // taken off when they ask, or when it is, to the byte, what the agent
     // left when the run stopped.

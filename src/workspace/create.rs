@@ -14,6 +14,7 @@ use super::git::{
     nul_split, read_ref, tree_of, update_ref,
 };
 use super::lock::{TreeLock, hex};
+use super::pinned::{Pinned, unpinned_note};
 use super::preflight::{
     Start, copy_repo, dirty_in_place, not_in_commit, trees, workspace_root, worktree_start,
 };
@@ -184,7 +185,12 @@ impl Workspace {
             Some(digest) => Some(super::settings::Settings::load(&record.state_dir, digest)?),
             None => None,
         };
-        for p in settings.iter().flat_map(|s| s.watched()) {
+        let pinned = match &record.git_config {
+            Some(digest) => Some(Pinned::load(&record.state_dir, digest)?),
+            None => None,
+        };
+        let watched = settings.iter().flat_map(|s| s.watched());
+        for p in watched.chain(pinned.iter().flat_map(|p| p.watched())) {
             if !fingerprints.iter().any(|f| f == p) {
                 fingerprints.push(p.to_path_buf());
             }
@@ -206,7 +212,10 @@ impl Workspace {
             _ => None,
         };
         let mut ws = Workspace {
-            git: git.clone(),
+            // Whoever made or reopened it: the run's git reads the run's copy.
+            git: pinned
+                .as_ref()
+                .map_or_else(|| git.clone(), |p| p.driver(git)),
             record,
             ctx,
             plan,
@@ -216,6 +225,7 @@ impl Workspace {
             last_tree,
             kept,
             settings,
+            pinned,
             max_file_bytes: None,
             _lock: lock,
         };
@@ -286,6 +296,25 @@ fn settings_at_resume(
     )))
 }
 
+/// Takes the run's copy of the user's global and system git config (see
+/// `pinned`), as git reads them in `project`: the git that reads it, and
+/// the copy's digest for the record. A git too old to be pointed at it is
+/// returned as it is, with a note.
+fn pin(
+    git: &Git,
+    project: &Path,
+    state: &Path,
+    notes: &mut Vec<String>,
+) -> Result<(Git, Option<String>)> {
+    match Pinned::take(git, project, state)? {
+        Some(p) => Ok((p.driver(git), Some(p.digest()))),
+        None => {
+            notes.push(unpinned_note(git.version()?));
+            Ok((git.clone(), None))
+        }
+    }
+}
+
 /// Where a run in a tree with uncommitted changes starts, and the note that
 /// says so: from a snapshot of them with `--include-dirty`, else from
 /// `base` without them.
@@ -349,6 +378,8 @@ fn create_worktree(
     create_dir(&state)?;
     cleanup.dirs.push(state.clone());
     super::orphans::write_owner(&state, project, &opts.run_id, Mode::Worktree)?;
+    let (pinned, git_config) = pin(git, project, &state, &mut notes)?;
+    let git = &pinned;
     if !dirty.is_empty() {
         // `worktree_start` gives no base without a HEAD but --base's, which
         // `with_dirty` refuses to combine with a snapshot.
@@ -396,6 +427,7 @@ fn create_worktree(
         borrowed: true,
         guard: Some(kept.digest()),
         settings: None,
+        git_config,
         run_ref: branch,
         base_commit: base.clone(),
         last_commit: base,
@@ -560,6 +592,8 @@ fn create_copy(
     cleanup.dirs.push(state.clone());
     super::orphans::write_owner(&state, project, &opts.run_id, Mode::Copy)?;
     let mut notes = Vec::new();
+    let (pinned, git_config) = pin(git, project, &state, &mut notes)?;
+    let git = &pinned;
     let stats = copy_tree(
         project,
         &partial,
@@ -623,6 +657,7 @@ fn create_copy(
         borrowed: false,
         guard: Some(kept.digest()),
         settings: None,
+        git_config,
         run_ref: branch,
         base_commit: base.clone(),
         last_commit: base,
@@ -713,6 +748,8 @@ fn create_in_place(
     create_dir(&state)?;
     cleanup.dirs.push(state.clone());
     super::orphans::write_owner(&state, project, &opts.run_id, Mode::InPlace)?;
+    let (pinned, git_config) = pin(git, project, &state, &mut notes)?;
+    let git = &pinned;
     write_excludes(git, project, &state, &opts.tracking_ignore)?;
     // What of the user's repository can make git run a program, as the run
     // finds it: held to that before modix runs git there after a step.
@@ -783,6 +820,7 @@ fn create_in_place(
         borrowed: false,
         guard,
         settings,
+        git_config,
         run_ref,
         base_commit: base.clone(),
         last_commit: base,

@@ -10,13 +10,17 @@
 //! `core.autocrlf`, `core.eol`, `filter.lfs.*`, `core.ignoreCase` — must be the
 //! ones the user's own git uses, or the blobs modix records (and later applies
 //! to the user's branch) would differ from what the user's git would write.
+//! A run's git reads them as the run found them: a copy taken at its start,
+//! named by `GIT_CONFIG_GLOBAL`/`GIT_CONFIG_SYSTEM` (see `pinned`), so what
+//! an agent writes into the live files never reaches it.
 //! What modix must decide itself it overrides with `-c` (highest precedence):
 //! identity, hooks, signing, fsmonitor, automatic gc, path quoting, the
 //! `ext::` transport; every command that prints a diff passes
 //! `--no-ext-diff --no-textconv`. What no `-c` can override — a filter an
 //! agent names, an attributes file, an include — is held to what the run
-//! found in an in-place run (`settings`) and put back in the repositories
-//! modix owns (`guard`).
+//! found: the user's global and system config (`pinned`), the repository's
+//! in an in-place run (`settings`), and put back in the repositories modix
+//! owns (`guard`).
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
@@ -160,9 +164,9 @@ impl Git {
     }
 
     /// An environment variable for every git command, e.g.
-    /// `GIT_CONFIG_GLOBAL=/dev/null` to run independently of `$HOME`.
-    #[cfg(test)]
-    pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+    /// `GIT_CONFIG_GLOBAL=/dev/null` to run independently of `$HOME`, or
+    /// the run's copy of the user's config (see `pinned`).
+    pub(crate) fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.env.push((key.into(), value.into()));
         self
     }

@@ -27,6 +27,7 @@ mod guard;
 mod in_the_way;
 mod lock;
 mod orphans;
+mod pinned;
 mod preflight;
 mod publish;
 mod scan;
@@ -47,6 +48,7 @@ pub(crate) use error::list;
 pub use git::{Change, Git, MIN_GIT};
 pub use lock::TreeLock;
 pub use orphans::prune_orphans;
+pub use pinned::run_git;
 pub use preflight::{RootProblem, automatic_mode, root_problem, root_setting};
 pub use scan::DEFAULT_TRACKING_IGNORE;
 pub use track::{Discarded, Settled};
@@ -157,6 +159,12 @@ pub struct WorkspaceRecord {
     /// `settings`); `None` in other modes and in records from before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<String>,
+    /// The digest of the run's copy of the user's global and system git
+    /// config, which every git modix runs for the run reads (see
+    /// `pinned`); `None` when the run's git was too old to be pointed at
+    /// it, and in records from before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_config: Option<String>,
     /// The ref holding the run's steps: `refs/heads/modix/<id>` (worktree,
     /// copy) or `refs/modix/runs/<id>/head` (in place).
     pub run_ref: String,
@@ -224,6 +232,9 @@ pub struct Workspace {
     /// In place: the user's repository settings as the run found them,
     /// held to that before modix runs git there.
     settings: Option<settings::Settings>,
+    /// The user's global and system git config as the run found them,
+    /// which `git` reads; put back before modix runs git when changed.
+    pinned: Option<pinned::Pinned>,
     /// The largest file a step may write (see `track::remove_oversized`).
     max_file_bytes: Option<u64>,
     /// Held for the workspace's life: one live run per tree.

@@ -175,7 +175,7 @@ impl Workspace {
     /// (see [`guard`](super::guard)) before modix runs git there; the note
     /// for the step's record.
     fn guard(&self) -> Result<Vec<String>> {
-        let mut notes = Vec::new();
+        let mut notes = self.restore_pinned()?;
         let put = self.put_back_settings()?;
         if !put.is_empty() {
             notes.push(format!(
@@ -195,6 +195,16 @@ impl Workspace {
             ));
         }
         Ok(notes)
+    }
+
+    /// Puts back the run's copy of the user's global and system config
+    /// when changed (see `pinned`): every git modix runs reads it, so this
+    /// comes first. The note, if one was.
+    fn restore_pinned(&self) -> Result<Vec<String>> {
+        match &self.pinned {
+            Some(p) => Ok(super::pinned::note(&p.restore()?).into_iter().collect()),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// In place: puts back what an agent changed of the user's repository
@@ -276,9 +286,12 @@ impl Workspace {
     }
 
     fn settle_with_git(&mut self, seq: u64, state: &str, attempt: u32) -> Result<Settled> {
-        // First of all: no git runs there before the settings are as kept.
+        // First of all: no git runs there before the settings are as kept
+        // (the config copy the run's git reads before anything: the
+        // settings' names are read by git).
+        let mut guarded = self.restore_pinned()?;
         let settings = self.put_back_settings()?;
-        let guarded = self.guard()?;
+        guarded.extend(self.guard()?);
         let last = self.record.last_commit.clone();
         let refs = self.ref_state()?;
         let special =

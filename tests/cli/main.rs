@@ -11,6 +11,7 @@ mod escaping;
 mod failures;
 mod fsm;
 mod fsm_language;
+mod global_config;
 mod go;
 mod graph;
 mod history;
