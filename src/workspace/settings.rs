@@ -22,7 +22,8 @@
 //! A driver a tracked `.gitattributes` names is content, judged with the
 //! step; git runs it only when a config defines it, and the repository's
 //! config is held to what was kept. The user's global and system config are
-//! outside the repository (see docs/workspaces.md, "Limits").
+//! outside the repository: a run's git reads them as the run found them
+//! (see `pinned`).
 //!
 //! What was kept is in `<state>/settings.json`, whose digest the workspace
 //! record holds: a copy that no longer matches is refused ([`Tampered`]).
