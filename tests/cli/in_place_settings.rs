@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::scenarios::{self, git, modix, repo};
-use crate::util::{GoResult, Sandbox, make_executable, output_text};
+use crate::util::{GoResult, Sandbox, output_text};
 
 const FIX: &str = r#"    sed 's|return sum(values) / (len(values) + 1)|return sum(values) / len(values)|' calc.py > calc.py.new && mv calc.py.new calc.py"#;
 const DONE: &str = r#"    echo '{"outcome":"success","summary":"fixed","files_changed":["calc.py"],"error":null}'"#;
@@ -20,14 +20,7 @@ fn in_place() -> (Sandbox, PathBuf, PathBuf) {
     sb.edit_json(".modix/projects.json", |v| {
         v["workspace"] = "in_place".into()
     });
-    let ran = sb.dir.path().join("planted-command-ran");
-    let script = sb.dir.path().join("planted");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\ntouch {}\ncat\n", ran.display()),
-    )
-    .unwrap();
-    make_executable(&script);
+    let (ran, script) = scenarios::planted_script(&sb);
     (sb, ran, script)
 }
 

@@ -1,7 +1,7 @@
 //! Runs in the states `history` and friends must show: failed through a
 //! used-up bound, killed mid-step (owner gone), interrupted by Ctrl-C.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::util::{GoResult, Sandbox, output_text};
@@ -159,4 +159,19 @@ pub fn repo() -> Sandbox {
 /// `modix ARGS` in the sandbox, run to its end.
 pub fn modix(sb: &Sandbox, args: &[&str]) -> std::process::Output {
     sb.modix().args(args).output().unwrap()
+}
+
+/// A script that touches the returned marker (whoever runs it: a filter,
+/// a hook) and passes its input through: what a hostile agent plants for
+/// modix's own git to run. (marker, script)
+pub fn planted_script(sb: &Sandbox) -> (PathBuf, PathBuf) {
+    let ran = sb.dir.path().join("planted-command-ran");
+    let script = sb.dir.path().join("planted");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch {}\ncat\n", ran.display()),
+    )
+    .unwrap();
+    crate::util::make_executable(&script);
+    (ran, script)
 }

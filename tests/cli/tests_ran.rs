@@ -105,11 +105,7 @@ fn a_module_that_skips_every_test_runs_no_tests() {
 fn a_shadowing_runner_module_is_protected_and_runs_no_tests() {
     let (sb, r) = hostile_run(|_| {}, "      echo 'raise SystemExit(0)' > unittest.py");
     // Rejected as protected before any test ran on it.
-    let reasons: Vec<String> = r
-        .transitions
-        .iter()
-        .map(|t| t["reason"].to_string())
-        .collect();
+    let reasons = reasons(&r);
     assert!(
         reasons
             .iter()
@@ -126,11 +122,7 @@ fn files_that_decide_how_tests_run_are_protected_by_default() {
         |_| {},
         "      echo 'import os; os._exit(0)' > conftest.py; cp conftest.py sitecustomize.py",
     );
-    let reasons: Vec<String> = r
-        .transitions
-        .iter()
-        .map(|t| t["reason"].to_string())
-        .collect();
+    let reasons = reasons(&r);
     assert!(
         reasons
             .iter()
@@ -212,11 +204,7 @@ fn an_emptied_make_target_is_protected_and_a_missing_summary_is_no_pass() {
         },
         "      printf 'test:\\n\\ttrue\\n' > Makefile",
     );
-    let reasons: Vec<String> = r
-        .transitions
-        .iter()
-        .map(|t| t["reason"].to_string())
-        .collect();
+    let reasons = reasons(&r);
     assert!(
         reasons
             .iter()
@@ -282,4 +270,12 @@ fn a_test_command_modix_does_not_know_passes_on_its_exit_status() {
         shown.contains("tests: count unknown (a test command modix does not recognise)"),
         "{shown}"
     );
+}
+
+/// Each transition's reason, as JSON text.
+fn reasons(r: &GoResult) -> Vec<String> {
+    r.transitions
+        .iter()
+        .map(|t| t["reason"].to_string())
+        .collect()
 }
