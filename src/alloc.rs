@@ -26,10 +26,9 @@ thread_local! {
     /// Bytes the current [`within`] stretch may still take on this thread
     /// (net of what it frees); `None` outside one.
     static LEFT: std::cell::Cell<Option<isize>> = const { std::cell::Cell::new(None) };
-    /// What to say when the stretch takes more (made before it starts: no
-    /// allocation may happen once the budget is gone).
-    static SAY: std::cell::Cell<(*const u8, usize)> =
-        const { std::cell::Cell::new((std::ptr::null(), 0)) };
+    /// What to do when the stretch takes more: a `&dyn Fn()` on the stack
+    /// of the [`within`] call that set it (null outside one).
+    static ON_OVER: std::cell::Cell<*const ()> = const { std::cell::Cell::new(std::ptr::null()) };
 }
 
 impl Budgeted {
@@ -78,43 +77,46 @@ unsafe impl std::alloc::GlobalAlloc for Budgeted {
     }
 }
 
-/// The stretch took more than its budget: says what `within` was given to
-/// say, and ends the process as a crash would (exit 3), since unwinding out
-/// of an allocator is not allowed and what asked cannot be told no. The
-/// store's transactions and modix's files are made for exactly this: the
-/// run is left resumable.
+/// The stretch took more than its budget: turns the budget off (saying it
+/// may allocate: a few KB, before the allocation that asked is made), runs
+/// what `within` was given to do, and ends the process as a crash would
+/// (exit 3), since unwinding out of an allocator is not allowed and what
+/// asked cannot be told no. The store's transactions and modix's files are
+/// made for exactly this: the run is left resumable.
 #[cold]
 fn over_budget() -> ! {
-    let (ptr, len) = SAY.with(std::cell::Cell::get);
-    if !ptr.is_null() {
-        // SAFETY: `within` keeps the text alive while the budget is on.
-        let text = unsafe { std::slice::from_raw_parts(ptr, len) };
-        // SAFETY: write(2) on stderr from a buffer we own.
-        unsafe { nix::libc::write(2, text.as_ptr().cast(), text.len()) };
+    let hook = ON_OVER.with(|h| h.replace(std::ptr::null()));
+    LEFT.with(|l| l.set(None));
+    if !hook.is_null() {
+        // SAFETY: `within` set it to a `&dyn Fn()` that outlives the
+        // stretch, and clears it when the stretch ends.
+        let say = unsafe { *hook.cast::<&dyn Fn()>() };
+        // A panic must not unwind out of the allocator.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(say));
     }
     // SAFETY: ends the process without running anything more.
     unsafe { nix::libc::_exit(3) }
 }
 
 /// Runs `work` with at most `budget` bytes more held on this thread; past
-/// it, prints `say` (one line, `error: …`) and ends the process with exit 3.
-/// Not nested: an inner stretch would end the outer one's count.
-pub(crate) fn within<T>(budget: usize, say: &str, work: impl FnOnce() -> T) -> T {
-    let text = format!("{say}\n");
-    SAY.with(|s| s.set((text.as_ptr(), text.len())));
+/// it, runs `on_over` (say why, as the command reports errors) and ends the
+/// process with exit 3. Not nested: an inner stretch would end the outer
+/// one's count.
+pub(crate) fn within<T>(budget: usize, on_over: &dyn Fn(), work: impl FnOnce() -> T) -> T {
+    let hook: &&dyn Fn() = &on_over;
+    ON_OVER.with(|h| h.set(std::ptr::from_ref(hook).cast()));
     LEFT.with(|l| l.set(Some(isize::try_from(budget).unwrap_or(isize::MAX))));
     // Off again however `work` ends (a panic unwinds through here).
     struct Off;
     impl Drop for Off {
         fn drop(&mut self) {
             LEFT.with(|l| l.set(None));
-            SAY.with(|s| s.set((std::ptr::null(), 0)));
+            ON_OVER.with(|h| h.set(std::ptr::null()));
         }
     }
     let off = Off;
     let out = work();
     drop(off);
-    drop(text);
     out
 }
 

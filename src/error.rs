@@ -65,6 +65,15 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// modix ended itself at once, where nothing could be told no: a prompt
+    /// template past its memory budget (see `alloc::within`). A run it was
+    /// in is left resumable, as after a crash.
+    #[error("{message}")]
+    Aborted {
+        code: &'static str,
+        message: String,
+        help: String,
+    },
 }
 
 impl Error {
@@ -88,7 +97,7 @@ impl Error {
             Error::Store(e) => store_exit(e),
             Error::Run(e) => e.exit_code(),
             Error::Workspace(e) => workspace_exit(e),
-            Error::Io { .. } => Exit::Internal,
+            Error::Io { .. } | Error::Aborted { .. } => Exit::Internal,
         }
     }
 
@@ -106,6 +115,7 @@ impl Error {
             Error::Run(e) => e.help(),
             Error::Workspace(_) => None,
             Error::Io { .. } => Some("check the folder's permissions and free space".into()),
+            Error::Aborted { help, .. } => Some(help.clone()),
         }
     }
 
@@ -118,6 +128,7 @@ impl Error {
             Error::Run(e) => e.code(),
             Error::Workspace(e) => e.code(),
             Error::Io { .. } => "io",
+            Error::Aborted { code, .. } => code,
         }
     }
 
@@ -235,4 +246,27 @@ fn fill_run(help: &str) -> String {
     }
     let subject = SUBJECT.lock().ok().and_then(|s| s.clone());
     help.replace("<run>", subject.as_deref().unwrap_or("RUN"))
+}
+
+/// How an [`Error::Aborted`] is said: set once by the command line to its
+/// own report (a JSON object on stdout for `--json`, `error:` on stderr
+/// otherwise), so the process's last word reads like any other failure.
+type Reporter = Box<dyn Fn(&Error) + Send + Sync>;
+static FATAL: std::sync::OnceLock<Reporter> = std::sync::OnceLock::new();
+
+/// Sets how [`report_fatal`] says an error (the first call wins).
+pub(crate) fn on_fatal(report: impl Fn(&Error) + Send + Sync + 'static) {
+    let _ = FATAL.set(Box::new(report));
+}
+
+/// Says `e` as the command line reports errors — or, with no command line
+/// (a benchmark, a test), on stderr.
+pub(crate) fn report_fatal(e: &Error) {
+    match FATAL.get() {
+        Some(report) => report(e),
+        None => {
+            use std::io::Write as _;
+            let _ = writeln!(io::stderr(), "error: {e}");
+        }
+    }
 }

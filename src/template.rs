@@ -168,13 +168,19 @@ fn render_capped(
         }
     }
     let mut out = Capped(Vec::with_capacity(template.source().len() * 2));
-    let say = format!(
-        "error: prompt template `{}` took more than {} MiB of memory while rendering and modix \
-         stopped: a value built without bound (a string doubled in a loop, a list repeated). \
-         Fix the template (a run it stopped continues with `modix resume`).",
-        template.name(),
-        MAX_HELD >> 20
-    );
+    let say = || {
+        crate::error::report_fatal(&crate::error::Error::Aborted {
+            code: "template",
+            message: format!(
+                "prompt template `{}` took more than {} MiB of memory while rendering and \
+                 modix stopped: a value built without bound (a string doubled in a loop, a \
+                 list repeated)",
+                template.name(),
+                MAX_HELD >> 20
+            ),
+            help: "fix the template; a run it stopped continues with `modix resume`".into(),
+        });
+    };
     let rendered = crate::alloc::within(MAX_HELD, &say, || {
         template.render_captured_to(ctx, &mut out)
     });

@@ -303,6 +303,7 @@ pub fn main() -> ExitCode {
     };
     let color = cli.color.or(settings.color);
     let out = Output::new(command.json(), cli.quiet, color);
+    crate::error::on_fatal(move |e| out.report(e));
     init_logging(&cli, &settings, out.color_err);
     let ctx = Ctx {
         cli,

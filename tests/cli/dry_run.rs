@@ -321,6 +321,27 @@ fn a_prompt_that_would_hold_unbounded_memory_is_stopped_and_its_run_resumes_once
     assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
     assert!(!marker.exists(), "an agent started");
     assert_eq!(sb.runs().as_array().unwrap().len(), 0);
+    // With --json, stdout's last word is a JSON error object, as for any
+    // other failure.
+    let out = sb
+        .modix()
+        .args(["go", "--json", "Fix mean()"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    let v: serde_json::Value =
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(v["error"]["code"], "template", "{v}");
+    assert_eq!(v["error"]["exit_code"], 3, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("took more than 512 MiB"),
+        "{v}"
+    );
     // A later agent's, in a run: it stops there, resumable; fixed, the
     // run goes on.
     std::fs::write(&prompt, fixed).unwrap();
