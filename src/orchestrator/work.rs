@@ -106,7 +106,28 @@ fn options(
         .extend(MODIX_FILES.iter().map(|s| s.to_string()));
     o.tracking_ignore
         .extend(config.project.ignore.iter().cloned());
+    if config.project.workspace.is_none() {
+        automatic_fallback(git, &mut o, &mut notes);
+    }
     Ok((o, notes))
+}
+
+/// With no `workspace` setting, a worktree a branch of its own cannot hold
+/// (submodules, a partial clone, LFS without git-lfs, a user branch named
+/// `modix`, an ignored project folder) gives way to a copy, as `modix init`
+/// would have chosen — saying why — rather than refusing the run. `--base`
+/// needs the worktree, so with it the refusal stands.
+fn automatic_fallback(git: &Git, o: &mut CreateOptions, notes: &mut Vec<String>) {
+    if o.mode != Mode::Worktree || o.base.is_some() {
+        return;
+    }
+    if let Err(WorkspaceError::Unsupported { what, .. }) = workspace::Workspace::check(git, o) {
+        o.mode = Mode::Copy;
+        notes.push(format!(
+            "a branch of its own cannot hold the project, as {what}: this run works on a copy \
+             (`workspace: \"copy\"` in .modix/projects.json says so for good)"
+        ));
+    }
 }
 
 /// An interrupted run's workspace, found again from its record: refused if

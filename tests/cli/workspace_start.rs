@@ -323,6 +323,12 @@ fn a_project_folder_the_repository_ignores_is_said_to_be_ignored() {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/bugfix"),
         &top.join("newproj"),
     );
+    // Asked for: with no setting, the run works on a copy instead.
+    let projects = top.join("newproj/.modix/projects.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&projects).unwrap()).unwrap();
+    v["workspace"] = "worktree".into();
+    std::fs::write(&projects, v.to_string()).unwrap();
     let at = |args: &[&str]| {
         let mut all = vec!["--project", "newproj"];
         all.extend(args);

@@ -1095,6 +1095,10 @@ fn a_subfolder_projects_agent_may_not_change_the_repositorys_ci_or_tests() {
 fn a_branch_named_modix_is_named_before_anything_is_recorded() {
     let sb = repo();
     git(&sb.root(), &["branch", "modix"]);
+    // Asked for: with no setting, the run works on a copy instead.
+    sb.edit_json(".modix/projects.json", |v| {
+        v["workspace"] = "worktree".into()
+    });
     let out = modix(&sb, &["go", "Fix mean()"]);
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     assert!(
@@ -1137,8 +1141,11 @@ fn doctor_and_go_name_a_git_too_old_for_workspaces() {
     );
 }
 
+/// Submodules a worktree cannot hold: asked for a worktree, `go` refuses
+/// before anything is recorded; with no `workspace` setting, the run works
+/// on a copy, as `modix init` would have chosen, and says why.
 #[test]
-fn submodules_are_refused_before_anything_is_recorded() {
+fn submodules_refuse_a_worktree_asked_for_and_give_an_automatic_run_a_copy() {
     let sb = repo();
     sb.write(
         ".gitmodules",
@@ -1146,6 +1153,9 @@ fn submodules_are_refused_before_anything_is_recorded() {
     );
     git(&sb.root(), &["add", ".gitmodules"]);
     git(&sb.root(), &["commit", "-q", "-m", "submodule"]);
+    sb.edit_json(".modix/projects.json", |v| {
+        v["workspace"] = "worktree".into()
+    });
     let out = modix(&sb, &["go", "Fix mean()"]);
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -1156,6 +1166,24 @@ fn submodules_are_refused_before_anything_is_recorded() {
     );
     let out = modix(&sb, &["history"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("No runs yet"));
+
+    sb.edit_json(".modix/projects.json", |v| {
+        v.as_object_mut().unwrap().remove("workspace");
+    });
+    let out = modix(&sb, &["doctor"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Workspaces: each run works in a copy"),
+        "{}",
+        output_text(&out)
+    );
+    let r = sb.go_json("Fix mean()");
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(workspace(&sb, &r.run_id())["mode"], "copy");
+    let said = serde_json::to_string(&r.events).unwrap();
+    assert!(
+        said.contains("a branch of its own cannot hold the project, as the project uses git submodules (.gitmodules): this run works on a copy"),
+        "{said}"
+    );
 }
 
 /// In place (what `go` advises for submodules), a change inside a submodule
