@@ -119,7 +119,8 @@ struct Recogniser {
 }
 
 /// In the order an unrecognised command's output is read: nextest before
-/// cargo (its output quotes cargo's per-binary summaries).
+/// cargo (its output quotes cargo's per-binary summaries), `node --test`
+/// before mocha (whose TAP reporter ends with the same counts).
 const RECOGNISERS: &[Recogniser] = &[
     Recogniser {
         runner: Runner::Unittest,
@@ -157,14 +158,14 @@ const RECOGNISERS: &[Recogniser] = &[
         summary: vitest,
     },
     Recogniser {
-        runner: Runner::Mocha,
-        command: |w| has(w, &["mocha", "_mocha"]),
-        summary: mocha,
-    },
-    Recogniser {
         runner: Runner::NodeTest,
         command: |w| has(w, &["node"]) && w.contains(&"--test"),
         summary: node_test,
+    },
+    Recogniser {
+        runner: Runner::Mocha,
+        command: |w| has(w, &["mocha", "_mocha"]),
+        summary: mocha,
     },
 ];
 
@@ -183,7 +184,7 @@ pub fn runner_of(argv: &[String], package_json: Option<&str>) -> Option<Runner> 
 /// What `output` (stdout and stderr) says ran: read as `runner`'s when the
 /// command is known, else with each recogniser until one finds a summary.
 pub fn read(runner: Option<Runner>, output: &str) -> Reading {
-    let text = strip_ansi(output);
+    let text = plain(output);
     match runner {
         Some(runner) => Reading {
             runner: Some(runner),
@@ -283,9 +284,19 @@ fn re(pattern: &str) -> Regex {
     Regex::new(pattern).expect("a recogniser's pattern compiles")
 }
 
-fn strip_ansi(text: &str) -> String {
-    static ANSI: LazyLock<Regex> = LazyLock::new(|| re(r"\x1b\[[0-9;?]*[A-Za-z]"));
-    ANSI.replace_all(text, "").into_owned()
+/// The output as a terminal shows it, once for every recogniser: escape
+/// sequences gone — colours (`ESC [ 32 m`, which vitest prints even into a
+/// pipe), libtest's terminfo reset (`ESC ( B`, `-- --color always`), a
+/// hyperlink (`ESC ] 8 ; ; … ESC \`) — and each `\r` (a Windows line end, a
+/// progress line redrawn over) a line break, so a summary starts its line.
+fn plain(text: &str) -> String {
+    static ESCAPE: LazyLock<Regex> = LazyLock::new(|| {
+        re(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()*+].|[@-Z\\-_])")
+    });
+    ESCAPE
+        .replace_all(text, "")
+        .replace("\r\n", "\n")
+        .replace('\r', "\n")
 }
 
 /// `N word` pairs of a summary line: `2 failed, 3 passed` → [(2, failed), …].
@@ -350,12 +361,13 @@ fn unittest(text: &str) -> Option<Tally> {
 }
 
 /// pytest's last line: `=== 1 failed, 4 passed, 1 skipped in 0.03s ===`
-/// (`-q`: without the rules), `no tests ran in 0.01s`. Errors (in
+/// (`-q`: without the rules; before pytest 5.4 `in 0.03 seconds`), `no
+/// tests ran in 0.01s`; without it (`-qq`), its progress lines. Errors (in
 /// collection or fixtures) count as failed, not as tests that ran.
 fn pytest(text: &str) -> Option<Tally> {
     static LINE: LazyLock<Regex> = LazyLock::new(|| {
         re(
-            r"(?m)^=*\s*((?:\d+ [a-z]+(?:, )?)+|no tests ran) in [0-9.]+s(?: \([0-9:.]+\))?\s*=*\s*$",
+            r"(?m)^=*\s*((?:\d+ [a-z]+(?:, )?)+|no tests ran) in [0-9.]+ ?s(?:econds)?(?: \([0-9:.]+\))?\s*=*\s*$",
         )
     });
     sum(LINE.captures_iter(text).map(|c| {
@@ -371,6 +383,26 @@ fn pytest(text: &str) -> Option<Tally> {
             unit: Unit::Tests,
         }
     }))
+    .or_else(|| pytest_progress(text))
+}
+
+/// pytest's progress, one mark a test, each line ending in its percentage
+/// (`test_a.py .Fsx. [100%]`; `-q`: without the file): `-qq` — which a
+/// project's `addopts = "-q"` and a `pytest -q` make — prints no summary
+/// line, only these and the failures.
+fn pytest_progress(text: &str) -> Option<Tally> {
+    static LINE: LazyLock<Regex> =
+        LazyLock::new(|| re(r"(?m)^(?:\S+ )?([.FEsxX]+)\s*\[\s*\d+%\]\s*$"));
+    let marks: String = LINE.captures_iter(text).map(|c| c[1].to_owned()).collect();
+    let n = |of: &str| marks.chars().filter(|m| of.contains(*m)).count() as u64;
+    let (passed, failed) = (n(".xX"), n("F"));
+    (!marks.is_empty()).then(|| Tally {
+        ran: passed + failed,
+        passed,
+        failed: failed + n("E"),
+        skipped: n("s"),
+        unit: Unit::Tests,
+    })
 }
 
 /// nextest: `Summary [   0.005s] 2 tests run: 2 passed, 1 skipped`.
@@ -472,11 +504,15 @@ fn vitest(text: &str) -> Option<Tally> {
         .then(Tally::default)
 }
 
-/// mocha: `  3 passing (8ms)`, `  1 pending`, `  1 failing`.
+/// mocha: `  3 passing (8ms)`, `  1 pending`, `  1 failing`; with
+/// `--reporter tap`, TAP's `# tests 3` … as `node --test` prints them.
 fn mocha(text: &str) -> Option<Tally> {
     static PASSING: LazyLock<Regex> = LazyLock::new(|| re(r"(?m)^\s*(\d+) passing \("));
     static OTHER: LazyLock<Regex> = LazyLock::new(|| re(r"(?m)^\s*(\d+) (failing|pending)\s*$"));
-    let passed: u64 = PASSING.captures_iter(text).last()?[1].parse().ok()?;
+    let Some(c) = PASSING.captures_iter(text).last() else {
+        return node_test(text);
+    };
+    let passed: u64 = c[1].parse().ok()?;
     let of = |what: &str| {
         OTHER
             .captures_iter(text)

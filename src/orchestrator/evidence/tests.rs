@@ -47,14 +47,39 @@ fn unittest_summaries() {
 #[test]
 fn pytest_summaries() {
     use Runner::Pytest as P;
-    assert_eq!(as_(P, sample!("pytest_fail")), tally(5, 4, 1, 1));
-    assert_eq!(as_(P, sample!("pytest_ok_q")), tally(5, 5, 0, 0));
-    assert_eq!(as_(P, sample!("pytest_none")), tally(0, 0, 0, 0));
+    // 1 failed, 2 passed, 1 skipped, 1 xfailed: an xfail's body ran.
+    for fail in [
+        sample!("pytest_fail"),
+        sample!("pytest_fail_q"),
+        sample!("pytest_fail_ra"),
+        sample!("pytest_fail_color"),
+    ] {
+        assert_eq!(as_(P, fail), tally(4, 3, 1, 1));
+    }
+    assert_eq!(as_(P, sample!("pytest_fail_x")), tally(2, 1, 1, 0));
+    for ok in [
+        sample!("pytest_ok"),
+        sample!("pytest_ok_q"),
+        sample!("pytest_ok_color"),
+        sample!("pytest_ok_xdist"),
+    ] {
+        assert_eq!(as_(P, ok), tally(3, 3, 0, 0));
+    }
+    assert_eq!(as_(P, sample!("pytest_skip_q")), tally(2, 2, 0, 1));
+    assert_eq!(as_(P, sample!("pytest_warn")), tally(2, 2, 0, 0));
+    for none in [sample!("pytest_none"), sample!("pytest_none_q")] {
+        assert_eq!(as_(P, none), tally(0, 0, 0, 0));
+    }
     assert_eq!(
         as_(P, sample!("pytest_collection_error")),
         tally(0, 0, 1, 0)
     );
-    assert_eq!(as_(P, "5 passed, 1 warning in 0.01s"), tally(5, 5, 0, 0));
+    // `-qq` (`addopts = "-q"` and `pytest -q`) prints no summary line: its
+    // progress line is the count.
+    assert_eq!(as_(P, sample!("pytest_ok_qq")), tally(3, 3, 0, 0));
+    assert_eq!(as_(P, sample!("pytest_fail_qq")), tally(4, 3, 1, 1));
+    // pytest before 5.4 said `seconds`.
+    assert_eq!(as_(P, "5 passed in 0.12 seconds"), tally(5, 5, 0, 0));
 }
 
 #[test]
@@ -66,6 +91,20 @@ fn cargo_and_nextest_summaries() {
     assert_eq!(
         as_(Runner::Cargo, sample!("cargo_filtered")),
         tally(0, 0, 0, 0)
+    );
+    // A workspace of two crates: each one's unit tests, integration tests
+    // and doc-tests, and a binary's empty harness — seven summaries.
+    for ok in [
+        sample!("cargo_workspace"),
+        sample!("cargo_workspace_q"),
+        // `-- --color always`: libtest's terminfo colours (`ESC ( B`).
+        sample!("cargo_workspace_color"),
+    ] {
+        assert_eq!(as_(Runner::Cargo, ok), tally(8, 8, 0, 2));
+    }
+    assert_eq!(
+        as_(Runner::Cargo, sample!("cargo_workspace_fail")),
+        tally(8, 7, 1, 2)
     );
     assert_eq!(
         as_(Runner::Nextest, sample!("nextest_ok")),
@@ -100,16 +139,60 @@ fn go_summaries() {
 }
 
 #[test]
-fn javascript_summaries() {
-    assert_eq!(as_(Runner::Jest, sample!("jest_fail")), tally(4, 3, 1, 1));
-    assert_eq!(as_(Runner::Jest, sample!("jest_none")), tally(0, 0, 0, 0));
-    assert_eq!(as_(Runner::Vitest, sample!("vitest_ok")), tally(4, 4, 0, 1));
-    assert_eq!(
-        as_(Runner::Vitest, sample!("vitest_none")),
-        tally(0, 0, 0, 0)
-    );
-    assert_eq!(as_(Runner::Mocha, sample!("mocha_fail")), tally(4, 3, 1, 1));
-    assert_eq!(as_(Runner::Mocha, sample!("mocha_none")), tally(0, 0, 0, 0));
+fn jest_summaries() {
+    use Runner::Jest as J;
+    for ok in [
+        sample!("jest_ok"),
+        sample!("jest_ok_ci"),
+        sample!("jest_ok_color"),
+        sample!("jest_ok_npm"),
+    ] {
+        assert_eq!(as_(J, ok), tally(4, 4, 0, 0));
+    }
+    // 1 failed, 1 skipped, 1 todo, 1 passed.
+    for fail in [sample!("jest_fail"), sample!("jest_fail_silent")] {
+        assert_eq!(as_(J, fail), tally(2, 1, 1, 2));
+    }
+    assert_eq!(as_(J, sample!("jest_skip")), tally(1, 1, 0, 3));
+    for none in [sample!("jest_none"), sample!("jest_none_pass")] {
+        assert_eq!(as_(J, none), tally(0, 0, 0, 0));
+    }
+}
+
+#[test]
+fn vitest_summaries() {
+    use Runner::Vitest as V;
+    // vitest colours its output even into a pipe.
+    for ok in [sample!("vitest_ok"), sample!("vitest_ok_npm")] {
+        assert_eq!(as_(V, ok), tally(4, 4, 0, 0));
+    }
+    for fail in [
+        sample!("vitest_fail"),
+        sample!("vitest_fail_nocolor"),
+        sample!("vitest_fail_dot"),
+    ] {
+        assert_eq!(as_(V, fail), tally(2, 1, 1, 2));
+    }
+    assert_eq!(as_(V, sample!("vitest_skip")), tally(1, 1, 0, 2));
+    assert_eq!(as_(V, sample!("vitest_none")), tally(0, 0, 0, 0));
+}
+
+#[test]
+fn mocha_and_node_test_summaries() {
+    use Runner::Mocha as M;
+    for ok in [
+        sample!("mocha_ok"),
+        sample!("mocha_ok_color"),
+        sample!("mocha_ok_npm"),
+    ] {
+        assert_eq!(as_(M, ok), tally(2, 2, 0, 0));
+    }
+    assert_eq!(as_(M, sample!("mocha_fail")), tally(2, 1, 1, 2));
+    assert_eq!(as_(M, sample!("mocha_skip")), tally(1, 1, 0, 1));
+    // `--reporter tap` ends with TAP's counts.
+    assert_eq!(as_(M, sample!("mocha_fail_tap")), tally(2, 1, 1, 0));
+    // No test files: an error, no summary.
+    assert_eq!(as_(M, sample!("mocha_none")), None);
     for ok in [sample!("node_ok_tap"), sample!("node_ok_spec")] {
         assert_eq!(as_(Runner::NodeTest, ok), tally(2, 2, 0, 1));
     }
@@ -121,13 +204,29 @@ fn javascript_summaries() {
         as_(Runner::NodeTest, sample!("node_none")),
         tally(0, 0, 0, 0)
     );
-    // Colours are no obstacle.
+}
+
+#[test]
+fn escapes_and_carriage_returns_are_no_obstacle() {
     assert_eq!(
         as_(
             Runner::Vitest,
             "\x1b[2m      Tests \x1b[22m \x1b[1m\x1b[32m3 passed\x1b[39m\x1b[22m\x1b[90m (3)\x1b[39m\n"
         ),
         tally(3, 3, 0, 0)
+    );
+    // A hyperlink (OSC 8) around a count, a progress line redrawn with `\r`,
+    // Windows line ends.
+    assert_eq!(
+        as_(
+            Runner::Jest,
+            "\x1b]8;;file:///src\x1b\\x\x1b]8;;\x1b\\\nRUNS a.test.js\rTests:       2 passed, 2 total\r\n"
+        ),
+        tally(2, 2, 0, 0)
+    );
+    assert_eq!(
+        as_(Runner::Unittest, "Ran 2 tests in 0.001s\r\n\r\nOK\r\n"),
+        tally(2, 2, 0, 0)
     );
 }
 
@@ -194,6 +293,11 @@ fn an_unrecognised_command_is_read_with_every_recogniser() {
     assert_eq!(
         read(None, sample!("nextest_fail")).runner,
         Some(Runner::Nextest)
+    );
+    // TAP's counts are node --test's, though mocha's TAP prints them too.
+    assert_eq!(
+        read(None, sample!("node_ok_tap")).runner,
+        Some(Runner::NodeTest)
     );
     let r = read(None, "all good\n");
     assert_eq!((r.runner, r.tally), (None, None));
