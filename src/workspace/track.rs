@@ -183,10 +183,18 @@ impl Workspace {
                 super::error::list(&put)
             ));
         }
+        notes.extend(self.guard_repository()?);
+        Ok(notes)
+    }
+
+    /// Puts back what the agent changed of the workspace's own repository
+    /// settings (worktree, copy: see [`guard`](super::guard)) and clears the
+    /// git locks it left; the notes.
+    fn guard_repository(&self) -> Result<Vec<String>> {
         let Some(kept) = &self.kept else {
-            return Ok(notes);
+            return Ok(Vec::new());
         };
-        notes.extend(super::guard::note(&kept.restore()?));
+        let mut notes: Vec<String> = super::guard::note(&kept.restore()?).into_iter().collect();
         let locks = kept.clear_stale_locks(&self.record.state_dir)?;
         if !locks.is_empty() {
             notes.push(format!(
@@ -291,7 +299,7 @@ impl Workspace {
         // settings' names are read by git).
         let mut guarded = self.restore_pinned()?;
         let settings = self.put_back_settings()?;
-        guarded.extend(self.guard()?);
+        guarded.extend(self.guard_repository()?);
         let last = self.record.last_commit.clone();
         let refs = self.ref_state()?;
         let special =
